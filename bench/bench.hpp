@@ -1,0 +1,46 @@
+// hpu-bench: one subcommand per file (alloc, gemm, allreduce, ...). Each file
+// registers its commands with HPU_BENCH; main() dispatches on argv[1].
+#pragma once
+
+#include <hpu/hpu.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+using Main = int (*)(int argc, char **argv);  // argv[0] is the subcommand
+
+struct Command {
+  const char *name;
+  const char *help;
+  Main main;
+};
+
+std::vector<Command> &commands();
+
+struct Register {
+  Register(const char *name, const char *help, Main main) { commands().push_back({name, help, main}); }
+};
+
+inline double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Exits with the status name and the library's message when a call fails.
+inline void check(hpuStatus_t s, const char *what) {
+  if (s != HPU_SUCCESS) {
+    std::fprintf(stderr, "hpu-bench: %s: %s: %s\n", what, hpuGetErrorName(s), hpuGetLastErrorMessage());
+    std::exit(1);
+  }
+}
+
+}  // namespace bench
+
+#define HPU_BENCH_CAT2_(a, b) a##b
+#define HPU_BENCH_CAT_(a, b) HPU_BENCH_CAT2_(a, b)
+#define HPU_BENCH(name, help, fn) static ::bench::Register HPU_BENCH_CAT_(bench_register_, __LINE__)(name, help, fn)
+#define BENCH_CHECK(call) ::bench::check((call), #call)

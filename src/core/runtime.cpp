@@ -1,0 +1,96 @@
+#include "core/runtime.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace hpu {
+
+namespace {
+
+struct Hook {
+  int priority;
+  void (*init)(const Config &);
+  void (*shutdown)();
+};
+
+struct Runtime {
+  std::mutex mu;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> stopping{false};
+  pid_t pid = 0;
+  Config config;
+  std::vector<Hook> hooks;
+};
+
+// Never destroyed: stream workers and exit handlers may use it after statics die.
+Runtime &rt() {
+  static Runtime *r = new Runtime();
+  return *r;
+}
+
+void sorted_insert(Hook h) {
+  auto &hooks = rt().hooks;
+  auto at = std::upper_bound(hooks.begin(), hooks.end(), h.priority,
+                             [](int p, const Hook &x) { return p < x.priority; });
+  hooks.insert(at, h);
+}
+
+}  // namespace
+
+void on_init(int priority, void (*hook)(const Config &)) { sorted_insert({priority, hook, nullptr}); }
+void on_shutdown(int priority, void (*hook)()) { sorted_insert({priority, nullptr, hook}); }
+
+bool shutting_down() { return rt().stopping.load(std::memory_order_relaxed); }
+
+const Config &config() { return rt().config; }
+
+void ensure_init() {
+  Runtime &r = rt();
+  if (r.ready.load(std::memory_order_acquire)) {
+    if (getpid() != r.pid)
+      fail(HPU_ERROR_INVALID_USAGE,
+           "libhpu was initialised in process %d; this fork() child must not use its devices or "
+           "communicators (fork before the first libhpu call, or exec a fresh program)",
+           static_cast<int>(r.pid));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.ready.load(std::memory_order_relaxed)) return;
+  if (r.stopping.load()) fail(HPU_ERROR_INVALID_USAGE, "libhpu is shutting down");
+  // Logging first, from the environment alone, so that configuration errors
+  // below can already be logged at the requested level.
+  if (const char *lvl = getenv("HPU_LOG_LEVEL")) {
+    LogLevel level;
+    if (parse_log_level(lvl, &level)) set_log_level(level);
+  }
+  Config c = load_config();
+  set_log_level(c.log_level);
+  r.config = c;
+  for (const Hook &h : r.hooks)
+    if (h.init) h.init(r.config);
+  r.pid = getpid();
+  r.ready.store(true, std::memory_order_release);
+  HPU_LOG(info, "core", "initialised: %d devices (%s, %s each), %d compute threads", c.num_devices,
+          c.profile.c_str(), format_bytes(c.capacity()).c_str(), c.num_threads);
+}
+
+}  // namespace hpu
+
+// At exit and dlclose: stop every worker thread so that nothing runs in code
+// that is about to be unmapped. Skipped in a fork() child, whose copies of the
+// parent's threads do not exist.
+__attribute__((destructor)) static void hpu_shutdown() {
+  hpu::Runtime &r = hpu::rt();
+  r.stopping.store(true);
+  if (!r.ready.load() || getpid() != r.pid) return;
+  for (auto it = r.hooks.rbegin(); it != r.hooks.rend(); ++it)
+    if (it->shutdown) it->shutdown();
+}

@@ -1,0 +1,236 @@
+#include "device/allocator.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <shared_mutex>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "device/device.hpp"
+
+namespace hpu {
+
+namespace {
+
+// Every mapped segment of every device, by base address, for device_of().
+struct SegmentMap {
+  std::shared_mutex mu;
+  std::map<uintptr_t, std::pair<size_t, Device *>> segments;
+};
+
+SegmentMap &segment_map() {
+  static SegmentMap *map = new SegmentMap();  // never destroyed: used until the last unmap
+  return *map;
+}
+
+}  // namespace
+
+Device *device_of(const void *ptr, size_t bytes) {
+  uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  SegmentMap &m = segment_map();
+  std::shared_lock<std::shared_mutex> lock(m.mu);
+  auto it = m.segments.upper_bound(p);
+  if (it == m.segments.begin()) return nullptr;
+  --it;
+  uintptr_t base = it->first;
+  size_t size = it->second.first;
+  if (p - base >= size || bytes > size - (p - base)) return nullptr;
+  return it->second.second;
+}
+
+Allocator::Allocator(Device *device, uint64_t limit) : device_(device) { stats_.limit = limit; }
+
+Allocator::~Allocator() {
+  // Only at shutdown: give every segment back, live blocks included.
+  std::vector<Segment *> segs;
+  auto collect = [&](Block *b) {
+    if (!b->prev) segs.push_back(b->segment);
+  };
+  for (auto &kv : live_) collect(kv.second);
+  for (Block *b : small_free_) collect(b);
+  for (Block *b : large_free_) collect(b);
+  std::sort(segs.begin(), segs.end());
+  segs.erase(std::unique(segs.begin(), segs.end()), segs.end());
+  for (Segment *s : segs) {
+    {
+      std::unique_lock<std::shared_mutex> lock(segment_map().mu);
+      segment_map().segments.erase(s->base);
+    }
+    munmap(reinterpret_cast<void *>(s->base), s->size);
+  }
+  auto drop = [](Block *b) { delete b; };
+  for (auto &kv : live_) drop(kv.second);
+  for (Block *b : small_free_) drop(b);
+  for (Block *b : large_free_) drop(b);
+  for (Segment *s : segs) delete s;
+}
+
+Allocator::Block *Allocator::take_free(FreeSet &pool, size_t size) {
+  Block key{0, size, 0, false, false, nullptr, nullptr, nullptr};
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end()) return nullptr;
+  Block *b = *it;
+  // A big cached block is not carved up for a much smaller request from
+  // another size class: that would pin a dedicated segment.
+  if (!b->small && size <= kMediumLimit && b->size > kMediumSegment) return nullptr;
+  pool.erase(it);
+  return b;
+}
+
+Allocator::Block *Allocator::new_segment(size_t size, bool small) {
+  if (stats_.reserved + size > stats_.limit) release_free_segments();
+  void *base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    release_free_segments();
+    base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
+  if (base == MAP_FAILED)
+    fail(HPU_ERROR_OUT_OF_MEMORY, "the host could not map a %s segment for device %d: %s",
+         format_bytes(size).c_str(), device_->ordinal(), strerror(errno));
+  auto *seg = new Segment{reinterpret_cast<uintptr_t>(base), size};
+  {
+    std::unique_lock<std::shared_mutex> lock(segment_map().mu);
+    segment_map().segments[seg->base] = {size, device_};
+  }
+  stats_.reserved += size;
+  stats_.segment_allocs++;
+  HPU_LOG(trace, "alloc", "device %d: mapped segment of %s at %p", device_->ordinal(), format_bytes(size).c_str(), base);
+  return new Block{seg->base, size, 0, false, small, nullptr, nullptr, seg};
+}
+
+void Allocator::split(Block *b, size_t size) {
+  size_t rest = b->size - size;
+  // The small pool splits down to the granularity; the large pool keeps
+  // remainders of 1 MiB or less with the block instead of making slivers.
+  if (rest < kGranularity || (!b->small && rest <= kSmallLimit)) return;
+  auto *r = new Block{b->addr + size, rest, 0, false, b->small, b, b->next, b->segment};
+  if (b->next) b->next->prev = r;
+  b->next = r;
+  b->size = size;
+  (b->small ? small_free_ : large_free_).insert(r);
+}
+
+void *Allocator::allocate(size_t bytes) {
+  size_t size = round(bytes);
+  if (size < bytes) fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be represented", bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stats_.in_use + size > stats_.limit)
+    fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested (%s rounded), device %d has %s, %s in use",
+         bytes, format_bytes(size).c_str(), device_->ordinal(), format_bytes(stats_.limit).c_str(),
+         format_bytes(stats_.in_use).c_str());
+  bool small = size <= kSmallLimit;
+  Block *b = take_free(small ? small_free_ : large_free_, size);
+  if (!b) {
+    size_t seg = small ? kSmallSegment
+                 : size <= kMediumLimit ? kMediumSegment
+                                        : (size + kLargeStep - 1) / kLargeStep * kLargeStep;
+    b = new_segment(seg, small);
+  }
+  split(b, size);
+  b->allocated = true;
+  b->requested = size;
+  live_.emplace(b->addr, b);
+  stats_.in_use += size;
+  stats_.max_in_use = std::max(stats_.max_in_use, stats_.in_use);
+  stats_.max_alloc_size = std::max<uint64_t>(stats_.max_alloc_size, size);
+  stats_.num_allocs++;
+  stats_.total_allocs++;
+  return reinterpret_cast<void *>(b->addr);
+}
+
+void Allocator::merge_into_free(Block *b) {
+  FreeSet &pool = b->small ? small_free_ : large_free_;
+  if (Block *n = b->next; n && !n->allocated) {
+    pool.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    delete n;
+  }
+  if (Block *p = b->prev; p && !p->allocated) {
+    pool.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    delete b;
+    b = p;
+  }
+  pool.insert(b);
+}
+
+void Allocator::free(void *ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == live_.end())
+    fail(HPU_ERROR_INVALID_HANDLE, "ptr %p is not a live allocation of device %d (already freed, "
+         "an interior pointer, or another device's)", ptr, device_->ordinal());
+  Block *b = it->second;
+  live_.erase(it);
+  b->allocated = false;
+  stats_.in_use -= b->requested;
+  stats_.num_frees++;
+  stats_.total_frees++;
+  merge_into_free(b);
+}
+
+bool Allocator::owns(const void *ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.count(reinterpret_cast<uintptr_t>(ptr)) != 0;
+}
+
+void Allocator::release_free_segments() {
+  for (FreeSet *pool : {&small_free_, &large_free_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block *b = *it;
+      if (b->prev || b->next) {  // part of a segment still in use
+        ++it;
+        continue;
+      }
+      it = pool->erase(it);
+      Segment *s = b->segment;
+      {
+        std::unique_lock<std::shared_mutex> lock(segment_map().mu);
+        segment_map().segments.erase(s->base);
+      }
+      munmap(reinterpret_cast<void *>(s->base), s->size);
+      stats_.reserved -= s->size;
+      stats_.segment_frees++;
+      delete s;
+      delete b;
+    }
+  }
+}
+
+void Allocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_free_segments();
+}
+
+MemStats Allocator::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.max_in_use = 0;
+}
+
+void Allocator::reset_accumulated() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.num_allocs = 0;
+  stats_.num_frees = 0;
+  stats_.max_alloc_size = 0;
+  stats_.max_in_use = stats_.in_use;
+}
+
+size_t Allocator::live_allocations() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.size();
+}
+
+}  // namespace hpu

@@ -1,0 +1,102 @@
+// The caching allocator of one device.
+//
+// Requests are rounded up to HPU_MEM_GRANULARITY (512 B) and served from
+// segments mapped lazily from the system (mmap, MAP_NORESERVE: only touched
+// pages cost RAM, so a 96 GiB device fits on any host):
+//   small pool  rounded size <= 1 MiB         2 MiB segments, split in 512 B steps
+//   large pool  1 MiB < size <= 10 MiB         20 MiB segments
+//               size > 10 MiB                  a segment of its own (2 MiB steps)
+// Free blocks are kept per pool, best fit first, split on allocation and merged
+// with free neighbours on free. Whole free segments stay cached until
+// empty_cache(), so a steady loop reaches a state with no system calls.
+//
+// Statistics follow Habana's semantics and count rounded sizes. An allocation
+// fails with HPU_ERROR_OUT_OF_MEMORY exactly when InUse + rounded > Limit.
+#pragma once
+
+#include <hpu/memory.h>
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+namespace hpu {
+
+class Device;
+
+struct MemStats {
+  uint64_t limit = 0, in_use = 0, max_in_use = 0;
+  uint64_t num_allocs = 0, num_frees = 0, max_alloc_size = 0;
+  uint64_t total_allocs = 0, total_frees = 0;
+  uint64_t reserved = 0, segment_allocs = 0, segment_frees = 0;
+};
+
+class Allocator {
+ public:
+  Allocator(Device *device, uint64_t limit);
+  ~Allocator();
+  Allocator(const Allocator &) = delete;
+  Allocator &operator=(const Allocator &) = delete;
+
+  static constexpr size_t kGranularity = HPU_MEM_GRANULARITY;
+  static constexpr size_t kSmallLimit = size_t(1) << 20;
+  static constexpr size_t kSmallSegment = size_t(2) << 20;
+  static constexpr size_t kMediumLimit = size_t(10) << 20;
+  static constexpr size_t kMediumSegment = size_t(20) << 20;
+  static constexpr size_t kLargeStep = size_t(2) << 20;
+
+  static size_t round(size_t bytes) { return (bytes + kGranularity - 1) & ~(kGranularity - 1); }
+
+  void *allocate(size_t bytes);
+  // Throws HPU_ERROR_INVALID_HANDLE when ptr is not a live allocation of this device.
+  void free(void *ptr);
+  // True when ptr starts a live allocation of this device.
+  bool owns(const void *ptr);
+  void empty_cache();
+
+  MemStats stats();
+  void reset_peak();
+  void reset_accumulated();
+  size_t live_allocations();
+
+ private:
+  struct Segment;
+  struct Block {
+    uintptr_t addr;
+    size_t size;       // bytes this block spans
+    size_t requested;  // rounded request, what the statistics count
+    bool allocated = false;
+    bool small;
+    Block *prev = nullptr, *next = nullptr;  // neighbours within the segment
+    Segment *segment;
+  };
+  struct Segment {
+    uintptr_t base;
+    size_t size;
+  };
+  struct BySize {
+    bool operator()(const Block *a, const Block *b) const {
+      return a->size != b->size ? a->size < b->size : a->addr < b->addr;
+    }
+  };
+  using FreeSet = std::set<Block *, BySize>;
+
+  Block *take_free(FreeSet &pool, size_t size);
+  Block *new_segment(size_t size, bool small);
+  void release_free_segments();
+  void split(Block *block, size_t size);
+  void merge_into_free(Block *block);
+
+  Device *device_;
+  std::mutex mu_;
+  MemStats stats_;
+  FreeSet small_free_, large_free_;
+  std::unordered_map<uintptr_t, Block *> live_;
+};
+
+// Which open device's memory holds [ptr, ptr + bytes)? nullptr when no segment
+// of any device contains the whole range.
+Device *device_of(const void *ptr, size_t bytes);
+
+}  // namespace hpu

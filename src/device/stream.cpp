@@ -1,0 +1,225 @@
+#include "device/stream.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/runtime.hpp"
+#include "device/compute_budget.hpp"
+#include "device/device.hpp"
+
+namespace hpu {
+
+namespace {
+
+struct StreamList {
+  std::mutex mu;
+  std::vector<std::weak_ptr<Stream>> streams;
+};
+
+StreamList &stream_list() {
+  static StreamList *list = new StreamList();  // never destroyed: workers outlive statics
+  return *list;
+}
+
+thread_local Stream *t_current = nullptr;
+
+}  // namespace
+
+Stream::Stream(Device *device, bool is_default) : device_(device), is_default_(is_default) {}
+
+Stream::~Stream() { shutdown(); }
+
+std::vector<std::shared_ptr<Stream>> Stream::all() {
+  StreamList &l = stream_list();
+  std::lock_guard<std::mutex> lock(l.mu);
+  std::vector<std::shared_ptr<Stream>> out;
+  auto it = l.streams.begin();
+  while (it != l.streams.end()) {
+    if (auto s = it->lock()) {
+      out.push_back(std::move(s));
+      ++it;
+    } else {
+      it = l.streams.erase(it);
+    }
+  }
+  return out;
+}
+
+Stream *Stream::current() { return t_current; }
+
+void Stream::throw_if_error() {
+  if (error_ != HPU_SUCCESS) throw Error(error_, error_message_);
+}
+
+void Stream::enqueue(std::function<void()> fn, OpKind kind) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (kind != OpKind::marker) throw_if_error();
+  if (stop_) fail(HPU_ERROR_INVALID_USAGE, "the stream is shutting down");
+  if (!worker_.joinable()) {
+    worker_ = std::thread([this] { run(); });
+    StreamList &l = stream_list();
+    std::lock_guard<std::mutex> list_lock(l.mu);
+    l.streams.push_back(weak_from_this());
+  }
+  queue_.push_back({std::move(fn), kind});
+  enqueued_.fetch_add(1, std::memory_order_release);
+  lock.unlock();
+  work_cv_.notify_one();
+}
+
+void Stream::run() {
+  t_current = this;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) break;
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    bool skip = error_ != HPU_SUCCESS && op.kind != OpKind::marker;
+    lock.unlock();
+    hpuStatus_t status = HPU_SUCCESS;
+    std::string message;
+    if (!skip) {
+      try {
+        if (op.kind == OpKind::compute) {
+          ComputeToken token;
+          op.fn();
+        } else {
+          op.fn();
+        }
+      } catch (const Error &e) {
+        status = e.status();
+        message = e.what();
+      } catch (const std::bad_alloc &) {
+        status = HPU_ERROR_OUT_OF_MEMORY;
+        message = "host memory exhausted in a queued operation";
+      } catch (const std::exception &e) {
+        status = HPU_ERROR_INTERNAL;
+        message = strf("queued operation failed: %s", e.what());
+      }
+    }
+    op.fn = nullptr;  // release captures before reporting completion
+    lock.lock();
+    if (status != HPU_SUCCESS && error_ == HPU_SUCCESS) {
+      error_ = status;
+      error_message_ = message;
+      HPU_LOG(debug, "stream", "device %d: queued operation failed: %s", device_->ordinal(), message.c_str());
+    }
+    completed_.fetch_add(1, std::memory_order_release);
+    done_cv_.notify_all();
+  }
+  // Discarded work counts as done so that no waiter blocks forever.
+  completed_.fetch_add(queue_.size(), std::memory_order_release);
+  queue_.clear();
+  done_cv_.notify_all();
+}
+
+void Stream::wait_completed(uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
+}
+
+void Stream::synchronize() {
+  if (t_current == this) fail(HPU_ERROR_INVALID_USAGE, "a queued operation synchronized its own stream");
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t target = enqueued_.load(std::memory_order_acquire);
+  done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= target; });
+  throw_if_error();
+}
+
+bool Stream::query() {
+  std::lock_guard<std::mutex> lock(mu_);
+  throw_if_error();
+  return completed_.load(std::memory_order_acquire) >= enqueued_.load(std::memory_order_acquire);
+}
+
+hpuStatus_t Stream::error(std::string *message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (message) *message = error_message_;
+  return error_;
+}
+
+void Stream::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (!worker_.joinable()) return;
+  if (worker_.get_id() == std::this_thread::get_id())
+    worker_.detach();  // the last reference went away inside one of its own operations
+  else
+    worker_.join();
+}
+
+void Event::record(Stream &stream) {
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target = ++recorded_;
+  }
+  try {
+    stream.enqueue(
+        [self = shared_from_this(), target] {
+          std::lock_guard<std::mutex> lock(self->mu_);
+          if (target > self->completed_) {
+            self->completed_ = target;
+            self->time_ = std::chrono::steady_clock::now();
+          }
+          self->cv_.notify_all();
+        },
+        OpKind::marker);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --recorded_;
+    throw;
+  }
+}
+
+void Event::wait_for(uint64_t target) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Re-check now and then so that process shutdown never hangs on a record
+  // that will not run.
+  while (completed_ < target && !shutting_down())
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+}
+
+void Event::synchronize() {
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target = recorded_;
+  }
+  wait_for(target);
+}
+
+bool Event::query() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= recorded_;
+}
+
+std::function<void()> Event::waiter() {
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target = recorded_;
+  }
+  return [self = shared_from_this(), target] { self->wait_for(target); };
+}
+
+float Event::elapsed_ms(Event &start, Event &end) {
+  std::chrono::steady_clock::time_point t0, t1;
+  for (Event *e : {&start, &end}) {
+    std::lock_guard<std::mutex> lock(e->mu_);
+    if (e->recorded_ == 0)
+      fail(HPU_ERROR_INVALID_USAGE, "%s event has never been recorded", e == &start ? "start" : "end");
+    if (e->completed_ < e->recorded_)
+      fail(HPU_ERROR_NOT_READY, "%s event has not completed yet", e == &start ? "start" : "end");
+    (e == &start ? t0 : t1) = e->time_;
+  }
+  return std::chrono::duration<float, std::milli>(t1 - t0).count();
+}
+
+}  // namespace hpu

@@ -1,0 +1,104 @@
+// Streams: in-order queues of operations, each run by its own worker thread
+// (started on the first enqueue). Compute operations hold a token of the
+// process-wide ComputeBudget while they run; waits hold none.
+//
+// A failure inside an operation (an hpu::Error it throws) becomes the stream's
+// sticky error: later operations are discarded, and every synchronize, query
+// and enqueue reports it until the stream is destroyed (for a default stream:
+// until its device is closed for the last time). Markers (event records) run
+// even after an error, so nobody waits forever on them.
+#pragma once
+
+#include <hpu/status.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hpu {
+
+class Device;
+
+enum class OpKind {
+  compute,  // holds a compute token while it runs
+  wait,     // blocks on something else (an event, a peer); holds no token
+  marker,   // runs even after a sticky error; must be quick
+};
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(Device *device, bool is_default);
+  ~Stream();
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+
+  Device &device() const { return *device_; }
+  bool is_default() const { return is_default_; }
+
+  // Queues fn; throws the sticky error instead if there is one.
+  void enqueue(std::function<void()> fn, OpKind kind = OpKind::compute);
+  // Waits for everything queued so far; throws the sticky error.
+  void synchronize();
+  // True when idle; throws the sticky error.
+  bool query();
+  // Operations queued so far / completed so far (discarded ones count as done).
+  uint64_t enqueued() const { return enqueued_.load(std::memory_order_acquire); }
+  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  void wait_completed(uint64_t seq);
+  // The sticky error as a status (HPU_SUCCESS if none) and its message.
+  hpuStatus_t error(std::string *message);
+  // Stops the worker, discarding queued work (process shutdown).
+  void shutdown();
+
+  // All streams alive in the process (for deferred frees and shutdown).
+  static std::vector<std::shared_ptr<Stream>> all();
+  // The stream whose worker is running the calling thread's operation, if any.
+  static Stream *current();
+
+ private:
+  struct Op {
+    std::function<void()> fn;
+    OpKind kind;
+  };
+  void run();
+  void throw_if_error();
+
+  Device *device_;
+  bool is_default_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Op> queue_;
+  std::atomic<uint64_t> enqueued_{0}, completed_{0};
+  hpuStatus_t error_ = HPU_SUCCESS;
+  std::string error_message_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+// Events: recorded on a stream; complete when the stream reaches them.
+class Event : public std::enable_shared_from_this<Event> {
+ public:
+  void record(Stream &stream);
+  void synchronize();
+  bool query();
+  // Milliseconds from start's completion to end's.
+  static float elapsed_ms(Event &start, Event &end);
+  // Blocks until the record that was latest at the time of the call completes
+  // (used by hpuStreamWaitEvent as a wait operation).
+  std::function<void()> waiter();
+
+ private:
+  void wait_for(uint64_t target);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t recorded_ = 0, completed_ = 0;
+  std::chrono::steady_clock::time_point time_;
+};
+
+}  // namespace hpu
