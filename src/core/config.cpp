@@ -140,6 +140,8 @@ void apply_file(Config &c, const std::string &path) {
       set_fraction(c, where, json_text(key, v));
     } else if (strcmp(key, "log_level") == 0) {
       set_log_level_text(c, where, json_text(key, v));
+    } else if (strcmp(key, "log_file") == 0) {
+      c.log_file = json_text(key, v);
     } else if (strcmp(key, "num_threads") == 0) {
       c.num_threads = parse_int(where, json_text(key, v), 0, 4096);
     } else if (strcmp(key, "comm") == 0) {
@@ -147,7 +149,7 @@ void apply_file(Config &c, const std::string &path) {
     } else {
       fail(HPU_ERROR_CONFIG,
            "HPU_CONFIG=%s: unknown key \"%s\" (known: num_devices, visible_devices, profile, "
-           "device_memory, memory_fraction, log_level, num_threads, comm)",
+           "device_memory, memory_fraction, log_level, log_file, num_threads, comm)",
            path.c_str(), key);
     }
   }
@@ -219,6 +221,7 @@ Config load_config() {
   if (const char *v = env("HPU_DEVICE_MEMORY")) set_memory(c, "HPU_DEVICE_MEMORY", v);
   if (const char *v = env("HPU_MEMORY_FRACTION")) set_fraction(c, "HPU_MEMORY_FRACTION", v);
   if (const char *v = env("HPU_LOG_LEVEL")) set_log_level_text(c, "HPU_LOG_LEVEL", v);
+  if (const char *v = env("HPU_LOG_FILE")) c.log_file = v;
   if (const char *v = env("HPU_NUM_THREADS")) c.num_threads = parse_int("HPU_NUM_THREADS", v, 0, 4096);
   if (const char *v = env("HPU_COMM_TIMEOUT")) set_timeout(c, "HPU_COMM_TIMEOUT", v);
   if (const char *v = env("HPU_TRANSPORT")) c.comm.transport = v;

@@ -22,7 +22,8 @@ struct Config {
   std::string profile = "gaudi2";     // HPU_DEVICE_PROFILE / "profile"
   uint64_t device_memory = 0;         // HPU_DEVICE_MEMORY; 0 = the profile's capacity
   double memory_fraction = 1.0;       // HPU_MEMORY_FRACTION
-  LogLevel log_level = LogLevel::warn;  // HPU_LOG_LEVEL
+  LogLevel log_level = LogLevel::warn;  // HPU_LOG_LEVEL / "log_level"
+  std::string log_file;               // HPU_LOG_FILE / "log_file"; empty = stderr
   int num_threads = 0;                // HPU_NUM_THREADS: compute budget; 0 = CPUs available
   CommConfig comm;
 

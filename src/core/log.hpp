@@ -1,18 +1,35 @@
-// Logging to stderr under HPU_LOG_LEVEL (error, warn, info, debug, trace).
+// Logging. One line per event:
+//   2026-11-21T10:55:12.123456Z hpu[1234] rank=0 device=1 WARN alloc: message
+// to the host's callback (hpuSetLogCallback) if set, else to HPU_LOG_FILE if
+// set, else to stderr; lines below HPU_LOG_LEVEL (error, warn, info, debug,
+// trace) are dropped before they are formatted.
 #pragma once
+
+#include <string>
 
 namespace hpu {
 
 enum class LogLevel { off = 0, error = 1, warn = 2, info = 3, debug = 4, trace = 5 };
 
-// Parses "error".."trace" (or "off"); false on an unknown name.
+// Parses "off", "error".."trace" (any case; "warning" too); false on an unknown name.
 bool parse_log_level(const char *text, LogLevel *level);
 const char *log_level_name(LogLevel level);
 
 void set_log_level(LogLevel level);
 LogLevel log_level();
 
-// One line: "hpu[pid] LEVEL component: message".
+// Appends lines to this file from now on ("" = back to stderr). Throws
+// Error(HPU_ERROR_CONFIG) when the file cannot be opened.
+void set_log_file(const std::string &path);
+
+using LogCallback = void (*)(int level, const char *line, void *user);
+// Waits for running calls of the previous callback before it returns.
+void set_log_callback(LogCallback callback, void *user);
+
+// What the calling thread works for, shown in its lines (-1: not known).
+void set_log_device(int device);
+void set_log_rank(int rank);
+
 void log_write(LogLevel level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -73,13 +73,15 @@ void ensure_init() {
   }
   Config c = load_config();
   set_log_level(c.log_level);
+  if (!c.log_file.empty()) set_log_file(c.log_file);
   r.config = c;
   for (const Hook &h : r.hooks)
     if (h.init) h.init(r.config);
   r.pid = getpid();
   r.ready.store(true, std::memory_order_release);
-  HPU_LOG(info, "core", "initialised: %d devices (%s, %s each), %d compute threads", c.num_devices,
-          c.profile.c_str(), format_bytes(c.capacity()).c_str(), c.num_threads);
+  HPU_LOG(info, "core", "initialised: %d devices (%s, %s each), compute threads: %s", c.num_devices,
+          c.profile.c_str(), format_bytes(c.capacity()).c_str(),
+          c.num_threads ? strf("%d", c.num_threads).c_str() : "one per available CPU");
 }
 
 }  // namespace hpu

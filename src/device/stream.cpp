@@ -71,6 +71,7 @@ void Stream::enqueue(std::function<void()> fn, OpKind kind) {
 
 void Stream::run() {
   t_current = this;
+  set_log_device(device_->ordinal());
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
