@@ -34,6 +34,7 @@ class Device {
   // One close; the last one checks for live memory and streams (HPU_ERROR_BUSY).
   void close();
   bool handle_matches(uint64_t handle) const;
+  int open_count() const { return open_count_.load(std::memory_order_relaxed); }
   hpuDevice_t handle() const;
 
   // Allocation with the deferred-free rule applied.
@@ -49,6 +50,10 @@ class Device {
   hpuStream_t default_stream_handle() const { return default_handle_; }
   void synchronize();  // every stream of this device; throws the first sticky error
   void stream_created() { user_streams_.fetch_add(1); }
+  // Communicators open on this device (the collectives report them; hpu-smi shows them).
+  void comm_opened() { comms_.fetch_add(1); }
+  void comm_closed() { comms_.fetch_sub(1); }
+  int comm_count() const { return comms_.load(std::memory_order_relaxed); }
   void stream_destroyed() { user_streams_.fetch_sub(1); }
 
  private:
@@ -68,6 +73,7 @@ class Device {
   std::shared_ptr<Stream> default_stream_;
   hpuStream_t default_handle_ = nullptr;
   std::atomic<int> user_streams_{0};
+  std::atomic<int> comms_{0};
 
   std::mutex deferred_mu_;
   std::atomic<bool> has_deferred_{false};

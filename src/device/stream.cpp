@@ -83,6 +83,7 @@ void Stream::run() {
     hpuStatus_t status = HPU_SUCCESS;
     std::string message;
     if (!skip) {
+      auto start = std::chrono::steady_clock::now();
       try {
         if (op.kind == OpKind::compute) {
           ComputeToken token;
@@ -100,6 +101,8 @@ void Stream::run() {
         status = HPU_ERROR_INTERNAL;
         message = strf("queued operation failed: %s", e.what());
       }
+      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
+                         std::memory_order_relaxed);
     }
     op.fn = nullptr;  // release captures before reporting completion
     lock.lock();

@@ -51,6 +51,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   uint64_t enqueued() const { return enqueued_.load(std::memory_order_acquire); }
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   void wait_completed(uint64_t seq);
+  // Nanoseconds spent running operations (waits included), for utilisation.
+  uint64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
   // The sticky error as a status (HPU_SUCCESS if none) and its message.
   hpuStatus_t error(std::string *message);
   // Stops the worker, discarding queued work (process shutdown).
@@ -75,6 +77,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::condition_variable work_cv_, done_cv_;
   std::deque<Op> queue_;
   std::atomic<uint64_t> enqueued_{0}, completed_{0};
+  std::atomic<uint64_t> busy_ns_{0};
   hpuStatus_t error_ = HPU_SUCCESS;
   std::string error_message_;
   bool stop_ = false;

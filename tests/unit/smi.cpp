@@ -1,0 +1,134 @@
+// hpu-smi sees a running process's figures change and a dead one's disappear.
+#include <gtest/gtest.h>
+#include <hpu/hpu.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace {
+
+std::string run_smi(const char *args) {
+  std::string cmd = std::string(HPU_SMI_PATH) + " " + args + " 2>/dev/null";
+  FILE *p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// InUse of device 0 of process `pid` as hpu-smi --json reports it; -1 if absent.
+long long in_use_of(pid_t pid) {
+  std::string text = run_smi("--json");
+  json_error_t err;
+  json_t *root = json_loads(text.c_str(), 0, &err);
+  EXPECT_NE(root, nullptr) << text;
+  long long found = -1;
+  size_t i;
+  json_t *proc;
+  json_array_foreach(root, i, proc) {
+    if (json_integer_value(json_object_get(proc, "pid")) != pid) continue;
+    json_t *dev0 = json_array_get(json_object_get(proc, "devices"), 0);
+    found = json_integer_value(json_object_get(json_object_get(dev0, "memory"), "InUse"));
+  }
+  json_decref(root);
+  return found;
+}
+
+// Polls until hpu-smi reports `want` for the child (the child publishes every 20 ms).
+bool wait_for_in_use(pid_t pid, long long want) {
+  for (int i = 0; i < 200; ++i) {
+    if (in_use_of(pid) == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(Smi, SeesFiguresChangeAndADeadProcessDisappear) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HPU_SMI_INTERVAL", "20ms", 1);
+    hpuDevice_t dev;
+    void *a, *b;
+    char c = 0;
+    if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || hpuMemAlloc(&a, dev, 1 << 20) != HPU_SUCCESS) _exit(1);
+    if (write(to_parent[1], "1", 1) != 1 || read(to_child[0], &c, 1) != 1) _exit(2);
+    if (hpuMemAlloc(&b, dev, 2 << 20) != HPU_SUCCESS) _exit(3);
+    if (write(to_parent[1], "2", 1) != 1) _exit(4);
+    pause();  // until killed
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  EXPECT_TRUE(wait_for_in_use(pid, 1 << 20)) << run_smi("");
+  ASSERT_EQ(write(to_child[1], "go", 1), 1);
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  EXPECT_TRUE(wait_for_in_use(pid, 3 << 20)) << run_smi("");
+  std::string table = run_smi("");
+  EXPECT_NE(table.find(std::to_string(pid)), std::string::npos) << table;
+
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  std::string segment = "/dev/shm/hpu-smi." + std::to_string(pid);
+  EXPECT_EQ(access(segment.c_str(), F_OK), 0) << "a SIGKILLed process leaves its segment";
+  EXPECT_EQ(in_use_of(pid), -1);
+  EXPECT_NE(access(segment.c_str(), F_OK), 0) << "hpu-smi removes a dead process's segment";
+}
+
+TEST(Smi, SegmentIsRemovedAtExit) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int n;
+    exit(hpuDeviceCount(&n) == HPU_SUCCESS ? 0 : 1);  // exit(), not _exit(): the library cleans up
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string segment = "/dev/shm/hpu-smi." + std::to_string(pid);
+  EXPECT_NE(access(segment.c_str(), F_OK), 0);
+}
+
+TEST(Smi, PublishingCanBeTurnedOffAndBadIntervalIsAConfigError) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HPU_SMI", "0", 1);
+    int n;
+    if (hpuDeviceCount(&n) != HPU_SUCCESS) _exit(1);
+    std::string segment = "/dev/shm/hpu-smi." + std::to_string(getpid());
+    _exit(access(segment.c_str(), F_OK) != 0 ? 0 : 2);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  pid = fork();
+  if (pid == 0) {
+    setenv("HPU_SMI_INTERVAL", "soon", 1);
+    int n;
+    if (hpuDeviceCount(&n) != HPU_ERROR_CONFIG) _exit(1);
+    _exit(std::string(hpuGetLastErrorMessage()).find("HPU_SMI_INTERVAL=\"soon\"") != std::string::npos ? 0 : 2);
+  }
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(Smi, BadArgumentsAreRejected) {
+  std::string cmd = std::string(HPU_SMI_PATH) + " --bogus >/dev/null 2>&1";
+  int rc = system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+  cmd = std::string(HPU_SMI_PATH) + " -l -3 >/dev/null 2>&1";
+  rc = system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+}
