@@ -1,0 +1,106 @@
+// The bootstrap: how the ranks of a new communicator find each other. It only
+// exchanges small records (where each rank lives, the transports' addresses);
+// data never goes through it. As in NCCL, the unique id names the group: a
+// random secret, and for groups that span processes the address of the
+// rendezvous (root) listener.
+//
+//   hpuGetUniqueId     -> UniqueId::make()        (secret; part 2 adds an address)
+//   hpuCommInitRank    -> bootstrap_connect(id, rank, nranks, deadline)
+//                      -> make_transport(bootstrap, ...)   (transport_select.cpp)
+//
+// Bootstraps of this file: "local", a process-wide table keyed by the secret,
+// for ranks that are threads of one process. Part 2 adds a socket bootstrap
+// (root listener named by the id's address, magic/version/secret handshake)
+// behind the same interface; bootstrap_connect picks by the id.
+#pragma once
+
+#include <hpu/comm.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace hpu::comm {
+
+// The bytes of hpuUniqueId_t (fixed layout; travels between processes as is).
+struct UniqueId {
+  static constexpr uint64_t kMagic = 0x0164692d75706800ull;  // "\0hpu-id\1"
+  static constexpr uint32_t kVersion = 1;
+
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  uint32_t flags = 0;      // kHasAddress when `address` names a rendezvous listener
+  uint8_t secret[16] = {};  // random; peers must present it
+  // The rendezvous listener for groups across processes: a sockaddr_in or
+  // sockaddr_in6 (family 0 = none: the group lives in one process).
+  uint8_t address[64] = {};
+  uint8_t reserved[32] = {};
+
+  static constexpr uint32_t kHasAddress = 1;
+
+  // A fresh id with a random secret (getrandom).
+  static UniqueId make();
+  // Reads the caller's bytes; throws HPU_ERROR_INVALID_ARGUMENT naming `what`
+  // when the magic or version is wrong (not an id, or from another release).
+  static UniqueId from(const hpuUniqueId_t &id, const char *what);
+  hpuUniqueId_t to_public() const;
+  // Hex of the first secret bytes, for logs (never the whole secret).
+  std::string short_name() const;
+};
+static_assert(sizeof(UniqueId) == HPU_UNIQUE_ID_BYTES, "UniqueId fills hpuUniqueId_t");
+
+// Where a rank runs: transports use it to pick by locality (same process:
+// local; same host: shm; else tcp).
+struct Locality {
+  uint64_t host = 0;     // hash of the machine id and boot id
+  uint64_t process = 0;  // random per process (pids repeat across hosts and namespaces)
+  int32_t pid = 0;
+  int32_t device = -1;   // device ordinal in its process
+};
+Locality this_process(int device);
+
+class Bootstrap {
+ public:
+  Bootstrap(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~Bootstrap() = default;
+  Bootstrap(const Bootstrap &) = delete;
+  Bootstrap &operator=(const Bootstrap &) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Every rank gives `bytes` bytes (the same size on every rank); `all` receives
+  // size() * bytes, rank r's at r * bytes. Collective: every rank calls it in
+  // the same order. Throws HPU_ERROR_TIMEOUT at the deadline naming the ranks
+  // that did not arrive, HPU_ERROR_ABORTED after abort(), HPU_ERROR_INVALID_USAGE
+  // when ranks disagree (sizes, rank count, a rank joined twice).
+  virtual void allgather(const void *mine, size_t bytes, void *all, Deadline deadline) = 0;
+  // Wakes every waiter of this rank with HPU_ERROR_ABORTED. Any thread.
+  virtual void abort() = 0;
+
+  template <class T>
+  std::vector<T> allgather(const T &mine, Deadline deadline) {
+    std::vector<T> all(static_cast<size_t>(size_));
+    allgather(&mine, sizeof(T), all.data(), deadline);
+    return all;
+  }
+
+ private:
+  const int rank_, size_;
+};
+
+// Joins the group named by `id` as `rank` of `nranks`. Blocks until every rank
+// has joined, or throws as allgather does.
+std::unique_ptr<Bootstrap> bootstrap_connect(const UniqueId &id, int rank, int nranks, Deadline deadline);
+
+// This rank's transport endpoint: exchanges addresses through `bootstrap` and
+// picks the transport per peer by locality; `forced` (HPU_TRANSPORT, "" = pick)
+// names one. Throws HPU_ERROR_NOT_AVAILABLE when a forced or needed transport
+// is not available (naming it), HPU_ERROR_CONFIG for an unknown name.
+std::unique_ptr<Transport> make_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
+                                          Deadline deadline);
+
+}  // namespace hpu::comm

@@ -1,0 +1,185 @@
+// What every transport shares: headers, the mismatch check, waiting with a
+// deadline, and the sticky error.
+#include "comm/transport.hpp"
+
+#include <cinttypes>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/runtime.hpp"
+
+namespace hpu::comm {
+
+namespace {
+
+const char *dtype_name(uint32_t t) {
+  static const char *const names[] = {"bool", "u8", "i8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64"};
+  return t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+const char *redop_name(uint32_t op) {
+  static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
+  return op < sizeof names / sizeof names[0] ? names[op] : "?";
+}
+
+bool has_redop(CollKind k) {
+  return k == CollKind::allreduce || k == CollKind::reduce || k == CollKind::reducescatter;
+}
+
+bool has_root(CollKind k) { return k == CollKind::broadcast || k == CollKind::reduce; }
+
+}  // namespace
+
+const char *coll_name(CollKind kind) {
+  switch (kind) {
+    case CollKind::none: return "none";
+    case CollKind::allreduce: return "allreduce";
+    case CollKind::broadcast: return "broadcast";
+    case CollKind::reduce: return "reduce";
+    case CollKind::allgather: return "allgather";
+    case CollKind::reducescatter: return "reducescatter";
+    case CollKind::alltoall: return "alltoall";
+    case CollKind::barrier: return "barrier";
+    case CollKind::send: return "send";
+    case CollKind::recv: return "recv";
+  }
+  return "?";
+}
+
+std::string describe(const OpHeader &h) {
+  auto k = static_cast<CollKind>(h.coll);
+  std::string s = strf("%s #%" PRIu64 " (count %" PRIu64 ", %s", coll_name(k), h.seq, h.count, dtype_name(h.dtype));
+  if (has_redop(k)) s += strf(", %s", redop_name(h.redop));
+  if (has_root(k)) s += strf(", root %d", h.root);
+  return s + ")";
+}
+
+void check_header(const OpHeader &mine, int self, const OpHeader &theirs, int peer) {
+  auto mk = static_cast<CollKind>(mine.coll), tk = static_cast<CollKind>(theirs.coll);
+  bool p2p = mk == CollKind::recv && tk == CollKind::send;
+  bool same = p2p ? mine.seq == theirs.seq && mine.dtype == theirs.dtype && mine.count == theirs.count
+                  : mine.seq == theirs.seq && mine.coll == theirs.coll && mine.dtype == theirs.dtype &&
+                        mine.count == theirs.count && mine.root == theirs.root && mine.redop == theirs.redop;
+  if (!same)
+    fail(HPU_ERROR_INVALID_USAGE, "mismatched calls: rank %d called %s but rank %d called %s", self,
+         describe(mine).c_str(), peer, describe(theirs).c_str());
+}
+
+void Transport::complete(Request &r) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.state_.store(Request::State::done, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void Transport::complete_with_error(Request &r, hpuStatus_t status, const std::string &message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.status_ = status;
+    r.message_ = message;
+    r.state_.store(Request::State::failed, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void Transport::notify() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
+hpuStatus_t Transport::error(std::string *message) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (message) *message = error_message_;
+  return error_;
+}
+
+void Transport::throw_if_failed() const {
+  if (!failed_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  throw Error(error_, error_message_);
+}
+
+void Transport::fail(hpuStatus_t status, const std::string &message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_ != HPU_SUCCESS) return;
+    error_ = status;
+    error_message_ = message;
+    failed_.store(true, std::memory_order_release);
+  }
+  HPU_LOG(debug, "comm", "rank %d: %s: %s", rank_, hpuGetErrorName(status), message.c_str());
+  cv_.notify_all();
+  on_fail(status, message);
+}
+
+void Transport::throw_request_error(const Request &r) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  throw Error(r.status_, r.message_);
+}
+
+bool Transport::test(Request &r) {
+  throw_if_failed();
+  progress();
+  if (r.state() == Request::State::failed) throw_request_error(r);
+  return r.done();
+}
+
+// True when all are done; false at the deadline. Throws on failure.
+bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadline) {
+  auto all_done = [&] {
+    for (size_t i = 0; i < n; ++i)
+      if (!reqs[i]->done()) return false;
+    return true;
+  };
+  auto check = [&] {
+    throw_if_failed();
+    for (size_t i = 0; i < n; ++i)
+      if (reqs[i]->state() == Request::State::failed) throw_request_error(*reqs[i]);
+  };
+  // A short spin first: on an idle machine a peer usually answers within
+  // microseconds, far sooner than a sleep and a wake-up would.
+  for (int spin = 0; spin < 64; ++spin) {
+    progress();
+    check();
+    if (all_done()) return true;
+  }
+  for (;;) {
+    progress();
+    check();
+    if (all_done()) return true;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (failed_.load(std::memory_order_relaxed) || all_done()) continue;
+    auto now = Clock::now();
+    if (now >= deadline) return false;
+    // Sleep in slices so that process exit is noticed.
+    auto until = std::min(deadline, now + std::chrono::milliseconds(100));
+    cv_.wait_until(lock, until);
+    if (shutting_down() && !all_done()) {
+      lock.unlock();
+      fail(HPU_ERROR_ABORTED, "the process is exiting");
+    }
+  }
+}
+
+void Transport::wait_all(Request *const *requests, size_t n, Deadline deadline) {
+  if (wait_until_done(requests, n, deadline)) return;
+  std::string what;
+  for (size_t i = 0; i < n; ++i)
+    if (!requests[i]->done()) what += (what.empty() ? "" : "; ") + requests[i]->what;
+  fail(HPU_ERROR_TIMEOUT, strf("rank %d timed out waiting for %s", rank_, what.c_str()));
+  throw_if_failed();
+}
+
+void Transport::wait(std::initializer_list<Request *> requests, Deadline deadline) {
+  wait_all(requests.begin(), requests.size(), deadline);
+}
+
+void Transport::wait(const std::vector<RequestPtr> &requests, Deadline deadline) {
+  std::vector<Request *> raw;
+  raw.reserve(requests.size());
+  for (auto &r : requests) raw.push_back(r.get());
+  wait_all(raw.data(), raw.size(), deadline);
+}
+
+}  // namespace hpu::comm

@@ -1,0 +1,216 @@
+// The transport: this rank's endpoint of pairwise, tagged, non-blocking
+// messages to every other rank of a communicator. Algorithms are written only
+// against this interface; each transport (local: threads of one process; shm,
+// tcp, verbs: processes and hosts) implements it. As in Gloo and NCCL, the
+// bootstrap only exchanges addresses; a transport is made from them.
+//
+// The model
+//   - isend/irecv post a message and return a Request at once (they never wait
+//     for the peer; a transport may do bounded local work such as a copy while
+//     posting). Messages between one ordered pair of ranks are matched by tag;
+//     several messages with the same (peer, tag) match in posting order. A
+//     receive names its exact size; a different incoming size is a usage error.
+//   - A receive may carry a Combine: instead of storing the incoming bytes, the
+//     transport stores out[i] = in[i] (+) local[i], calling the combine kernel on
+//     element-aligned pieces as they arrive (a local transport straight from
+//     the sender's memory, with no staging copy; a network transport from its
+//     receive buffers). That lets rings reduce data once, where it lands.
+//   - Requests complete through complete()/fail() below, which wake the waiters
+//     of this endpoint. wait() is written once here: it calls progress() (for
+//     transports that progress in the waiting thread), then sleeps until the
+//     requests complete, the deadline passes (HPU_ERROR_TIMEOUT), the endpoint
+//     fails (its sticky error) or is aborted (HPU_ERROR_ABORTED).
+//   - Memory that a transport may access directly (RDMA, a peer's mapping)
+//     is registered first; isend/irecv name the registration. Transports that
+//     do not need it (local, tcp) return a plain record; unregistered memory
+//     (mr == nullptr) is always allowed, a transport copies it if it must.
+//   - Each collective's first frame to a peer carries an OpHeader (sequence,
+//     collective, data type, count, root, reduction). begin() declares the
+//     operation this rank is running; a transport compares every frame header
+//     it receives with it (check_header) at arrival, or at begin() for frames
+//     that came early, and fails the operation with HPU_ERROR_INVALID_USAGE
+//     naming both ranks and both calls. A frame from an operation this rank has
+//     already finished is a mismatch too.
+//   - fail(status, message) makes an error sticky on this endpoint, wakes every
+//     waiter and tells every peer (best effort, never blocking): a peer adopts
+//     the status (HPU_ERROR_ABORTED becomes HPU_ERROR_REMOTE there), so one
+//     rank's timeout, mismatch or abort fails the whole group promptly instead
+//     of leaving the others to their deadlines. fail() may be called from any
+//     thread, also while other threads wait.
+//
+// Thread safety: one thread runs the operations of an endpoint at a time (the
+// communicator serialises them); fail(), abort() and the completion calls may
+// come from any thread.
+#pragma once
+
+#include <hpu/hpu.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hpu::comm {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// What a collective is, in headers and messages.
+enum class CollKind : uint32_t {
+  none = 0,
+  allreduce = 1,
+  broadcast = 2,
+  reduce = 3,
+  allgather = 4,
+  reducescatter = 5,
+  alltoall = 6,
+  barrier = 7,
+  send = 8,  // point to point: the header travels with each message
+  recv = 9,
+};
+const char *coll_name(CollKind kind);
+
+// The first frame of each operation to each peer carries this (fixed layout: it
+// goes on the wire as it is, little-endian).
+struct OpHeader {
+  uint64_t seq = 0;    // collectives: 1, 2, ... per communicator; p2p: per (sender, receiver) pair
+  uint32_t coll = 0;   // CollKind
+  uint32_t dtype = 0;  // hpuDataType_t
+  uint64_t count = 0;  // elements, as the caller passed them
+  int32_t root = -1;   // root rank; for point to point the sending rank; -1 if none
+  uint32_t redop = 0;  // hpuRedOp_t, 0 when the collective has none
+};
+static_assert(sizeof(OpHeader) == 32, "OpHeader is a wire format");
+
+// "allreduce #7 (count 1024, bf16, sum)" for messages.
+std::string describe(const OpHeader &h);
+
+// Throws HPU_ERROR_INVALID_USAGE naming both ranks and both calls unless `theirs`
+// (sent by rank `peer`) matches `mine` (running on rank `self`). For point to
+// point a send matches a receive of the same count and type.
+void check_header(const OpHeader &mine, int self, const OpHeader &theirs, int peer);
+
+// out[i] = in[i] (+) local[i] for n elements; `in` is what arrived, `local` may
+// equal `out` (in place). Called on element-aligned pieces, from whichever
+// thread delivers the data; must not block.
+struct Combine {
+  void (*fn)(void *out, const void *in, const void *local, size_t n, const void *ctx) = nullptr;
+  const void *ctx = nullptr;    // the kernel's argument (data type, operation)
+  const void *local = nullptr;  // the local operand, as long as the receive
+  size_t elem_size = 1;         // bytes per element: pieces are multiples of it
+};
+
+// Registered memory. Transports extend it with what they need (keys, handles).
+struct MemoryRegion {
+  virtual ~MemoryRegion() = default;
+  void *base = nullptr;
+  size_t bytes = 0;
+};
+using MemoryRegionPtr = std::unique_ptr<MemoryRegion>;
+
+struct SendDesc {
+  int peer = -1;
+  uint64_t tag = 0;
+  const void *data = nullptr;
+  size_t bytes = 0;
+  const MemoryRegion *mr = nullptr;  // covering [data, data + bytes), or nullptr
+  const OpHeader *header = nullptr;  // the first frame of an operation to this peer
+};
+
+struct RecvDesc {
+  int peer = -1;
+  uint64_t tag = 0;
+  void *data = nullptr;
+  size_t bytes = 0;
+  const MemoryRegion *mr = nullptr;
+  const OpHeader *expect = nullptr;  // point to point: the header the frame must match
+  const Combine *combine = nullptr;  // nullptr: store the bytes as they are
+};
+
+// One posted send or receive. Transports derive from it to keep their state.
+class Request {
+ public:
+  enum class State { pending, done, failed };
+  virtual ~Request() = default;
+
+  bool done() const { return state_.load(std::memory_order_acquire) != State::pending; }
+  State state() const { return state_.load(std::memory_order_acquire); }
+  // "receive of 4096 bytes from rank 3 (tag 0x...)" for timeout messages.
+  std::string what;
+
+ private:
+  friend class Transport;
+  std::atomic<State> state_{State::pending};
+  hpuStatus_t status_ = HPU_SUCCESS;
+  std::string message_;
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+class Transport {
+ public:
+  Transport(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~Transport() = default;
+  Transport(const Transport &) = delete;
+  Transport &operator=(const Transport &) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual const char *name() const = 0;
+
+  virtual MemoryRegionPtr register_memory(void *base, size_t bytes) = 0;
+
+  // Post a message; throw the sticky error if the endpoint has failed.
+  virtual RequestPtr isend(const SendDesc &desc) = 0;
+  virtual RequestPtr irecv(const RecvDesc &desc) = 0;
+
+  // Declares the collective this rank runs from now on (see the header check).
+  virtual void begin(const OpHeader &header) = 0;
+
+  // Waits until every request is done. Throws the first failed request's error,
+  // the endpoint's sticky error, HPU_ERROR_TIMEOUT at the deadline (and then
+  // fails the endpoint, naming what it waited for) or HPU_ERROR_ABORTED.
+  void wait(std::initializer_list<Request *> requests, Deadline deadline);
+  void wait(const std::vector<RequestPtr> &requests, Deadline deadline);
+  // True when done; throws like wait() on failure. Never blocks.
+  bool test(Request &request);
+
+  // Sticky failure (see above). The first call wins; later ones are ignored.
+  void fail(hpuStatus_t status, const std::string &message);
+  // fail(HPU_ERROR_ABORTED, ...) on behalf of hpuCommAbort or process exit.
+  void abort(const std::string &why) { fail(HPU_ERROR_ABORTED, why); }
+  // The sticky error, HPU_SUCCESS if none.
+  hpuStatus_t error(std::string *message = nullptr) const;
+  void throw_if_failed() const;
+
+ protected:
+  // Called by fail() once, after the sticky error is set: cancel what is in
+  // flight and tell the peers. Must not block on a peer.
+  virtual void on_fail(hpuStatus_t status, const std::string &message) = 0;
+  // Makes progress in the waiting thread; returns quickly. Default: nothing.
+  virtual void progress() {}
+
+  // Completion, from any thread.
+  void complete(Request &request);
+  void complete_with_error(Request &request, hpuStatus_t status, const std::string &message);
+  // Wakes waiters without completing anything (new work for progress()).
+  void notify();
+
+ private:
+  bool wait_until_done(Request *const *requests, size_t n, Deadline deadline);
+  void wait_all(Request *const *requests, size_t n, Deadline deadline);
+  void throw_request_error(const Request &request) const;
+
+  const int rank_, size_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> failed_{false};
+  hpuStatus_t error_ = HPU_SUCCESS;
+  std::string error_message_;
+};
+
+}  // namespace hpu::comm
