@@ -11,5 +11,6 @@
 #include <hpu/tensor.h>
 #include <hpu/autocast.h>
 #include <hpu/log.h>
+#include <hpu/profiler.h>
 
 #endif /* HPU_HPU_H */

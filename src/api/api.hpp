@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "core/runtime.hpp"
 
 namespace hpu::api {
@@ -23,8 +24,9 @@ const char *last_error() noexcept;
 
 }  // namespace hpu::api
 
-#define HPU_API_BEGIN \
-  try {               \
+#define HPU_API_BEGIN                              \
+  try {                                            \
+    ::hpu::prof::ApiScope hpu_api_scope_(__func__); \
     ::hpu::ensure_init();
 
 #define HPU_API_END                                   \

@@ -76,7 +76,9 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpu
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = copy_device(dst, src, bytes, kind);
-  stream_from_handle(stream, &d)->enqueue([=] { std::memmove(dst, src, bytes); });
+  auto s = stream_from_handle(stream, &d);
+  prof::annotate(bytes, 0);
+  s->enqueue([=] { std::memmove(dst, src, bytes); });
   HPU_API_END
 }
 
@@ -85,6 +87,7 @@ HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcp
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = copy_device(dst, src, bytes, kind);
   auto s = d.default_stream();
+  prof::annotate(bytes, 0);
   s->enqueue([=] { std::memmove(dst, src, bytes); });
   s->synchronize();
   HPU_API_END

@@ -1,6 +1,7 @@
 #include "device/device.hpp"
 
 #include "core/log.hpp"
+#include "core/profiler.hpp"
 #include "core/runtime.hpp"
 #include "device/compute_budget.hpp"
 
@@ -122,7 +123,9 @@ std::shared_ptr<Stream> stream_from_handle(hpuStream_t stream, Device *fallback)
 
 void *Device::allocate(size_t bytes) {
   if (has_deferred_.load(std::memory_order_relaxed)) collect_deferred();
-  return allocator_.allocate(bytes);
+  void *p = allocator_.allocate(bytes);
+  if (prof::on()) prof::memory_counter(ordinal_, allocator_.stats().in_use);
+  return p;
 }
 
 void Device::free(void *ptr) {
@@ -134,6 +137,7 @@ void Device::free(void *ptr) {
   }
   if (d.waits.empty()) {
     allocator_.free(ptr);
+    if (prof::on()) prof::memory_counter(ordinal_, allocator_.stats().in_use);
     return;
   }
   if (!allocator_.owns(ptr))

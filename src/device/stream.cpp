@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/profiler.hpp"
 #include "core/runtime.hpp"
 #include "device/compute_budget.hpp"
 #include "device/device.hpp"
@@ -27,7 +28,12 @@ thread_local Stream *t_current = nullptr;
 
 }  // namespace
 
-Stream::Stream(Device *device, bool is_default) : device_(device), is_default_(is_default) {}
+Stream::Stream(Device *device, bool is_default) : device_(device), is_default_(is_default) {
+  static std::atomic<int> next_id{0};
+  id_ = next_id.fetch_add(1);
+  prof::name_track({prof::TrackKind::stream, device->ordinal(), id_},
+                   is_default ? "default stream" : strf("stream %d", id_));
+}
 
 Stream::~Stream() { shutdown(); }
 
@@ -63,7 +69,10 @@ void Stream::enqueue(std::function<void()> fn, OpKind kind) {
     std::lock_guard<std::mutex> list_lock(l.mu);
     l.streams.push_back(weak_from_this());
   }
-  queue_.push_back({std::move(fn), kind});
+  Op op{std::move(fn), kind, prof::current_api(), 0, 0};
+  prof::take_annotation(&op.bytes, &op.flops);
+  if (!op.name) op.name = "operation";
+  queue_.push_back(std::move(op));
   enqueued_.fetch_add(1, std::memory_order_release);
   lock.unlock();
   work_cv_.notify_one();
@@ -101,8 +110,14 @@ void Stream::run() {
         status = HPU_ERROR_INTERNAL;
         message = strf("queued operation failed: %s", e.what());
       }
-      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
+      auto end = std::chrono::steady_clock::now();
+      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
                          std::memory_order_relaxed);
+      if (prof::on())
+        prof::record({prof::TrackKind::stream, device_->ordinal(), id_}, op.name,
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count(), op.bytes,
+                     op.flops);
     }
     op.fn = nullptr;  // release captures before reporting completion
     lock.lock();

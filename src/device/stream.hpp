@@ -67,12 +67,15 @@ class Stream : public std::enable_shared_from_this<Stream> {
   struct Op {
     std::function<void()> fn;
     OpKind kind;
+    const char *name;  // the API function that queued it, for the profiler
+    uint64_t bytes, flops;
   };
   void run();
   void throw_if_error();
 
   Device *device_;
   bool is_default_;
+  int id_;  // process-wide stream number, the profiler's track
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<Op> queue_;

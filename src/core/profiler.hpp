@@ -1,0 +1,70 @@
+// The profiler: records host API calls, stream operations (ops, copies,
+// collectives), communicator activity and device memory in use, and writes a
+// Chrome trace-event JSON file that Perfetto and chrome://tracing open:
+//   process "host"            one track per calling thread (API calls)
+//   process "HPU <n>"         one track per stream, and a "memory" counter
+//   process "comm <id>"       one track per communicator rank
+// Off, it costs a relaxed atomic load per call site. HPU_PROFILE=path starts it
+// at initialisation and writes the file at exit; hpuProfilerStart/Stop do the
+// same from code.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace hpu::prof {
+
+extern std::atomic<bool> g_on;
+inline bool on() { return g_on.load(std::memory_order_relaxed); }
+
+uint64_t now_ns();  // steady clock
+
+enum class TrackKind { host, stream, comm };
+
+struct Track {
+  TrackKind kind;
+  int group;  // device ordinal (stream), communicator id (comm); unused for host
+  int lane;   // stream id, rank; host thread id is filled in by record()
+};
+
+// One finished span. `name` must outlive the profile (a string literal or
+// __func__); bytes and flops may be 0.
+void record(const Track &track, const char *name, uint64_t start_ns, uint64_t end_ns, uint64_t bytes = 0,
+            uint64_t flops = 0);
+// A counter sample: memory in use on a device.
+void memory_counter(int device, uint64_t in_use);
+// Names a track ("default stream", "stream 3", "rank 1 of 4").
+void name_track(const Track &track, const std::string &name);
+// A communicator's rank count, for the summary's busbw.
+void name_comm(int comm_id, int nranks);
+
+// Starts recording into `path` (opened now: an unwritable path fails here with
+// HPU_ERROR_IO). Throws HPU_ERROR_INVALID_USAGE when already recording.
+void start(const std::string &path);
+// Writes the trace and the summary; throws HPU_ERROR_INVALID_USAGE when not recording.
+void stop();
+// The summary table of the last stopped profile ("" if none).
+std::string last_summary();
+
+// The exported function running on this thread (set by the API boundary);
+// stream operations take it as their name.
+class ApiScope {
+ public:
+  explicit ApiScope(const char *function);
+  ~ApiScope();
+  ApiScope(const ApiScope &) = delete;
+  ApiScope &operator=(const ApiScope &) = delete;
+
+ private:
+  const char *previous_;
+  uint64_t start_ = 0;
+};
+const char *current_api();
+
+// Work figures of the operation about to be enqueued on this thread; the next
+// enqueue takes them (and clears them).
+void annotate(uint64_t bytes, uint64_t flops);
+void take_annotation(uint64_t *bytes, uint64_t *flops);
+
+}  // namespace hpu::prof

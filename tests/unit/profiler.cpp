@@ -1,0 +1,156 @@
+// The profiler: a valid Chrome trace whose events nest per track and whose
+// totals match the work done; the summary; bad input.
+#include <gtest/gtest.h>
+#include <hpu/hpu.h>
+#include <jansson.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "child.hpp"
+
+namespace {
+
+struct Span {
+  double ts, dur;
+};
+
+json_t *load(const std::string &path) {
+  json_error_t err;
+  json_t *root = json_load_file(path.c_str(), 0, &err);
+  EXPECT_NE(root, nullptr) << path << ": line " << err.line << ": " << err.text;
+  return root;
+}
+
+// Every pair of spans on one track is nested or disjoint.
+void expect_nesting(json_t *events) {
+  std::map<std::pair<long long, long long>, std::vector<Span>> tracks;
+  size_t i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    if (std::string(json_string_value(json_object_get(e, "ph"))) != "X") continue;
+    tracks[{json_integer_value(json_object_get(e, "pid")), json_integer_value(json_object_get(e, "tid"))}].push_back(
+        {json_number_value(json_object_get(e, "ts")), json_number_value(json_object_get(e, "dur"))});
+  }
+  for (auto &kv : tracks) {
+    auto &v = kv.second;
+    std::sort(v.begin(), v.end(), [](const Span &a, const Span &b) { return a.ts < b.ts || (a.ts == b.ts && a.dur > b.dur); });
+    std::vector<double> open_ends;  // stack of enclosing spans' ends
+    for (const Span &s : v) {
+      while (!open_ends.empty() && s.ts >= open_ends.back() - 1e-3) open_ends.pop_back();
+      if (!open_ends.empty())
+        EXPECT_LE(s.ts + s.dur, open_ends.back() + 1e-3) << "span overlaps its neighbour on track pid "
+                                                         << kv.first.first << " tid " << kv.first.second;
+      open_ends.push_back(s.ts + s.dur);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Profiler, TraceIsValidNestsAndCountsTheWork) {
+  std::string path = testing::TempDir() + "hpu-profile-test.json";
+  hpuDevice_t dev;
+  ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
+  hpuStream_t stream;
+  ASSERT_EQ(hpuStreamCreate(&stream, dev), HPU_SUCCESS);
+  std::vector<char> host(1 << 20, 7);
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  void *buf;
+  ASSERT_EQ(hpuMemAlloc(&buf, dev, host.size()), HPU_SUCCESS);
+  const int copies = 5;
+  for (int i = 0; i < copies; ++i)
+    ASSERT_EQ(hpuMemcpyAsync(buf, host.data(), host.size(), HPU_MEMCPY_HOST_TO_DEVICE, stream), HPU_SUCCESS);
+  ASSERT_EQ(hpuStreamSynchronize(stream), HPU_SUCCESS);
+  char *json;
+  ASSERT_EQ(hpuMemStatsJson(dev, &json), HPU_SUCCESS);  // nests hpuMemStats inside
+  hpuFree(json);
+  ASSERT_EQ(hpuMemFree(dev, buf), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+
+  json_t *root = load(path);
+  ASSERT_NE(root, nullptr);
+  json_t *events = json_object_get(root, "traceEvents");
+  ASSERT_TRUE(json_is_array(events));
+  expect_nesting(events);
+
+  int stream_copies = 0, host_copies = 0;
+  long long copied = 0;
+  std::vector<long long> memory;
+  bool named_device = false;
+  size_t i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    std::string name = json_string_value(json_object_get(e, "name"));
+    std::string ph = json_string_value(json_object_get(e, "ph"));
+    long long pid = json_integer_value(json_object_get(e, "pid"));
+    json_t *args = json_object_get(e, "args");
+    if (ph == "X" && name == "hpuMemcpyAsync") {
+      if (pid == 1) {
+        host_copies++;
+      } else {
+        stream_copies++;
+        copied += json_integer_value(json_object_get(args, "bytes"));
+      }
+    }
+    if (ph == "C" && name == "memory") memory.push_back(json_integer_value(json_object_get(args, "InUse")));
+    if (ph == "M" && name == "process_name" &&
+        std::string(json_string_value(json_object_get(args, "name"))) == "HPU 0")
+      named_device = true;
+  }
+  EXPECT_EQ(host_copies, copies);
+  EXPECT_EQ(stream_copies, copies);
+  EXPECT_EQ(copied, static_cast<long long>(copies) * static_cast<long long>(host.size()));
+  ASSERT_EQ(memory.size(), 2u);  // the allocation and the free
+  EXPECT_EQ(memory[0], 1 << 20);
+  EXPECT_EQ(memory[1], 0);
+  EXPECT_TRUE(named_device);
+  json_decref(root);
+
+  char *summary;
+  ASSERT_EQ(hpuProfilerGetSummary(&summary), HPU_SUCCESS);
+  EXPECT_NE(std::string(summary).find("hpuMemcpyAsync"), std::string::npos) << summary;
+  hpuFree(summary);
+  ASSERT_EQ(hpuStreamDestroy(stream), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
+}
+
+TEST(Profiler, EnvironmentVariableWritesTheTraceAtExit) {
+  std::string path = testing::TempDir() + "hpu-profile-env.json";
+  std::remove(path.c_str());
+  auto r = hpu_test::run_child({{"HPU_PROFILE", path}}, [] {
+    hpuDevice_t dev;
+    if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS) return 1;
+    hpuDeviceClose(dev);
+    exit(0);  // exit(), not a return to _exit(): the trace is written at exit
+    return 0;
+  });
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json_t *root = load(path);
+  ASSERT_NE(root, nullptr);
+  bool opened = false;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+    if (std::string(json_string_value(json_object_get(e, "name"))) == "hpuDeviceClose") opened = true;  // the first call starts the profiler
+  }
+  EXPECT_TRUE(opened);
+  json_decref(root);
+}
+
+TEST(Profiler, BadInput) {
+  EXPECT_EQ(hpuProfilerStart(nullptr), HPU_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("path is NULL"), std::string::npos);
+  EXPECT_EQ(hpuProfilerStart(""), HPU_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hpuProfilerStart("/nonexistent-dir/trace.json"), HPU_ERROR_IO);
+  EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("/nonexistent-dir/trace.json"), std::string::npos);
+  EXPECT_EQ(hpuProfilerStop(), HPU_ERROR_INVALID_USAGE);
+  EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("not recording"), std::string::npos);
+  std::string path = testing::TempDir() + "hpu-profile-twice.json";
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  EXPECT_EQ(hpuProfilerStart(path.c_str()), HPU_ERROR_INVALID_USAGE);
+  EXPECT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  EXPECT_EQ(hpuProfilerGetSummary(nullptr), HPU_ERROR_INVALID_ARGUMENT);
+}
