@@ -100,7 +100,7 @@ std::unique_ptr<Bootstrap> bootstrap_connect(const UniqueId &id, int rank, int n
 // picks the transport per peer by locality; `forced` (HPU_TRANSPORT, "" = pick)
 // names one. Throws HPU_ERROR_NOT_AVAILABLE when a forced or needed transport
 // is not available (naming it), HPU_ERROR_CONFIG for an unknown name.
-std::unique_ptr<Transport> make_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
+std::shared_ptr<Transport> make_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
                                           Deadline deadline);
 
 }  // namespace hpu::comm

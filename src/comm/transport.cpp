@@ -54,15 +54,21 @@ std::string describe(const OpHeader &h) {
   return s + ")";
 }
 
-void check_header(const OpHeader &mine, int self, const OpHeader &theirs, int peer) {
+std::string header_mismatch(const OpHeader &mine, int self, const OpHeader &theirs, int peer) {
   auto mk = static_cast<CollKind>(mine.coll), tk = static_cast<CollKind>(theirs.coll);
-  bool p2p = mk == CollKind::recv && tk == CollKind::send;
-  bool same = p2p ? mine.seq == theirs.seq && mine.dtype == theirs.dtype && mine.count == theirs.count
-                  : mine.seq == theirs.seq && mine.coll == theirs.coll && mine.dtype == theirs.dtype &&
-                        mine.count == theirs.count && mine.root == theirs.root && mine.redop == theirs.redop;
-  if (!same)
-    fail(HPU_ERROR_INVALID_USAGE, "mismatched calls: rank %d called %s but rank %d called %s", self,
-         describe(mine).c_str(), peer, describe(theirs).c_str());
+  bool same = mine.seq == theirs.seq && mine.dtype == theirs.dtype && mine.count == theirs.count;
+  if (mk == CollKind::recv && tk == CollKind::send)
+    same = same && mine.root == theirs.root;
+  else
+    same = same && mine.coll == theirs.coll && mine.root == theirs.root && mine.redop == theirs.redop;
+  if (same) return "";
+  return strf("mismatched calls: rank %d called %s but rank %d called %s", self, describe(mine).c_str(), peer,
+              describe(theirs).c_str());
+}
+
+std::string Request::describe() const {
+  if (is_send) return strf("send of %zu bytes to rank %d (tag 0x%" PRIx64 ")", bytes, peer, tag);
+  return strf("receive of %zu bytes from rank %d (tag 0x%" PRIx64 ")", bytes, peer, tag);
 }
 
 void Transport::complete(Request &r) {
@@ -84,7 +90,10 @@ void Transport::complete_with_error(Request &r, hpuStatus_t status, const std::s
 }
 
 void Transport::notify() {
-  { std::lock_guard<std::mutex> lock(mu_); }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kicked_ = true;
+  }
   cv_.notify_all();
 }
 
@@ -100,7 +109,7 @@ void Transport::throw_if_failed() const {
   throw Error(error_, error_message_);
 }
 
-void Transport::fail(hpuStatus_t status, const std::string &message) {
+void Transport::fail_all(hpuStatus_t status, const std::string &message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_ != HPU_SUCCESS) return;
@@ -150,6 +159,10 @@ bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadlin
     if (all_done()) return true;
     std::unique_lock<std::mutex> lock(mu_);
     if (failed_.load(std::memory_order_relaxed) || all_done()) continue;
+    if (kicked_) {  // notify() came after our last progress(): run it again
+      kicked_ = false;
+      continue;
+    }
     auto now = Clock::now();
     if (now >= deadline) return false;
     // Sleep in slices so that process exit is noticed.
@@ -157,7 +170,7 @@ bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadlin
     cv_.wait_until(lock, until);
     if (shutting_down() && !all_done()) {
       lock.unlock();
-      fail(HPU_ERROR_ABORTED, "the process is exiting");
+      fail_all(HPU_ERROR_ABORTED, "the process is exiting");
     }
   }
 }
@@ -166,8 +179,8 @@ void Transport::wait_all(Request *const *requests, size_t n, Deadline deadline) 
   if (wait_until_done(requests, n, deadline)) return;
   std::string what;
   for (size_t i = 0; i < n; ++i)
-    if (!requests[i]->done()) what += (what.empty() ? "" : "; ") + requests[i]->what;
-  fail(HPU_ERROR_TIMEOUT, strf("rank %d timed out waiting for %s", rank_, what.c_str()));
+    if (!requests[i]->done()) what += (what.empty() ? "" : "; ") + requests[i]->describe();
+  fail_all(HPU_ERROR_TIMEOUT, strf("rank %d timed out waiting for %s", rank_, what.c_str()));
   throw_if_failed();
 }
 

@@ -15,7 +15,7 @@
 //     element-aligned pieces as they arrive (a local transport straight from
 //     the sender's memory, with no staging copy; a network transport from its
 //     receive buffers). That lets rings reduce data once, where it lands.
-//   - Requests complete through complete()/fail() below, which wake the waiters
+//   - Requests complete through complete()/complete_with_error(), which wake the waiters
 //     of this endpoint. wait() is written once here: it calls progress() (for
 //     transports that progress in the waiting thread), then sleeps until the
 //     requests complete, the deadline passes (HPU_ERROR_TIMEOUT), the endpoint
@@ -27,19 +27,19 @@
 //   - Each collective's first frame to a peer carries an OpHeader (sequence,
 //     collective, data type, count, root, reduction). begin() declares the
 //     operation this rank is running; a transport compares every frame header
-//     it receives with it (check_header) at arrival, or at begin() for frames
+//     it receives with it (header_mismatch) at arrival, or at begin() for frames
 //     that came early, and fails the operation with HPU_ERROR_INVALID_USAGE
 //     naming both ranks and both calls. A frame from an operation this rank has
 //     already finished is a mismatch too.
-//   - fail(status, message) makes an error sticky on this endpoint, wakes every
+//   - fail_all(status, message) makes an error sticky on this endpoint, wakes every
 //     waiter and tells every peer (best effort, never blocking): a peer adopts
 //     the status (HPU_ERROR_ABORTED becomes HPU_ERROR_REMOTE there), so one
 //     rank's timeout, mismatch or abort fails the whole group promptly instead
-//     of leaving the others to their deadlines. fail() may be called from any
+//     of leaving the others to their deadlines. fail_all() may be called from any
 //     thread, also while other threads wait.
 //
 // Thread safety: one thread runs the operations of an endpoint at a time (the
-// communicator serialises them); fail(), abort() and the completion calls may
+// communicator serialises them); fail_all(), abort() and the completion calls may
 // come from any thread.
 #pragma once
 
@@ -90,10 +90,11 @@ static_assert(sizeof(OpHeader) == 32, "OpHeader is a wire format");
 // "allreduce #7 (count 1024, bf16, sum)" for messages.
 std::string describe(const OpHeader &h);
 
-// Throws HPU_ERROR_INVALID_USAGE naming both ranks and both calls unless `theirs`
-// (sent by rank `peer`) matches `mine` (running on rank `self`). For point to
-// point a send matches a receive of the same count and type.
-void check_header(const OpHeader &mine, int self, const OpHeader &theirs, int peer);
+// "" when `theirs` (sent by rank `peer`) matches `mine` (running on rank
+// `self`), else the message of the HPU_ERROR_INVALID_USAGE to fail with, naming
+// both ranks and both calls. For point to point a send matches a receive of
+// the same sequence, count and type.
+std::string header_mismatch(const OpHeader &mine, int self, const OpHeader &theirs, int peer);
 
 // out[i] = in[i] (+) local[i] for n elements; `in` is what arrived, `local` may
 // equal `out` (in place). Called on element-aligned pieces, from whichever
@@ -113,6 +114,8 @@ struct MemoryRegion {
 };
 using MemoryRegionPtr = std::unique_ptr<MemoryRegion>;
 
+// isend/irecv copy their descriptor (and the Combine); the memory they point
+// to must stay valid, and a send's bytes unchanged, until the request is done.
 struct SendDesc {
   int peer = -1;
   uint64_t tag = 0;
@@ -136,12 +139,19 @@ struct RecvDesc {
 class Request {
  public:
   enum class State { pending, done, failed };
+  Request(bool is_send, int peer, uint64_t tag, size_t bytes)
+      : is_send(is_send), peer(peer), tag(tag), bytes(bytes) {}
   virtual ~Request() = default;
 
   bool done() const { return state_.load(std::memory_order_acquire) != State::pending; }
   State state() const { return state_.load(std::memory_order_acquire); }
-  // "receive of 4096 bytes from rank 3 (tag 0x...)" for timeout messages.
-  std::string what;
+  // "receive of 4096 bytes from rank 3 (tag 0x...)", for timeout messages.
+  std::string describe() const;
+
+  const bool is_send;
+  const int peer;
+  const uint64_t tag;
+  const size_t bytes;
 
  private:
   friend class Transport;
@@ -180,15 +190,16 @@ class Transport {
   bool test(Request &request);
 
   // Sticky failure (see above). The first call wins; later ones are ignored.
-  void fail(hpuStatus_t status, const std::string &message);
-  // fail(HPU_ERROR_ABORTED, ...) on behalf of hpuCommAbort or process exit.
-  void abort(const std::string &why) { fail(HPU_ERROR_ABORTED, why); }
+  // (Named fail_all so that it does not hide hpu::fail(status, fmt, ...).)
+  void fail_all(hpuStatus_t status, const std::string &message);
+  // fail_all(HPU_ERROR_ABORTED, ...) on behalf of hpuCommAbort or process exit.
+  void abort(const std::string &why) { fail_all(HPU_ERROR_ABORTED, why); }
   // The sticky error, HPU_SUCCESS if none.
   hpuStatus_t error(std::string *message = nullptr) const;
   void throw_if_failed() const;
 
  protected:
-  // Called by fail() once, after the sticky error is set: cancel what is in
+  // Called by fail_all() once, after the sticky error is set: cancel what is in
   // flight and tell the peers. Must not block on a peer.
   virtual void on_fail(hpuStatus_t status, const std::string &message) = 0;
   // Makes progress in the waiting thread; returns quickly. Default: nothing.
@@ -209,6 +220,7 @@ class Transport {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> failed_{false};
+  bool kicked_ = false;  // notify() since the waiter last looked
   hpuStatus_t error_ = HPU_SUCCESS;
   std::string error_message_;
 };

@@ -1,0 +1,36 @@
+// The reduction kernels of the collectives: out[i] = a[i] (+) b[i] for every
+// data type and operation, as a transport Combine.
+//
+// Floating types: sum, prod, min, max (a NaN operand gives NaN); bf16 and f16
+// are widened to f32 for each step and rounded to nearest even after it
+// (kernels/convert.hpp). Integers wrap around. HPU_BOOL: sum/max are OR,
+// prod/min are AND. avg combines as sum; finish_average() divides at the end.
+//
+// Determinism: a combine computes op(first, second) with a fixed operand
+// order (`local_first` picks which operand is first), so two ranks that combine
+// the same two values the same way get the same bits, NaN payloads included.
+// The loops are compiled for AVX2 as well and picked at run time; both give the
+// same bits (no reassociation, no FMA contraction).
+#pragma once
+
+#include <hpu/comm.h>
+
+#include <cstddef>
+
+#include "comm/transport.hpp"
+
+namespace hpu::comm {
+
+size_t dtype_bytes(hpuDataType_t dtype);
+const char *dtype_label(hpuDataType_t dtype);
+const char *redop_label(hpuRedOp_t op);
+
+// A Combine that stores into `out` op(in, local) (local_first: op(local, in)).
+// The returned Combine's ctx points to static storage.
+Combine make_combine(hpuDataType_t dtype, hpuRedOp_t op, const void *local, bool local_first = false);
+
+// For HPU_AVG: divides n combined sums by nranks (floating: in f32/f64, then
+// rounded; integers: rounded toward zero). Does nothing for other ops.
+void finish_average(void *buf, size_t n, hpuDataType_t dtype, hpuRedOp_t op, int nranks);
+
+}  // namespace hpu::comm
