@@ -1,0 +1,41 @@
+"""libhpu for Python: emulated Gaudi-style HPU devices, with the names of ``torch.hpu``.
+
+Pure Python over ``ctypes``; the shared library is found next to the package,
+through ``HPU_LIBRARY``, or on the system library path (``libhpu.so.0``).
+
+>>> import hpu
+>>> hpu.device_count()
+8
+>>> with hpu.Device(0):
+...     mem = hpu.mem_alloc(1 << 20)
+...     hpu.memory_stats()["InUse"]
+1048576
+
+Every failing call raises :class:`hpu.HpuError` (a subclass per status) with
+the status name and libhpu's message.
+"""
+from __future__ import annotations
+
+from . import _lib
+from ._version import __version__
+from .device import (Device, DeviceLike, DeviceProperties, current_device, device_count,
+                     get_device_name, get_device_properties, is_available, set_device, synchronize)
+from .errors import (AbortedError, AddressInUseError, BusyError, ConfigError, HpuError, InternalError,
+                     InvalidArgumentError, InvalidHandleError, InvalidUsageError, IoError,
+                     NotAvailableError, NotFoundError, NotReadyError, OutOfMemoryError, RemoteError,
+                     Status, TimeoutError, UnsupportedError)
+from .memory import (ALLOCATOR_STATS_KEYS, HABANA_STATS_KEYS, DeviceMemory, empty_cache, max_memory_allocated,
+                     mem_alloc, mem_get_info, memory_allocated, memory_stats, reset_accumulated_memory_stats,
+                     reset_peak_memory_stats)
+from .stream import Event, Stream, current_stream, default_stream, stream
+
+
+def library_path() -> str:
+    """The path (or name) of the libhpu this binding loaded."""
+    return _lib.path
+
+
+def library_version() -> str:
+    """libhpu's version, "major.minor.patch", from ``hpuGetVersion()``."""
+    v = _lib.version_number
+    return f"{v >> 16}.{(v >> 8) & 0xFF}.{v & 0xFF}"

@@ -1,0 +1,166 @@
+"""Finds libhpu, loads it with ctypes and declares the C functions.
+
+The library is looked for, in order:
+
+1. the file named by ``HPU_LIBRARY`` (when set, nothing else is tried);
+2. ``libhpu.so.0`` next to the package (a copy bundled with it);
+3. the location written into ``_location.py`` by the build tree or by
+   ``cmake --install``;
+4. ``libhpu.so.0`` on the system library path (``LD_LIBRARY_PATH``, ``ldconfig``).
+
+Every function that returns ``hpuStatus_t`` raises the matching
+:class:`~hpu.errors.HpuError` on failure, so callers just call it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import POINTER, c_char, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint64, c_void_p
+
+from .errors import error_for
+
+ABI_MAJOR = 0
+SONAME = f"libhpu.so.{ABI_MAJOR}"
+
+# Opaque handles (hpuDevice_t, hpuStream_t, ...) and device pointers.
+Handle = c_void_p
+
+
+class DeviceProperties_t(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("name", c_char * 64), ("profile", c_char * 16),
+                ("total_memory", c_uint64), ("memory_limit", c_uint64), ("ordinal", c_int),
+                ("module_id", c_int)]
+
+
+class MemStats_t(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("limit", c_uint64), ("in_use", c_uint64),
+                ("max_in_use", c_uint64), ("num_allocs", c_uint64), ("num_frees", c_uint64),
+                ("active_allocs", c_int64), ("max_alloc_size", c_uint64),
+                ("total_system_allocs", c_uint64), ("total_system_frees", c_uint64),
+                ("total_active_allocs", c_int64), ("reserved_bytes", c_uint64),
+                ("segment_allocs", c_uint64), ("segment_frees", c_uint64)]
+
+
+def sized(struct_type: type) -> ctypes.Structure:
+    """A struct with struct_size set, as the C _INIT macros do."""
+    s = struct_type()
+    s.struct_size = ctypes.sizeof(struct_type)
+    return s
+
+
+Status = object()  # marks functions returning hpuStatus_t (declared as c_int)
+
+# name: (restype, argtypes). Functions returning Status raise on failure.
+PROTOTYPES = {
+    # status.h
+    "hpuGetErrorName": (c_char_p, [c_int]),
+    "hpuGetErrorString": (c_char_p, [c_int]),
+    "hpuGetLastErrorMessage": (c_char_p, []),
+    "hpuGetVersion": (c_int, []),
+    "hpuFree": (None, [c_void_p]),
+    # device.h
+    "hpuDeviceCount": (Status, [POINTER(c_int)]),
+    "hpuDeviceOpen": (Status, [POINTER(Handle), c_int]),
+    "hpuDeviceClose": (Status, [Handle]),
+    "hpuDeviceGetProperties": (Status, [Handle, POINTER(DeviceProperties_t)]),
+    "hpuDeviceSynchronize": (Status, [Handle]),
+    "hpuDeviceGetDefaultStream": (Status, [Handle, POINTER(Handle)]),
+    "hpuStreamCreate": (Status, [POINTER(Handle), Handle]),
+    "hpuStreamDestroy": (Status, [Handle]),
+    "hpuStreamSynchronize": (Status, [Handle]),
+    "hpuStreamQuery": (Status, [Handle]),
+    "hpuStreamWaitEvent": (Status, [Handle, Handle]),
+    "hpuEventCreate": (Status, [POINTER(Handle)]),
+    "hpuEventDestroy": (Status, [Handle]),
+    "hpuEventRecord": (Status, [Handle, Handle]),
+    "hpuEventSynchronize": (Status, [Handle]),
+    "hpuEventQuery": (Status, [Handle]),
+    "hpuEventElapsedTime": (Status, [POINTER(c_float), Handle, Handle]),
+    # memory.h
+    "hpuMemAlloc": (Status, [POINTER(c_void_p), Handle, c_size_t]),
+    "hpuMemFree": (Status, [Handle, c_void_p]),
+    "hpuMemcpy": (Status, [c_void_p, c_void_p, c_size_t, c_int]),
+    "hpuMemcpyAsync": (Status, [c_void_p, c_void_p, c_size_t, c_int, Handle]),
+    "hpuMemset": (Status, [c_void_p, c_int, c_size_t]),
+    "hpuMemsetAsync": (Status, [c_void_p, c_int, c_size_t, Handle]),
+    "hpuMemGetInfo": (Status, [Handle, POINTER(c_size_t), POINTER(c_size_t)]),
+    "hpuMemEmptyCache": (Status, [Handle]),
+    "hpuMemStats": (Status, [Handle, POINTER(MemStats_t)]),
+    "hpuMemStatsJson": (Status, [Handle, POINTER(c_void_p)]),
+    "hpuMemResetPeakStats": (Status, [Handle]),
+    "hpuMemResetAccumulatedStats": (Status, [Handle]),
+}
+
+HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE = 1, 2, 3  # hpuMemcpyKind_t
+
+
+def _load() -> tuple[ctypes.CDLL, str]:
+    explicit = os.environ.get("HPU_LIBRARY")
+    if explicit:
+        try:
+            return ctypes.CDLL(explicit), explicit
+        except OSError as e:
+            raise ImportError(f"hpu: cannot load HPU_LIBRARY={explicit!r}: {e}") from None
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, SONAME)]
+    try:
+        from . import _location  # written by the build tree or cmake --install
+        candidates.append(os.path.normpath(os.path.join(here, _location.LIBRARY)))
+    except ImportError:
+        pass
+    tried = []
+    for path in candidates:
+        if os.path.exists(path):
+            try:
+                return ctypes.CDLL(path), path
+            except OSError as e:
+                tried.append(f"{path}: {e}")
+        else:
+            tried.append(f"{path}: no such file")
+    try:
+        return ctypes.CDLL(SONAME), SONAME
+    except OSError as e:
+        tried.append(f"{SONAME} on the system library path: {e}")
+    raise ImportError("hpu: cannot find libhpu; set HPU_LIBRARY to its path. Tried:\n  " + "\n  ".join(tried))
+
+
+lib, path = _load()
+
+
+def last_error_message() -> str:
+    """hpuGetLastErrorMessage() as text."""
+    return lib.hpuGetLastErrorMessage().decode("utf-8", "replace")
+
+
+def _check(status: int, func, args):
+    if status != 0:
+        raise error_for(status, last_error_message())
+    return status
+
+
+def _missing(name: str):
+    def call(*args):
+        raise error_for(7, f"{name}: this libhpu ({path}) does not export it; it is older than the binding")
+    return call
+
+
+def _declare(prototypes: dict) -> None:
+    for name, (restype, argtypes) in prototypes.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            globals()[name] = _missing(name)
+            continue
+        fn.argtypes = argtypes
+        if restype is Status:
+            fn.restype, fn.errcheck = c_int, _check
+        else:
+            fn.restype = restype
+        globals()[name] = fn
+
+
+_declare(PROTOTYPES)
+
+version_number = lib.hpuGetVersion()
+if version_number >> 16 != ABI_MAJOR:
+    raise ImportError(f"hpu: {path} is libhpu {version_number >> 16}.x; this binding needs {ABI_MAJOR}.x")

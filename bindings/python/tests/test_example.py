@@ -1,0 +1,23 @@
+"""examples/python_quickstart.py runs and shows what it promises."""
+import os
+import unittest
+
+from support import PACKAGE_ROOT, run_python
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(PACKAGE_ROOT)), "examples", "python_quickstart.py")
+
+
+class Example(unittest.TestCase):
+    def test_quickstart(self):
+        with open(EXAMPLE) as f:
+            r = run_python(f.read())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout
+        self.assertRegex(out, r"libhpu \d+\.\d+\.\d+: 8 devices")
+        self.assertIn("  InUse              1048576", out)
+        self.assertIn("after reset_peak_memory_stats: MaxInUse=0", out)
+        self.assertIn("caught HPU_ERROR_OUT_OF_MEMORY: hpuMemAlloc:", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
