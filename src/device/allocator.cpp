@@ -9,6 +9,7 @@
 #include <shared_mutex>
 
 #include "core/error.hpp"
+#include "core/fault.hpp"
 #include "core/log.hpp"
 #include "device/device.hpp"
 
@@ -117,6 +118,9 @@ void Allocator::split(Block *b, size_t size) {
 void *Allocator::allocate(size_t bytes) {
   size_t size = round(bytes);
   if (size < bytes) fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be represented", bytes);
+  if (fault::fail_this_allocation())
+    fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested on device %d: failure injected by HPU_FAULT_INJECT", bytes,
+         device_->ordinal());
   std::lock_guard<std::mutex> lock(mu_);
   if (stats_.in_use + size > stats_.limit)
     fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested (%s rounded), device %d has %s, %s in use",
