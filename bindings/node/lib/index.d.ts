@@ -1,0 +1,110 @@
+// Type declarations of the hpu Node.js binding (libhpu over koffi).
+
+/** libhpu's statuses (hpuStatus_t). */
+export declare const Status: Readonly<{
+  SUCCESS: 0; INVALID_ARGUMENT: 1; INVALID_HANDLE: 2; OUT_OF_MEMORY: 3; NOT_FOUND: 4; BUSY: 5;
+  NOT_READY: 6; UNSUPPORTED: 7; CONFIG: 8; IO: 9; NOT_AVAILABLE: 10; INVALID_USAGE: 11; REMOTE: 12;
+  TIMEOUT: 13; ABORTED: 14; ADDRESS_IN_USE: 15; INTERNAL: 99;
+}>;
+
+/** A failed libhpu call: `status` is the number, `code` its C name, `message` libhpu's detail. */
+export declare class HpuError extends Error {
+  constructor(status: number, message: string);
+  readonly status: number;
+  /** "HPU_ERROR_NOT_FOUND", ... */
+  readonly code: string;
+  readonly statusName: string;
+}
+
+/** A device argument: an index, "hpu" / "hpu:<index>", a Device, or undefined (the current one). */
+export type DeviceLike = Device | number | string | undefined | null;
+
+export interface DeviceProperties {
+  name: string;
+  profile: string;
+  totalMemory: number;
+  memoryLimit: number;
+  ordinal: number;
+  moduleId: number;
+}
+
+export declare class Device {
+  constructor(device?: DeviceLike);
+  readonly index: number;
+  /** The hpuDevice_t handle. */
+  readonly handle: bigint;
+  readonly properties: DeviceProperties;
+  readonly name: string;
+  synchronize(): void;
+  equals(other: unknown): boolean;
+}
+
+export declare const version: string;
+export declare const libraryPath: string;
+export declare function libraryVersion(): string;
+
+export declare function deviceCount(): number;
+export declare function isAvailable(): boolean;
+export declare function currentDevice(): number;
+export declare function setDevice(device: DeviceLike): void;
+/** Runs fn with `device` as the current device (across fn's awaits too) and returns its result. */
+export declare function withDevice<T>(device: DeviceLike, fn: (device: Device) => T): T;
+export declare function getDeviceProperties(device?: DeviceLike): DeviceProperties;
+export declare function getDeviceName(device?: DeviceLike): string;
+export declare function synchronize(device?: DeviceLike): void;
+
+/** Habana's ten keys, then the allocator's three. */
+export interface MemoryStats {
+  Limit: number; InUse: number; MaxInUse: number; NumAllocs: number; NumFrees: number;
+  ActiveAllocs: number; MaxAllocSize: number; TotalSystemAllocs: number; TotalSystemFrees: number;
+  TotalActiveAllocs: number; ReservedBytes: number; SegmentAllocs: number; SegmentFrees: number;
+}
+export declare const HABANA_STATS_KEYS: readonly string[];
+export declare const ALLOCATOR_STATS_KEYS: readonly string[];
+export declare function memoryStats(device?: DeviceLike): MemoryStats;
+export declare function memoryAllocated(device?: DeviceLike): number;
+export declare function maxMemoryAllocated(device?: DeviceLike): number;
+export declare function resetPeakMemoryStats(device?: DeviceLike): void;
+export declare function resetAccumulatedMemoryStats(device?: DeviceLike): void;
+export declare function memGetInfo(device?: DeviceLike): { free: number; total: number };
+export declare function emptyCache(device?: DeviceLike): void;
+
+/** Host data: its bytes are read or written in place. */
+export type HostData = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
+
+export declare class DeviceMemory {
+  constructor(nbytes: number, device?: DeviceLike);
+  readonly device: Device;
+  readonly nbytes: number;
+  readonly ptr: bigint;
+  copyFromHost(data: HostData, offset?: number): void;
+  copyToHost<T extends HostData = Buffer>(target?: T, offset?: number): T;
+  copyFrom(src: DeviceMemory, options?: { nbytes?: number; offset?: number; srcOffset?: number; stream?: Stream }): void;
+  fill(value: number, options?: { nbytes?: number; offset?: number; stream?: Stream }): void;
+  free(): void;
+}
+export declare function memAlloc(nbytes: number, device?: DeviceLike): DeviceMemory;
+
+export declare class Stream {
+  constructor(device?: DeviceLike);
+  readonly device: Device;
+  readonly handle: bigint;
+  synchronize(): void;
+  query(): boolean;
+  waitEvent(event: Event): void;
+  waitStream(other: Stream): void;
+  recordEvent(event?: Event): Event;
+  close(): void;
+  equals(other: unknown): boolean;
+}
+
+export declare class Event {
+  constructor();
+  readonly handle: bigint;
+  record(stream?: Stream): void;
+  synchronize(): void;
+  query(): boolean;
+  elapsedTime(end: Event): number;
+  close(): void;
+}
+export declare function defaultStream(device?: DeviceLike): Stream;

@@ -1,0 +1,47 @@
+'use strict';
+// libhpu for Node.js: emulated Gaudi-style HPU devices over koffi, with the names
+// of torch.hpu in camelCase. Every failing call throws an HpuError whose `status`
+// is the number, `code` the C name and `message` libhpu's detail.
+
+const native = require('./native');
+const errors = require('./errors');
+const device = require('./device');
+const memory = require('./memory');
+const stream = require('./stream');
+
+/** libhpu's version, "major.minor.patch". */
+function libraryVersion() {
+  const v = native.versionNumber;
+  return `${v >> 16}.${(v >> 8) & 0xff}.${v & 0xff}`;
+}
+
+module.exports = {
+  version: require('../package.json').version,
+  libraryPath: native.libraryPath,
+  libraryVersion,
+  Status: errors.Status,
+  HpuError: errors.HpuError,
+  Device: device.Device,
+  deviceCount: device.deviceCount,
+  isAvailable: device.isAvailable,
+  currentDevice: device.currentDevice,
+  setDevice: device.setDevice,
+  withDevice: device.withDevice,
+  getDeviceProperties: device.getDeviceProperties,
+  getDeviceName: device.getDeviceName,
+  synchronize: device.synchronize,
+  HABANA_STATS_KEYS: memory.HABANA_STATS_KEYS,
+  ALLOCATOR_STATS_KEYS: memory.ALLOCATOR_STATS_KEYS,
+  memoryStats: memory.memoryStats,
+  memoryAllocated: memory.memoryAllocated,
+  maxMemoryAllocated: memory.maxMemoryAllocated,
+  resetPeakMemoryStats: memory.resetPeakMemoryStats,
+  resetAccumulatedMemoryStats: memory.resetAccumulatedMemoryStats,
+  memGetInfo: memory.memGetInfo,
+  emptyCache: memory.emptyCache,
+  DeviceMemory: memory.DeviceMemory,
+  memAlloc: memory.memAlloc,
+  Stream: stream.Stream,
+  Event: stream.Event,
+  defaultStream: stream.defaultStream,
+};
