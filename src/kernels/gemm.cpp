@@ -1,0 +1,223 @@
+// GEMM over OpenBLAS; the threading decision is explained in gemm.hpp.
+#include "kernels/gemm.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/parallel.hpp"
+
+namespace hpu::kernels {
+
+namespace {
+
+// Work below this many flops per chunk is not worth waking a helper for.
+constexpr double kFlopsPerChunk = 2e6;
+
+// OpenBLAS must run single-threaded inside libhpu (see gemm.hpp). A process
+// that also calls OpenBLAS itself may change the setting; set it back.
+void single_threaded_blas() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+// Scratch f32 buffers of the calling thread, kept between calls unless large.
+struct Scratch {
+  std::vector<float> a, b, c;
+  float *get(std::vector<float> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+  void trim() {
+    for (auto *v : {&a, &b, &c})
+      if (v->size() > (size_t(16) << 20)) std::vector<float>().swap(*v);
+  }
+};
+thread_local Scratch t_scratch;
+
+// Widens a rows x cols block (row stride ld) of a 16-bit or f32 matrix into a
+// dense f32 block; rows in parallel when `parallel`.
+void widen(hpuDataType_t dt, const void *src, int64_t ld, int64_t rows, int64_t cols, float *dst, bool parallel) {
+  const size_t es = dtype_size(dt);
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      load_f32(dt, static_cast<const char *>(src) + r * ld * static_cast<int64_t>(es), dst + r * cols,
+               static_cast<size_t>(cols));
+  };
+  if (parallel)
+    parallel_for(rows, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1)), body);
+  else
+    body(0, rows);
+}
+
+CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+// C = alpha A B + beta C on f32/f64 (dt) with c in the same type.
+void blas(hpuDataType_t dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+          int64_t lda, const void *b, int64_t ldb, float beta, void *c, int64_t ldc) {
+  if (dt == HPU_FLOAT64)
+    cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, alpha, static_cast<const double *>(a), lda,
+                static_cast<const double *>(b), ldb, beta, static_cast<double *>(c), ldc);
+  else
+    cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, alpha, static_cast<const float *>(a), lda,
+                static_cast<const float *>(b), ldb, beta, static_cast<float *>(c), ldc);
+}
+
+// out (rows x cols, row stride ldc, type c_dt) = acc + beta * out, rounded once.
+void finish(const float *acc, int64_t rows, int64_t cols, float beta, void *out, int64_t ldc, hpuDataType_t c_dt) {
+  const size_t es = dtype_size(c_dt);
+  float old[kBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    char *row = static_cast<char *>(out) + r * ldc * static_cast<int64_t>(es);
+    const float *src = acc + r * cols;
+    for (int64_t j = 0; j < cols; j += kBlock) {
+      size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, cols - j));
+      char *dst = row + j * static_cast<int64_t>(es);
+      if (beta == 0.0f) {
+        store_f32(c_dt, src + j, dst, m);
+        continue;
+      }
+      load_f32(c_dt, dst, old, m);
+      for (size_t i = 0; i < m; ++i) old[i] = src[j + i] + beta * old[i];
+      store_f32(c_dt, old, dst, m);
+    }
+  }
+}
+
+// One product with 16-bit inputs: C rows (or columns) split over threads;
+// the operand that is not split is widened once, in parallel, and shared.
+void gemm_widened(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
+                  int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt, bool split_cols,
+                  int64_t grain) {
+  const size_t es = dtype_size(dt), cs = dtype_size(c_dt);
+  const int64_t m = s.m, n = s.n, k = s.k;
+  // The shared operand, dense: B when splitting rows, A when splitting columns.
+  std::vector<float> shared;
+  if (split_cols) {
+    shared.resize(static_cast<size_t>(m * k));
+    s.trans_a ? widen(dt, a, lda, k, m, shared.data(), true) : widen(dt, a, lda, m, k, shared.data(), true);
+  } else {
+    shared.resize(static_cast<size_t>(k * n));
+    s.trans_b ? widen(dt, b, ldb, n, k, shared.data(), true) : widen(dt, b, ldb, k, n, shared.data(), true);
+  }
+  parallel_for(split_cols ? n : m, grain, [&](int64_t lo, int64_t hi) {
+    const int64_t len = hi - lo;
+    Scratch &sc = t_scratch;
+    single_threaded_blas();
+    if (!split_cols) {
+      // Rows lo..hi of op(A): rows of A, or columns of the stored k x m A^T.
+      float *ab = sc.get(sc.a, static_cast<size_t>(len * k));
+      const char *a0 = static_cast<const char *>(a) + (s.trans_a ? lo : lo * lda) * static_cast<int64_t>(es);
+      s.trans_a ? widen(dt, a0, lda, k, len, ab, false) : widen(dt, a0, lda, len, k, ab, false);
+      char *c0 = static_cast<char *>(c) + lo * ldc * static_cast<int64_t>(cs);
+      const int64_t ldab = s.trans_a ? len : k, ldbb = s.trans_b ? k : n;
+      if (c_dt == HPU_FLOAT32) {
+        cblas_sgemm(CblasRowMajor, tr(s.trans_a), tr(s.trans_b), len, n, k, alpha, ab, ldab, shared.data(), ldbb,
+                    beta, reinterpret_cast<float *>(c0), ldc);
+      } else {
+        float *cb = sc.get(sc.c, static_cast<size_t>(len * n));
+        cblas_sgemm(CblasRowMajor, tr(s.trans_a), tr(s.trans_b), len, n, k, alpha, ab, ldab, shared.data(), ldbb,
+                    0.0f, cb, n);
+        finish(cb, len, n, beta, c0, ldc, c_dt);
+      }
+    } else {
+      // Columns lo..hi of op(B): columns of the stored k x n B, or rows of B^T.
+      float *bb = sc.get(sc.b, static_cast<size_t>(len * k));
+      const char *b0 = static_cast<const char *>(b) + (s.trans_b ? lo * ldb : lo) * static_cast<int64_t>(es);
+      s.trans_b ? widen(dt, b0, ldb, len, k, bb, false) : widen(dt, b0, ldb, k, len, bb, false);
+      char *c0 = static_cast<char *>(c) + lo * static_cast<int64_t>(cs);
+      const int64_t ldab = s.trans_a ? m : k, ldbb = s.trans_b ? k : len;
+      if (c_dt == HPU_FLOAT32) {
+        cblas_sgemm(CblasRowMajor, tr(s.trans_a), tr(s.trans_b), m, len, k, alpha, shared.data(), ldab, bb, ldbb,
+                    beta, reinterpret_cast<float *>(c0), ldc);
+      } else {
+        float *cb = sc.get(sc.c, static_cast<size_t>(m * len));
+        cblas_sgemm(CblasRowMajor, tr(s.trans_a), tr(s.trans_b), m, len, k, alpha, shared.data(), ldab, bb, ldbb,
+                    0.0f, cb, len);
+        finish(cb, m, len, beta, c0, ldc, c_dt);
+      }
+    }
+    sc.trim();
+  });
+}
+
+// C = beta C when k == 0 (no products to add).
+void scale_c(void *c, int64_t ldc, int64_t m, int64_t n, float beta, hpuDataType_t c_dt) {
+  const size_t cs = dtype_size(c_dt);
+  std::vector<float> zero(static_cast<size_t>(n), 0.0f);
+  for (int64_t r = 0; r < m; ++r) {
+    void *row = static_cast<char *>(c) + r * ldc * static_cast<int64_t>(cs);
+    if (c_dt == HPU_FLOAT64) {
+      double *d = static_cast<double *>(row);
+      for (int64_t j = 0; j < n; ++j) d[j] = beta == 0.0f ? 0.0 : beta * d[j];
+    } else {
+      finish(zero.data(), 1, n, beta, row, ldc, c_dt);
+    }
+  }
+}
+
+}  // namespace
+
+bool gemm_supports(hpuDataType_t dt) {
+  return dt == HPU_FLOAT32 || dt == HPU_FLOAT64 || dt == HPU_BFLOAT16 || dt == HPU_FLOAT16;
+}
+
+void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
+          int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
+  if (!gemm_supports(dt)) fail(HPU_ERROR_UNSUPPORTED, "gemm on %s", dtype_name(dt));
+  if (c_dt != dt && !(c_dt == HPU_FLOAT32 && (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16)))
+    fail(HPU_ERROR_UNSUPPORTED, "gemm with %s inputs and a %s result", dtype_name(dt), dtype_name(c_dt));
+  const int64_t m = s.m, n = s.n, k = s.k;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return scale_c(c, ldc, m, n, beta, c_dt);
+  // Split the longer side of C (columns only when C is short and wide), in
+  // chunks worth at least kFlopsPerChunk.
+  const bool split_cols = n > 2 * m;
+  const int64_t len = split_cols ? n : m;
+  const double flops_per_line = 2.0 * static_cast<double>(split_cols ? m : n) * static_cast<double>(k);
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kFlopsPerChunk / flops_per_line) + 1);
+  if (dt == HPU_FLOAT32 || dt == HPU_FLOAT64) {
+    const int64_t es = static_cast<int64_t>(dtype_size(dt));
+    parallel_for(len, grain, [&](int64_t lo, int64_t hi) {
+      single_threaded_blas();
+      const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
+      char *cp = static_cast<char *>(c);
+      if (split_cols)
+        blas(dt, s.trans_a, s.trans_b, m, hi - lo, k, alpha, ap, lda, bp + (s.trans_b ? lo * ldb : lo) * es, ldb,
+             beta, cp + lo * es, ldc);
+      else
+        blas(dt, s.trans_a, s.trans_b, hi - lo, n, k, alpha, ap + (s.trans_a ? lo : lo * lda) * es, lda, bp, ldb,
+             beta, cp + lo * ldc * es, ldc);
+    });
+    return;
+  }
+  gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
+}
+
+void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alpha, const void *a, int64_t lda,
+                  int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *c, int64_t ldc,
+                  int64_t stride_c, hpuDataType_t c_dt) {
+  const int64_t es = static_cast<int64_t>(dtype_size(dt)), cs = static_cast<int64_t>(dtype_size(c_dt));
+  auto one = [&](int64_t i) {
+    gemm(dt, s, alpha, static_cast<const char *>(a) + i * stride_a * es, lda,
+         static_cast<const char *>(b) + i * stride_b * es, ldb, beta, static_cast<char *>(c) + i * stride_c * cs,
+         ldc, c_dt);
+  };
+  // Small products run side by side; large ones one after another, each
+  // split over the threads.
+  const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  if (flops < 4 * kFlopsPerChunk) {
+    parallel_for(batch, std::max<int64_t>(1, static_cast<int64_t>(kFlopsPerChunk / std::max(flops, 1.0))),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t i = lo; i < hi; ++i) one(i);
+                 });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  }
+}
+
+}  // namespace hpu::kernels

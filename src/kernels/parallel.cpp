@@ -1,0 +1,136 @@
+// A pool of helper threads for parallel_for. Helpers are lent by the
+// ComputeBudget per call, so the pool never needs more threads than the
+// budget has tokens; they sleep on a condition variable between jobs.
+#include "kernels/parallel.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/runtime.hpp"
+#include "device/compute_budget.hpp"
+
+namespace hpu::kernels {
+
+namespace {
+
+class Pool {
+ public:
+  void submit(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+      // One sleeping helper per queued task: tasks in flight never exceed the
+      // tokens lent, so nobody waits for a helper that is busy elsewhere.
+      if (idle_ < static_cast<int>(tasks_.size())) threads_.emplace_back([this] { run(); });
+    }
+    cv_.notify_one();
+  }
+
+  void stop() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      threads.swap(threads_);
+    }
+    cv_.notify_all();
+    for (auto &t : threads) t.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      --idle_;
+      if (stop_) return;
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool stop_ = false;
+};
+
+Pool &pool() {
+  static Pool *p = new Pool();  // never destroyed; stopped at shutdown
+  return *p;
+}
+
+// After the devices' stream workers (priority 10) have stopped.
+const bool registered = (on_shutdown(5, [] { pool().stop(); }), true);
+
+// Counts finished chunks; keeps the first exception.
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending;
+  std::exception_ptr error;
+};
+
+}  // namespace
+
+int parallel_threads_hint() {
+  ComputeBudget &b = ComputeBudget::instance();
+  int got = b.try_acquire(b.size());
+  b.release(got);
+  return 1 + got;
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  ComputeBudget &budget = ComputeBudget::instance();
+  int64_t max_chunks = std::min<int64_t>(n / grain, budget.size());
+  int helpers = max_chunks > 1 ? budget.try_acquire(static_cast<int>(max_chunks - 1)) : 0;
+  if (helpers == 0) {
+    fn(0, n);
+    return;
+  }
+  int chunks = helpers + 1;
+  auto bound = [&](int c) { return n * c / chunks; };
+  Latch latch;
+  latch.pending = helpers;
+  for (int c = 1; c < chunks; ++c) {
+    pool().submit([&, c] {
+      std::exception_ptr error;
+      try {
+        fn(bound(c), bound(c + 1));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(latch.mu);
+      if (error && !latch.error) latch.error = error;
+      if (--latch.pending == 0) latch.cv.notify_one();
+    });
+  }
+  std::exception_ptr mine;
+  try {
+    fn(bound(0), bound(1));
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  {
+    std::unique_lock<std::mutex> lock(latch.mu);
+    latch.cv.wait(lock, [&] { return latch.pending == 0; });
+  }
+  budget.release(helpers);
+  if (mine) std::rethrow_exception(mine);
+  if (latch.error) std::rethrow_exception(latch.error);
+}
+
+}  // namespace hpu::kernels

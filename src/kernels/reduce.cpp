@@ -1,0 +1,193 @@
+#include "kernels/reduce.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/parallel.hpp"
+
+namespace hpu::kernels {
+
+namespace {
+
+// The type values are accumulated in.
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double,
+                               std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+
+// Sum of get(i) for i in [b, e): pairwise over blocks of 8 partial sums, so
+// that long f32 sums keep their accuracy and the inner loop vectorises.
+template <class A, class Get>
+A pairwise_sum(const Get &get, int64_t b, int64_t e) {
+  if (e - b <= 64) {
+    A s[8] = {};
+    for (int64_t i = b; i < e; ++i) s[(i - b) & 7] += get(i);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+  int64_t mid = b + (((e - b) / 2 + 7) & ~int64_t(7));
+  return pairwise_sum<A>(get, b, mid) + pairwise_sum<A>(get, mid, e);
+}
+
+// Reduces get(0) .. get(n - 1), n > 0, as type A. NaN propagates through max/min.
+template <Reduce OP, class A, class Get>
+A reduce_run(int64_t n, const Get &get) {
+  if constexpr (OP == Reduce::sum || OP == Reduce::mean) {
+    return pairwise_sum<A>(get, 0, n);
+  } else {
+    A r = get(0);
+    for (int64_t i = 1; i < n; ++i) {
+      A v = get(i);
+      if constexpr (std::is_floating_point_v<A>) {
+        if (v != v) return v;
+      }
+      r = OP == Reduce::max ? (v > r ? v : r) : (v < r ? v : r);
+    }
+    return r;
+  }
+}
+
+template <Reduce OP, class A>
+A empty_value() {
+  if constexpr (OP == Reduce::sum || std::is_integral_v<A>) return A(0);
+  else if constexpr (OP == Reduce::mean) return std::numeric_limits<A>::quiet_NaN();
+  else if constexpr (OP == Reduce::max) return -std::numeric_limits<A>::infinity();
+  else return std::numeric_limits<A>::infinity();
+}
+
+constexpr int64_t kChunk = 1 << 16;  // elements per partial result of one long row
+
+template <class T>
+constexpr hpuDataType_t float16_dt() {
+  return std::is_same_v<T, bf16> ? HPU_BFLOAT16 : HPU_FLOAT16;
+}
+
+// Reduces one dense row of n > 0 elements. 16-bit floats are widened in
+// blocks; the sum of a block's pairwise tree is added pairwise again.
+template <Reduce OP, class T, class A = Acc<T>>
+A reduce_row(const T *row, int64_t n) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+    float buf[kBlock];
+    A small[kChunk / kBlock] = {};
+    std::vector<A> big;
+    const int64_t blocks = (n + static_cast<int64_t>(kBlock) - 1) / static_cast<int64_t>(kBlock);
+    if (blocks > static_cast<int64_t>(kChunk / kBlock)) big.resize(static_cast<size_t>(blocks));
+    A *parts = big.empty() ? small : big.data();
+    int64_t np = 0;
+    for (int64_t i = 0; i < n; i += kBlock) {
+      size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, n - i));
+      load_f32(float16_dt<T>(), row + i, buf, m);
+      parts[np++] = reduce_run<OP, A>(static_cast<int64_t>(m), [&](int64_t j) { return buf[j]; });
+    }
+    return reduce_run<OP, A>(np, [&](int64_t j) { return parts[j]; });
+  } else {
+    return reduce_run<OP, A>(n, [&](int64_t i) { return static_cast<A>(row[i]); });
+  }
+}
+
+template <Reduce OP, class A>
+A combine(A a, A b) {
+  if constexpr (OP == Reduce::sum || OP == Reduce::mean) return a + b;
+  else if constexpr (std::is_floating_point_v<A>) {
+    if (a != a || b != b) return a != a ? a : b;
+  }
+  return OP == Reduce::max ? (b > a ? b : a) : (b < a ? b : a);
+}
+
+template <Reduce OP, class T>
+void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *out, hpuDataType_t out_dt) {
+  using A = Acc<T>;
+  const int64_t outputs = outer * inner;
+  std::vector<A> res(static_cast<size_t>(outputs), empty_value<OP, A>());
+  if (n > 0 && inner == 1 && n > kChunk && outer < 4) {
+    // Few long rows: partial results of fixed chunks in parallel, so the
+    // result does not depend on the number of threads.
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<A> parts(static_cast<size_t>(outer * chunks));
+    parallel_for(outer * chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        int64_t row = c / chunks, at = (c % chunks) * kChunk;
+        parts[static_cast<size_t>(c)] = reduce_row<OP>(in + row * n + at, std::min(kChunk, n - at));
+      }
+    });
+    for (int64_t row = 0; row < outer; ++row)
+      res[static_cast<size_t>(row)] =
+          reduce_run<OP, A>(chunks, [&](int64_t c) { return parts[static_cast<size_t>(row * chunks + c)]; });
+  } else if (n > 0 && inner == 1) {
+    parallel_for(outer, std::max<int64_t>(1, kChunk / n), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) res[static_cast<size_t>(row)] = reduce_row<OP>(in + row * n, n);
+    });
+  } else if (n > 0) {
+    // Columns: accumulate n rows of a span of `inner` into the results.
+    const int64_t spans = (inner + kBlock - 1) / static_cast<int64_t>(kBlock);
+    parallel_for(outer * spans, std::max<int64_t>(1, kChunk / (n * static_cast<int64_t>(kBlock))),
+                 [&](int64_t b, int64_t e) {
+                   float buf[kBlock];
+                   for (int64_t t = b; t < e; ++t) {
+                     int64_t o = t / spans, at = (t % spans) * static_cast<int64_t>(kBlock);
+                     size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, inner - at));
+                     A *r = res.data() + o * inner + at;
+                     for (int64_t i = 0; i < n; ++i) {
+                       const T *src = in + (o * n + i) * inner + at;
+                       if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+                         load_f32(float16_dt<T>(), src, buf, m);
+                         for (size_t j = 0; j < m; ++j) r[j] = i == 0 ? buf[j] : combine<OP, A>(r[j], buf[j]);
+                       } else {
+                         for (size_t j = 0; j < m; ++j)
+                           r[j] = i == 0 ? static_cast<A>(src[j]) : combine<OP, A>(r[j], static_cast<A>(src[j]));
+                       }
+                     }
+                   }
+                 });
+  }
+  if constexpr (OP == Reduce::mean) {
+    if (n > 0)
+      for (A &r : res) r = static_cast<A>(r / static_cast<A>(n));
+  }
+  hpuDataType_t acc_dt = std::is_same_v<A, double> ? HPU_FLOAT64 : std::is_same_v<A, float> ? HPU_FLOAT32 : HPU_INT64;
+  cast(res.data(), acc_dt, out, out_dt, static_cast<size_t>(outputs));
+}
+
+template <Reduce OP>
+void reduce_op(hpuDataType_t dt, const void *in, int64_t outer, int64_t n, int64_t inner, void *out,
+               hpuDataType_t out_dt) {
+  dispatch(dt, [&](auto v) {
+    using T = decltype(v);
+    reduce_typed<OP, T>(static_cast<const T *>(in), outer, n, inner, out, out_dt);
+  });
+}
+
+}  // namespace
+
+const char *reduce_name(Reduce op) {
+  switch (op) {
+    case Reduce::sum: return "sum";
+    case Reduce::mean: return "mean";
+    case Reduce::max: return "max";
+    case Reduce::min: return "min";
+  }
+  return "?";
+}
+
+bool reduce_supports(Reduce op, hpuDataType_t dt) {
+  if (!dtype_valid(dt)) return false;
+  return op != Reduce::mean || is_floating(dt);
+}
+
+void reduce(Reduce op, hpuDataType_t dt, const void *in, int64_t outer, int64_t n, int64_t inner, void *out,
+            hpuDataType_t out_dt) {
+  if (!reduce_supports(op, dt)) fail(HPU_ERROR_UNSUPPORTED, "%s over %s", reduce_name(op), dtype_name(dt));
+  switch (op) {
+    case Reduce::sum: return reduce_op<Reduce::sum>(dt, in, outer, n, inner, out, out_dt);
+    case Reduce::mean: return reduce_op<Reduce::mean>(dt, in, outer, n, inner, out, out_dt);
+    case Reduce::max: return reduce_op<Reduce::max>(dt, in, outer, n, inner, out, out_dt);
+    case Reduce::min: return reduce_op<Reduce::min>(dt, in, outer, n, inner, out, out_dt);
+  }
+}
+
+}  // namespace hpu::kernels
