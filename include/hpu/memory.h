@@ -38,7 +38,8 @@ HPU_EXTERN_C_BEGIN
 
 /* Allocates `bytes` of device memory. bytes == 0 gives *ptr = NULL. */
 HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes);
-/* Frees an allocation of `dev`; NULL is accepted. Waits for queued work. */
+/* Frees an allocation of `dev`; NULL is accepted. While queued work may still
+ * use it, the free is deferred until that work completes (see hpuMemFree(3)). */
 HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr);
 
 /* Synchronous copy on the default stream of the device involved. */

@@ -52,6 +52,26 @@ Device &set_device(void *dst, size_t bytes, int value) {
   return *d;
 }
 
+// The figures of hpuMemStats_t, for hpuMemStats and hpuMemStatsJson.
+hpuMemStats_t public_stats(hpuDevice_t dev) {
+  MemStats s = device_from_handle(dev).stats();
+  hpuMemStats_t out = HPU_MEM_STATS_INIT;
+  out.limit = s.limit;
+  out.in_use = s.in_use;
+  out.max_in_use = s.max_in_use;
+  out.num_allocs = s.num_allocs;
+  out.num_frees = s.num_frees;
+  out.active_allocs = static_cast<int64_t>(s.num_allocs) - static_cast<int64_t>(s.num_frees);
+  out.max_alloc_size = s.max_alloc_size;
+  out.total_system_allocs = s.total_allocs;
+  out.total_system_frees = s.total_frees;
+  out.total_active_allocs = static_cast<int64_t>(s.total_allocs) - static_cast<int64_t>(s.total_frees);
+  out.reserved_bytes = s.reserved;
+  out.segment_allocs = s.segment_allocs;
+  out.segment_frees = s.segment_frees;
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -131,30 +151,14 @@ HPU_API hpuStatus_t hpuMemEmptyCache(hpuDevice_t dev) {
 
 HPU_API hpuStatus_t hpuMemStats(hpuDevice_t dev, hpuMemStats_t *stats) {
   HPU_API_BEGIN
-  MemStats s = device_from_handle(dev).stats();
-  hpuMemStats_t out = HPU_MEM_STATS_INIT;
-  out.limit = s.limit;
-  out.in_use = s.in_use;
-  out.max_in_use = s.max_in_use;
-  out.num_allocs = s.num_allocs;
-  out.num_frees = s.num_frees;
-  out.active_allocs = static_cast<int64_t>(s.num_allocs) - static_cast<int64_t>(s.num_frees);
-  out.max_alloc_size = s.max_alloc_size;
-  out.total_system_allocs = s.total_allocs;
-  out.total_system_frees = s.total_frees;
-  out.total_active_allocs = static_cast<int64_t>(s.total_allocs) - static_cast<int64_t>(s.total_frees);
-  out.reserved_bytes = s.reserved;
-  out.segment_allocs = s.segment_allocs;
-  out.segment_frees = s.segment_frees;
-  api::copy_sized(stats, out, "stats");
+  api::copy_sized(stats, public_stats(dev), "stats");
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuMemStatsJson(hpuDevice_t dev, char **json) {
   HPU_API_BEGIN
   HPU_CHECK_ARG(json != nullptr, "json is NULL");
-  hpuMemStats_t s = HPU_MEM_STATS_INIT;
-  if (hpuStatus_t st = hpuMemStats(dev, &s); st != HPU_SUCCESS) return st;
+  hpuMemStats_t s = public_stats(dev);
   const std::pair<const char *, json_int_t> figures[] = {
       {"Limit", static_cast<json_int_t>(s.limit)},
       {"InUse", static_cast<json_int_t>(s.in_use)},

@@ -94,6 +94,16 @@ void Device::close() {
   } catch (const Error &) {
     // A sticky error on the default stream is cleared by this close.
   }
+  {
+    // A free may also wait for work on other devices' streams: let that work
+    // finish too, so that memory freed before the close never counts as live.
+    std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> waits;
+    {
+      std::lock_guard<std::mutex> deferred_lock(deferred_mu_);
+      for (const Deferred &d : deferred_) waits.insert(waits.end(), d.waits.begin(), d.waits.end());
+    }
+    for (auto &w : waits) w.first->wait_completed(w.second);
+  }
   collect_deferred();
   size_t live = allocator_.live_allocations();
   if (live > 0)

@@ -1,0 +1,56 @@
+"""The library exports exactly the symbols of the ledger (abi/symbols.txt),
+each under the version node of the version that added it; the ledger is well
+formed; the soname is libhpu.so.<major>.
+
+usage: check_symbols.py <libhpu.so> <abi/symbols.txt> <major>"""
+import collections
+import re
+import subprocess
+import sys
+
+from abilib import Failures, read_ledger
+
+
+def main(lib, ledger_path, major):
+    f = Failures("exported symbols")
+    ledger = read_ledger(ledger_path, f)
+    counts = collections.Counter(name for name, _ in ledger)
+    for name, n in sorted(counts.items()):
+        if n > 1:
+            f.add(f"{ledger_path}: {name} is listed {n} times")
+    versions = [tuple(map(int, v.split("."))) for _, v in ledger]
+    if versions != sorted(versions):
+        f.add(f"{ledger_path}: versions must not decrease down the file (append new symbols at the end)")
+    expected = {name: v for name, v in ledger}
+
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True, text=True).stdout
+    exported = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        kind, sym = parts[-2], parts[-1]
+        if kind == "A":  # version nodes (HPU_0_1)
+            continue
+        name, _, node = sym.partition("@")
+        exported[name] = node.lstrip("@")
+    for name in sorted(set(exported) - set(expected)):
+        f.add(f"{lib} exports {name}, which abi/symbols.txt does not list")
+    for name in sorted(set(expected) - set(exported)):
+        f.add(f"abi/symbols.txt lists {name}, which {lib} does not export "
+              "(missing HPU_API or definition?)")
+    for name in sorted(set(expected) & set(exported)):
+        node = "HPU_" + expected[name].replace(".", "_")
+        if exported[name] != node:
+            f.add(f"{name} is exported under version node {exported[name] or '(none)'}, expected {node}")
+
+    dyn = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"\(SONAME\)\s+Library soname: \[([^\]]+)\]", dyn)
+    soname = m.group(1) if m else None
+    if soname != f"libhpu.so.{major}":
+        f.add(f"soname is {soname}, expected libhpu.so.{major}")
+    f.finish(f"{len(exported)} symbols, soname {soname}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
