@@ -1,8 +1,9 @@
 """The library exports exactly the symbols of the ledger (abi/symbols.txt),
 each under the version node of the version that added it; the ledger is well
-formed; the soname is libhpu.so.<major>.
+formed (each name once, versions not decreasing and not beyond the project's);
+the soname is libhpu.so.<major>.
 
-usage: check_symbols.py <libhpu.so> <abi/symbols.txt> <major>"""
+usage: check_symbols.py <libhpu.so> <abi/symbols.txt> <project version>"""
 import collections
 import re
 import subprocess
@@ -11,8 +12,9 @@ import sys
 from abilib import Failures, read_ledger
 
 
-def main(lib, ledger_path, major):
+def main(lib, ledger_path, project_version):
     f = Failures("exported symbols")
+    major, minor = (int(x) for x in project_version.split(".")[:2])
     ledger = read_ledger(ledger_path, f)
     counts = collections.Counter(name for name, _ in ledger)
     for name, n in sorted(counts.items()):
@@ -21,6 +23,9 @@ def main(lib, ledger_path, major):
     versions = [tuple(map(int, v.split("."))) for _, v in ledger]
     if versions != sorted(versions):
         f.add(f"{ledger_path}: versions must not decrease down the file (append new symbols at the end)")
+    for name, v in ledger:
+        if tuple(map(int, v.split("."))) > (major, minor):
+            f.add(f"{ledger_path}: {name} {v} is newer than the project version {project_version}")
     expected = {name: v for name, v in ledger}
 
     out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True, text=True).stdout
