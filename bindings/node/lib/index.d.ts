@@ -108,3 +108,31 @@ export declare class Event {
   close(): void;
 }
 export declare function defaultStream(device?: DeviceLike): Stream;
+
+/** Data type names: 'bool', 'uint8', 'int8', 'int32', 'uint32', 'int64', 'uint64', 'float16', 'bfloat16', 'float32', 'float64'. */
+export type DType = 'bool' | 'uint8' | 'int8' | 'int32' | 'uint32' | 'int64' | 'uint64' | 'float16' | 'bfloat16'
+  | 'float32' | 'float64';
+export declare const DTYPES: readonly DType[];
+
+export type AutocastList = 'lower_precision' | 'fp32' | 'promote';
+export declare const AUTOCAST_LISTS: readonly AutocastList[];
+/**
+ * Runs fn under an autocast region (dtype 'bfloat16' by default) and returns its result.
+ * The region follows fn's awaits and never leaks to other tasks.
+ */
+export declare function autocast<T>(fn: () => T): T;
+export declare function autocast<T>(options: { dtype?: 'bfloat16' | 'float16'; enabled?: boolean }, fn: () => T): T;
+export declare function isAutocastEnabled(): boolean;
+export declare function getAutocastDtype(): DType;
+export declare function getAutocastOpList(which: AutocastList): string[];
+export declare function setAutocastOpList(which: AutocastList, ops: string[]): void;
+/** The dtype the first tensor input of `op` would run in now, given its inputs' dtypes. */
+export declare function autocastOpDtype(op: string, ...inputDtypes: DType[]): DType;
+
+export type LogLevel = 'off' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+export declare const LOG_LEVELS: readonly LogLevel[];
+export declare function setLogLevel(level: LogLevel): void;
+export declare function getLogLevel(): LogLevel;
+export declare function profilerStart(path: string): void;
+export declare function profilerStop(): void;
+export declare function profilerSummary(): string;

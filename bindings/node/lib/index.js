@@ -8,6 +8,9 @@ const errors = require('./errors');
 const device = require('./device');
 const memory = require('./memory');
 const stream = require('./stream');
+const dtypes = require('./dtypes');
+const autocast = require('./autocast');
+const diagnostics = require('./diagnostics');
 
 /** libhpu's version, "major.minor.patch". */
 function libraryVersion() {
@@ -44,4 +47,18 @@ module.exports = {
   Stream: stream.Stream,
   Event: stream.Event,
   defaultStream: stream.defaultStream,
+  DTYPES: dtypes.NAMES,
+  AUTOCAST_LISTS: autocast.AUTOCAST_LISTS,
+  autocast: autocast.autocast,
+  isAutocastEnabled: autocast.isAutocastEnabled,
+  getAutocastDtype: autocast.getAutocastDtype,
+  getAutocastOpList: autocast.getAutocastOpList,
+  setAutocastOpList: autocast.setAutocastOpList,
+  autocastOpDtype: autocast.autocastOpDtype,
+  LOG_LEVELS: diagnostics.LOG_LEVELS,
+  setLogLevel: diagnostics.setLogLevel,
+  getLogLevel: diagnostics.getLogLevel,
+  profilerStart: diagnostics.profilerStart,
+  profilerStop: diagnostics.profilerStop,
+  profilerSummary: diagnostics.profilerSummary,
 };

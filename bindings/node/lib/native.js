@@ -77,6 +77,13 @@ const MemStats = koffi.struct('hpuMemStats_t', {
 const getErrorName = lib.func('const char *hpuGetErrorName(int status)');
 const getLastErrorMessage = lib.func('const char *hpuGetLastErrorMessage(void)');
 const getVersion = lib.func('int hpuGetVersion(void)');
+/** Releases memory libhpu allocated for the caller. */
+const hpuFree = lib.func('void hpuFree(void *ptr)');
+
+/** The NUL-terminated UTF-8 string at `ptr` ('' for NULL). */
+function readString(ptr) {
+  return ptr ? koffi.decode.string(ptr) : '';
+}
 
 const versionNumber = getVersion();
 if (versionNumber >> 16 !== ABI_MAJOR) {
@@ -149,6 +156,6 @@ function sized(type) {
 }
 
 module.exports = {
-  koffi, lib, libraryPath, versionNumber, C, declare, sized, getErrorName, getLastErrorMessage,
+  koffi, lib, libraryPath, versionNumber, C, declare, sized, getErrorName, getLastErrorMessage, hpuFree, readString,
   DeviceProperties, MemStats, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE,
 };

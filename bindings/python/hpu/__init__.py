@@ -18,8 +18,14 @@ from __future__ import annotations
 
 from . import _lib
 from ._version import __version__
+from .autocast import (AUTOCAST_LISTS, autocast, autocast_op_dtype, get_autocast_dtype, get_autocast_op_list,
+                       is_autocast_enabled, set_autocast_op_list)
 from .device import (Device, DeviceLike, DeviceProperties, current_device, device_count,
                      get_device_name, get_device_properties, is_available, set_device, synchronize)
+from .diagnostics import (LOG_LEVELS, get_log_level, profile, profiler_start, profiler_stop, profiler_summary,
+                          set_log_level)
+from .dtypes import (DType, DTypeLike, bfloat16, bool_, double, float16, float32, float64, half, int8, int32,
+                     int64, long, uint8, uint32, uint64)
 from .errors import (AbortedError, AddressInUseError, BusyError, ConfigError, HpuError, InternalError,
                      InvalidArgumentError, InvalidHandleError, InvalidUsageError, IoError,
                      NotAvailableError, NotFoundError, NotReadyError, OutOfMemoryError, RemoteError,

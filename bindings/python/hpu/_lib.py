@@ -89,6 +89,20 @@ PROTOTYPES = {
     "hpuMemStatsJson": (Status, [Handle, POINTER(c_void_p)]),
     "hpuMemResetPeakStats": (Status, [Handle]),
     "hpuMemResetAccumulatedStats": (Status, [Handle]),
+    # log.h
+    "hpuSetLogLevel": (Status, [c_int]),
+    "hpuGetLogLevel": (Status, [POINTER(c_int)]),
+    # profiler.h
+    "hpuProfilerStart": (Status, [c_char_p]),
+    "hpuProfilerStop": (Status, []),
+    "hpuProfilerGetSummary": (Status, [POINTER(c_void_p)]),
+    # autocast.h
+    "hpuAutocastPush": (Status, [c_int, c_int]),
+    "hpuAutocastPop": (Status, []),
+    "hpuAutocastGetState": (Status, [POINTER(c_int), POINTER(c_int)]),
+    "hpuAutocastSetOpList": (Status, [c_int, POINTER(c_char_p), c_size_t]),
+    "hpuAutocastGetOpList": (Status, [c_int, POINTER(c_void_p)]),
+    "hpuAutocastGetOpDtype": (Status, [c_char_p, POINTER(c_int), c_size_t, POINTER(c_int)]),
 }
 
 HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE = 1, 2, 3  # hpuMemcpyKind_t

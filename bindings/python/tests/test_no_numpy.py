@@ -4,7 +4,8 @@ import unittest
 
 from support import run_python
 
-SUITES = ["test_errors", "test_device", "test_memory", "test_stream"]
+SUITES = ["test_errors", "test_device", "test_memory", "test_stream", "test_autocast", "test_diagnostics",
+          "test_dtypes"]
 
 BLOCKED = """
 import sys, unittest
