@@ -8,6 +8,7 @@
 #include <hpu/status.h>
 #include <hpu/device.h>
 #include <hpu/memory.h>
+#include <hpu/comm.h>
 #include <hpu/tensor.h>
 #include <hpu/autocast.h>
 #include <hpu/log.h>

@@ -185,13 +185,21 @@ void Transport::wait_all(Request *const *requests, size_t n, Deadline deadline) 
 }
 
 void Transport::wait(std::initializer_list<Request *> requests, Deadline deadline) {
-  wait_all(requests.begin(), requests.size(), deadline);
+  Request *raw[8];
+  size_t n = 0;
+  for (Request *r : requests)
+    if (r) {
+      if (n == 8) fail(HPU_ERROR_INTERNAL, "wait takes at most 8 requests in a list; use a vector");
+      raw[n++] = r;
+    }
+  wait_all(raw, n, deadline);
 }
 
 void Transport::wait(const std::vector<RequestPtr> &requests, Deadline deadline) {
   std::vector<Request *> raw;
   raw.reserve(requests.size());
-  for (auto &r : requests) raw.push_back(r.get());
+  for (auto &r : requests)
+    if (r) raw.push_back(r.get());
   wait_all(raw.data(), raw.size(), deadline);
 }
 

@@ -181,7 +181,7 @@ class Transport {
   // Declares the collective this rank runs from now on (see the header check).
   virtual void begin(const OpHeader &header) = 0;
 
-  // Waits until every request is done. Throws the first failed request's error,
+  // Waits until every request is done (null entries are skipped). Throws the first failed request's error,
   // the endpoint's sticky error, HPU_ERROR_TIMEOUT at the deadline (and then
   // fails the endpoint, naming what it waited for) or HPU_ERROR_ABORTED.
   void wait(std::initializer_list<Request *> requests, Deadline deadline);

@@ -1,0 +1,349 @@
+// Communicators and collectives at the C boundary: argument checks, then the
+// operation is queued on the stream (src/comm).
+#include <cmath>
+#include <thread>
+
+#include "api/api.hpp"
+#include "comm/collectives.hpp"
+#include "comm/communicator.hpp"
+#include "comm/group.hpp"
+#include "device/allocator.hpp"
+#include "kernels/dtype.hpp"
+
+using namespace hpu;
+using namespace hpu::comm;
+
+namespace {
+
+constexpr int kMaxRanks = 1 << 16;
+constexpr double kMaxTimeout = 7 * 24 * 3600.0;
+
+void check_dtype(hpuDataType_t dtype) {
+  HPU_CHECK_ARG(kernels::dtype_valid(dtype), "dtype %d is not an hpuDataType_t", static_cast<int>(dtype));
+}
+
+void check_op(hpuRedOp_t op, hpuDataType_t dtype) {
+  HPU_CHECK_ARG(op >= 0 && op < HPU_NUM_RED_OPS, "op %d is not an hpuRedOp_t", static_cast<int>(op));
+  if (dtype == HPU_BOOL && op == HPU_AVG)
+    fail(HPU_ERROR_UNSUPPORTED, "op HPU_AVG is not defined for dtype HPU_BOOL (use HPU_SUM or HPU_MAX for OR)");
+}
+
+// count elements of dtype, times `times` (ranks), in bytes; rejects overflow.
+size_t bytes_of(size_t count, hpuDataType_t dtype, size_t times, const char *name) {
+  size_t e = dtype_bytes(dtype);
+  HPU_CHECK_ARG(count <= SIZE_MAX / e / times, "%s %zu is too large", name, count);
+  return count * e * times;
+}
+
+void check_buffer(const void *p, size_t bytes, const char *name, const Communicator &c) {
+  if (bytes == 0) return;
+  HPU_CHECK_ARG(p != nullptr, "%s is NULL", name);
+  if (device_of(p, bytes) != &c.device())
+    fail(HPU_ERROR_INVALID_HANDLE, "%s %p (+%zu bytes) is not memory of device %d, the communicator's device", name, p,
+         bytes, c.device().ordinal());
+}
+
+// The two ranges are the same (in place, when `in_place` is where b starts
+// for it) or do not overlap.
+void check_overlap(const void *a, size_t na, const char *an, const void *b, size_t nb, const char *bn,
+                   const void *in_place, const char *rule) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  if (na == 0 || nb == 0 || b == in_place) return;
+  if (x < y + nb && y < x + na)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s %p and %s %p overlap, but not in place (in place means %s)", an, a, bn, b,
+         rule);
+}
+
+void check_root(int root, const Communicator &c, const char *name) {
+  HPU_CHECK_ARG(root >= 0 && root < c.size(), "%s %d is out of range for %d ranks (0..%d)", name, root, c.size(),
+                c.size() - 1);
+}
+
+std::shared_ptr<Stream> stream_of(hpuStream_t stream, Communicator &c) {
+  auto s = stream_from_handle(stream, &c.device());
+  if (&s->device() != &c.device())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "stream %p belongs to device %d, but the communicator to device %d",
+         static_cast<void *>(stream), s->device().ordinal(), c.device().ordinal());
+  return s;
+}
+
+OpHeader header(CollKind kind, hpuDataType_t dtype, size_t count, int root, hpuRedOp_t op) {
+  OpHeader h;
+  h.coll = static_cast<uint32_t>(kind);
+  h.dtype = static_cast<uint32_t>(dtype);
+  h.count = count;
+  h.root = root;
+  h.redop = static_cast<uint32_t>(op);
+  return h;
+}
+
+void submit(std::shared_ptr<Communicator> c, std::shared_ptr<Stream> s, const OpHeader &h,
+            std::function<void(Ctx &)> body) {
+  issue_or_record([c, s, h, body = std::move(body)] { c->enqueue(*s, h, body); });
+}
+
+}  // namespace
+
+extern "C" {
+
+HPU_API hpuStatus_t hpuGetUniqueId(hpuUniqueId_t *id) {
+  HPU_API_BEGIN
+  HPU_CHECK_ARG(id != nullptr, "id is NULL");
+  *id = UniqueId::make().to_public();
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommInitRank(hpuComm_t *comm, hpuDevice_t dev, int nranks, const hpuUniqueId_t *id, int rank) {
+  HPU_API_BEGIN
+  HPU_CHECK_ARG(comm != nullptr, "comm is NULL");
+  Device &d = device_from_handle(dev);
+  HPU_CHECK_ARG(nranks >= 1 && nranks <= kMaxRanks, "nranks %d is out of range (1..%d)", nranks, kMaxRanks);
+  HPU_CHECK_ARG(id != nullptr, "id is NULL");
+  HPU_CHECK_ARG(rank >= 0 && rank < nranks, "rank %d is out of range for nranks %d (0..%d)", rank, nranks,
+                nranks - 1);
+  UniqueId u = UniqueId::from(*id, "id");
+  auto c = std::make_shared<Communicator>(d, nranks, u, rank);
+  *comm = reinterpret_cast<hpuComm_t>(comm_registry().add(std::move(c)));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommInitAll(hpuComm_t *comms, int ndev, const hpuDevice_t *devs) {
+  HPU_API_BEGIN
+  HPU_CHECK_ARG(comms != nullptr, "comms is NULL");
+  HPU_CHECK_ARG(ndev >= 1 && ndev <= kMaxRanks, "ndev %d is out of range (1..%d)", ndev, kMaxRanks);
+  HPU_CHECK_ARG(devs != nullptr, "devs is NULL");
+  std::vector<Device *> d(static_cast<size_t>(ndev));
+  for (int i = 0; i < ndev; ++i) {
+    try {
+      d[static_cast<size_t>(i)] = &device_from_handle(devs[i]);
+    } catch (const Error &e) {
+      fail(e.status(), "devs[%d]: %s", i, e.what());
+    }
+    for (int j = 0; j < i; ++j)
+      HPU_CHECK_ARG(d[static_cast<size_t>(j)] != d[static_cast<size_t>(i)],
+                    "devs[%d] and devs[%d] are the same device (%d)", j, i, d[static_cast<size_t>(i)]->ordinal());
+  }
+  UniqueId id = UniqueId::make();
+  std::vector<std::shared_ptr<Communicator>> made(static_cast<size_t>(ndev));
+  std::vector<Error> errors(static_cast<size_t>(ndev), Error(HPU_SUCCESS, ""));
+  auto join = [&](int r) {
+    try {
+      made[static_cast<size_t>(r)] = std::make_shared<Communicator>(*d[static_cast<size_t>(r)], ndev, id, r);
+    } catch (const Error &e) {
+      errors[static_cast<size_t>(r)] = e;
+    } catch (const std::bad_alloc &) {
+      errors[static_cast<size_t>(r)] = Error(HPU_ERROR_OUT_OF_MEMORY, "host memory exhausted");
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < ndev; ++r) threads.emplace_back(join, r);
+  join(0);
+  for (auto &t : threads) t.join();
+  for (int r = 0; r < ndev; ++r)
+    if (errors[static_cast<size_t>(r)].status() != HPU_SUCCESS)
+      fail(errors[static_cast<size_t>(r)].status(), "rank %d: %s", r, errors[static_cast<size_t>(r)].what());
+  for (int r = 0; r < ndev; ++r)
+    comms[r] = reinterpret_cast<hpuComm_t>(comm_registry().add(std::move(made[static_cast<size_t>(r)])));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommDestroy(hpuComm_t comm) {
+  HPU_API_BEGIN
+  if (comm == nullptr) return HPU_SUCCESS;
+  comm_from_handle(comm)->wait_idle();
+  comm_registry().remove(comm);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommAbort(hpuComm_t comm) {
+  HPU_API_BEGIN
+  if (comm == nullptr) return HPU_SUCCESS;
+  auto c = comm_from_handle(comm);
+  c->abort(strf("hpuCommAbort was called on rank %d", c->rank()));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommGetAsyncError(hpuComm_t comm, hpuStatus_t *error) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  HPU_CHECK_ARG(error != nullptr, "error is NULL");
+  std::string message;
+  hpuStatus_t s = c->error(&message);
+  if (s != HPU_SUCCESS) api::set_error(__func__, s, message);
+  *error = s;
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommCount(hpuComm_t comm, int *count) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  HPU_CHECK_ARG(count != nullptr, "count is NULL");
+  *count = c->size();
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommUserRank(hpuComm_t comm, int *rank) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  HPU_CHECK_ARG(rank != nullptr, "rank is NULL");
+  *rank = c->rank();
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommSetTimeout(hpuComm_t comm, double seconds) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  HPU_CHECK_ARG(std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxTimeout,
+                "seconds %g is out of range (0 for HPU_COMM_TIMEOUT, or up to %g)", seconds, kMaxTimeout);
+  c->set_timeout(seconds);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  HPU_CHECK_ARG(seconds != nullptr, "seconds is NULL");
+  *seconds = c->timeout();
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
+                                 hpuComm_t comm, hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  check_op(op, dtype);
+  size_t b = bytes_of(count, dtype, 1, "count");
+  check_buffer(send, b, "send", *c);
+  check_buffer(recv, b, "recv", *c);
+  check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
+  submit(c, stream_of(stream, *c), header(CollKind::allreduce, dtype, count, -1, op),
+         [=](Ctx &x) { allreduce(x, send, recv, count, dtype, op); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpuDataType_t dtype, int root,
+                                 hpuComm_t comm, hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  check_root(root, *c, "root");
+  size_t b = bytes_of(count, dtype, 1, "count");
+  if (c->rank() == root) {
+    check_buffer(send, b, "send", *c);
+    check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
+  }
+  check_buffer(recv, b, "recv", *c);
+  submit(c, stream_of(stream, *c), header(CollKind::broadcast, dtype, count, root, HPU_SUM),
+         [=](Ctx &x) { broadcast(x, send, recv, count, dtype, root); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
+                              int root, hpuComm_t comm, hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  check_op(op, dtype);
+  check_root(root, *c, "root");
+  size_t b = bytes_of(count, dtype, 1, "count");
+  check_buffer(send, b, "send", *c);
+  if (c->rank() == root) {
+    check_buffer(recv, b, "recv", *c);
+    check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
+  }
+  submit(c, stream_of(stream, *c), header(CollKind::reduce, dtype, count, root, op),
+         [=](Ctx &x) { reduce(x, send, recv, count, dtype, op, root); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount, hpuDataType_t dtype,
+                                 hpuComm_t comm, hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  size_t sb = bytes_of(sendcount, dtype, 1, "sendcount");
+  size_t rb = bytes_of(sendcount, dtype, static_cast<size_t>(c->size()), "sendcount");
+  check_buffer(send, sb, "send", *c);
+  check_buffer(recv, rb, "recv", *c);
+  check_overlap(recv, rb, "recv", send, sb, "send", static_cast<const char *>(recv) + sb * static_cast<size_t>(c->rank()),
+                "send == recv + rank * sendcount");
+  submit(c, stream_of(stream, *c), header(CollKind::allgather, dtype, sendcount, -1, HPU_SUM),
+         [=](Ctx &x) { allgather(x, send, recv, sendcount, dtype); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
+                                     hpuRedOp_t op, hpuComm_t comm, hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  check_op(op, dtype);
+  size_t rb = bytes_of(recvcount, dtype, 1, "recvcount");
+  size_t sb = bytes_of(recvcount, dtype, static_cast<size_t>(c->size()), "recvcount");
+  check_buffer(send, sb, "send", *c);
+  check_buffer(recv, rb, "recv", *c);
+  check_overlap(send, sb, "send", recv, rb, "recv", static_cast<const char *>(send) + rb * static_cast<size_t>(c->rank()),
+                "recv == send + rank * recvcount");
+  submit(c, stream_of(stream, *c), header(CollKind::reducescatter, dtype, recvcount, -1, op),
+         [=](Ctx &x) { reducescatter(x, send, recv, recvcount, dtype, op); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuComm_t comm,
+                                hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  size_t b = bytes_of(count, dtype, static_cast<size_t>(c->size()), "count");
+  check_buffer(send, b, "send", *c);
+  check_buffer(recv, b, "recv", *c);
+  check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
+  submit(c, stream_of(stream, *c), header(CollKind::alltoall, dtype, count, -1, HPU_SUM),
+         [=](Ctx &x) { alltoall(x, send, recv, count, dtype); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuBarrier(hpuComm_t comm, hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  submit(c, stream_of(stream, *c), header(CollKind::barrier, HPU_BOOL, 0, -1, HPU_SUM),
+         [](Ctx &x) { barrier(x); });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
+                            hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  check_root(peer, *c, "peer");
+  check_buffer(send, bytes_of(count, dtype, 1, "count"), "send", *c);
+  issue_or_record_p2p(c, stream_of(stream, *c), P2POp{true, const_cast<void *>(send), count, dtype, peer});
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuRecv(void *recv, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
+                            hpuStream_t stream) {
+  HPU_API_BEGIN
+  auto c = comm_from_handle(comm);
+  check_dtype(dtype);
+  check_root(peer, *c, "peer");
+  check_buffer(recv, bytes_of(count, dtype, 1, "count"), "recv", *c);
+  issue_or_record_p2p(c, stream_of(stream, *c), P2POp{false, recv, count, dtype, peer});
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuGroupStart(void) {
+  HPU_API_BEGIN
+  group_start();
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuGroupEnd(void) {
+  HPU_API_BEGIN
+  group_end();
+  HPU_API_END
+}
+
+}  // extern "C"

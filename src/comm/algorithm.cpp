@@ -1,0 +1,66 @@
+// The context algorithms run in.
+#include "comm/algorithm.hpp"
+
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace hpu::comm {
+
+void *Scratch::get(int slot, size_t bytes) {
+  Block &b = slots_[slot];
+  if (b.bytes < bytes) {
+    size_t want = (bytes + 63) & ~size_t(63);
+    b.mem.reset(new (std::align_val_t(64)) uint8_t[want]);
+    b.bytes = want;
+  }
+  return b.mem.get();
+}
+
+Ctx::Ctx(Transport &transport, const OpHeader &header, double timeout_seconds, Scratch &scratch)
+    : t_(transport),
+      header_(header),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      timeout_(timeout_seconds),
+      scratch_(scratch),
+      header_sent_(static_cast<size_t>(transport.size()), false) {}
+
+namespace {
+uint64_t tag_of(uint64_t seq, uint32_t step) {
+  if (step >= (1u << 24)) fail(HPU_ERROR_INTERNAL, "message step %u is out of range", step);
+  return (seq << 24) | step;
+}
+}  // namespace
+
+RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes) {
+  SendDesc d;
+  d.peer = peer;
+  d.tag = tag_of(header_.seq, step);
+  d.data = data;
+  d.bytes = bytes;
+  if (!header_sent_[static_cast<size_t>(peer)]) {
+    header_sent_[static_cast<size_t>(peer)] = true;
+    d.header = &header_;
+  }
+  return t_.isend(d);
+}
+
+RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine) {
+  RecvDesc d;
+  d.peer = peer;
+  d.tag = tag_of(header_.seq, step);
+  d.data = data;
+  d.bytes = bytes;
+  d.combine = combine;
+  return t_.irecv(d);
+}
+
+Deadline Ctx::deadline() const {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+}
+
+void Ctx::wait(std::initializer_list<Request *> requests) { t_.wait(requests, deadline()); }
+void Ctx::wait(const std::vector<RequestPtr> &requests) { t_.wait(requests, deadline()); }
+
+}  // namespace hpu::comm

@@ -1,0 +1,117 @@
+// What the collective algorithms are written against: one operation's context
+// (this rank's transport endpoint, the operation's header and tags, deadlines,
+// scratch memory), and the algorithms themselves, one per file in
+// src/comm/algorithms/. Algorithms see only the Transport interface.
+//
+// Conventions every algorithm keeps:
+//   - deterministic: each element of a result is combined in an order fixed by
+//     the rank count and the layout alone, by one rank, and copied from there;
+//     combines of equal operands on two ranks use the same operand order;
+//   - a send's memory is not written until the send is done;
+//   - the same message layout on every rank (empty pieces are skipped on both
+//     sides), so tags pair up without any negotiation.
+#pragma once
+
+#include <hpu/comm.h>
+
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "comm/reduce.hpp"
+#include "comm/transport.hpp"
+
+namespace hpu::comm {
+
+// Host memory an operation may use, owned by the communicator and reused.
+class Scratch {
+ public:
+  // At least `bytes` bytes of slot `slot` (0..kSlots-1), 64-byte aligned; the
+  // contents are not kept across calls that grow it.
+  void *get(int slot, size_t bytes);
+  static constexpr int kSlots = 3;
+
+ private:
+  struct Block {
+    std::unique_ptr<uint8_t[]> mem;
+    size_t bytes = 0;
+  };
+  Block slots_[kSlots];
+};
+
+class Ctx {
+ public:
+  Ctx(Transport &transport, const OpHeader &header, double timeout_seconds, Scratch &scratch);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const OpHeader &header() const { return header_; }
+
+  // Messages of this operation. `step` (< 2^24) tells the messages of one
+  // operation between one pair apart; the first message to each peer carries
+  // the header.
+  RequestPtr send(int peer, uint32_t step, const void *data, size_t bytes);
+  RequestPtr recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine = nullptr);
+
+  // Waits with the communicator's deadline, counted from the call.
+  void wait(std::initializer_list<Request *> requests);
+  void wait(const std::vector<RequestPtr> &requests);
+  void wait(const RequestPtr &r) { wait({r.get()}); }
+
+  void *scratch(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
+
+ private:
+  Deadline deadline() const;
+
+  Transport &t_;
+  OpHeader header_;
+  int rank_, size_;
+  double timeout_;
+  Scratch &scratch_;
+  std::vector<bool> header_sent_;
+};
+
+// Elements [begin, begin + count) of a buffer split into `parts` nearly equal
+// pieces: piece i.
+struct Piece {
+  size_t begin, count;
+};
+inline Piece split(size_t count, size_t parts, size_t i) {
+  size_t base = count / parts, extra = count % parts;
+  return {i * base + (i < extra ? i : extra), base + (i < extra ? 1 : 0)};
+}
+
+// Pipelining: messages of at most this many bytes, so that a rank forwards the
+// first piece while the next is still on its way.
+constexpr size_t kSegmentBytes = size_t(256) << 10;
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// ---- algorithms ------------------------------------------------------------
+// Counts are elements of `dtype`; the caller has checked the arguments, and
+// calls only with size() > 1 and count > 0.
+
+// ring.cpp: reduce-scatter and allgather around the ring, pipelined in segments.
+void ring_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
+void ring_reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op);
+void ring_allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype);
+
+// recursive_doubling.cpp: log2(n) exchanges of the whole buffer (small messages).
+void recursive_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype,
+                                  hpuRedOp_t op);
+
+// tree.cpp: binomial trees (small messages; also allreduce as reduce + broadcast).
+void tree_broadcast(Ctx &c, const void *send, void *recv, size_t bytes, int root);
+void tree_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root);
+
+// chain.cpp: pipelined chains from or to the root (large messages).
+void chain_broadcast(Ctx &c, const void *send, void *recv, size_t bytes, int root);
+void chain_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root);
+
+// pairwise.cpp: every rank sends each peer its block directly.
+void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_rank);
+
+// dissemination.cpp: ceil(log2(n)) rounds of empty messages.
+void dissemination_barrier(Ctx &c);
+
+}  // namespace hpu::comm

@@ -1,0 +1,29 @@
+// The collectives as operations of a group: which algorithm runs (a rule on
+// size and rank count; HPU_ALGO forces one where it applies) and the cases
+// every algorithm leaves out (one rank, nothing to move).
+//
+//   allreduce       recursive doubling up to kSmallBytes, else the ring;
+//                   HPU_ALGO=tree: binomial reduce then broadcast
+//   broadcast       binomial tree up to kSmallBytes, else a pipelined chain
+//   reduce          binomial tree up to kSmallBytes, else a pipelined chain
+//                   (HPU_ALGO=ring means the chain, tree the tree)
+//   allgather, reducescatter   the ring
+//   alltoall        pairwise exchange
+//   barrier         dissemination
+#pragma once
+
+#include "comm/algorithm.hpp"
+
+namespace hpu::comm {
+
+constexpr size_t kSmallBytes = size_t(64) << 10;
+
+void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
+void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, int root);
+void reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root);
+void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype);
+void reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op);
+void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype);
+void barrier(Ctx &c);
+
+}  // namespace hpu::comm

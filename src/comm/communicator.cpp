@@ -1,0 +1,164 @@
+#include "comm/communicator.hpp"
+
+#include <chrono>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/runtime.hpp"
+
+namespace hpu::comm {
+
+namespace {
+
+constexpr uint64_t kP2PTag = uint64_t(1) << 63;  // collective tags are seq << 24 | step, below it
+
+Deadline deadline_in(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// At exit and dlclose, before the devices stop their streams (shutdown hooks
+// run from the highest priority down; devices are 10): abort every live
+// communicator so that no stream worker stays blocked on a peer.
+void abort_all() {
+  for (auto &c : comm_registry().all()) c->abort("the process is exiting");
+}
+
+void check_config(const Config &c) {
+  const std::string &a = c.comm.algo;
+  if (!a.empty() && a != "ring" && a != "tree" && a != "recursive_doubling")
+    fail(HPU_ERROR_CONFIG, "HPU_ALGO (comm.algo) is \"%s\"; known: ring, tree, recursive_doubling", a.c_str());
+  const std::string &t = c.comm.transport;
+  if (!t.empty() && t != "local" && t != "shm" && t != "tcp" && t != "verbs")
+    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT (comm.transport) is \"%s\"; known: local, shm, tcp, verbs", t.c_str());
+}
+
+const bool registered = (on_init(30, check_config), on_shutdown(30, abort_all), true);
+
+}  // namespace
+
+Registry<Communicator> &comm_registry() {
+  static auto *r = new Registry<Communicator>(HandleKind::comm, "comm");
+  return *r;
+}
+
+std::shared_ptr<Communicator> comm_from_handle(hpuComm_t comm) { return comm_registry().get(comm); }
+
+Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int rank)
+    : device_(device),
+      rank_(rank),
+      size_(nranks),
+      p2p_sent_(static_cast<size_t>(nranks), 0),
+      p2p_received_(static_cast<size_t>(nranks), 0) {
+  (void)registered;
+  Deadline d = deadline_in(timeout());
+  bootstrap_ = bootstrap_connect(id, rank, nranks, d);
+  transport_ = make_transport(*bootstrap_, this_process(device.ordinal()), config().comm.transport, d);
+  HPU_LOG(info, "comm", "rank %d of %d on device %d joined group %s (transport %s)", rank, nranks, device.ordinal(),
+          id.short_name().c_str(), transport_->name());
+}
+
+Communicator::~Communicator() = default;
+
+double Communicator::timeout() const {
+  double t = timeout_.load(std::memory_order_relaxed);
+  return t > 0 ? t : config().comm.timeout_seconds;
+}
+
+void Communicator::set_timeout(double seconds) { timeout_.store(seconds, std::memory_order_relaxed); }
+
+namespace {
+
+// Counts a communicator's queued operation until its closure is destroyed:
+// after it ran, or when the stream discards it.
+struct Pending {
+  explicit Pending(std::function<void()> done) : done_(std::move(done)) {}
+  ~Pending() { done_(); }
+  std::function<void()> done_;
+};
+
+}  // namespace
+
+std::shared_ptr<void> Communicator::track() {
+  throw_if_failed();
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    ++pending_;
+  }
+  return std::make_shared<Pending>([self = shared_from_this()] {
+    std::lock_guard<std::mutex> lock(self->idle_mu_);
+    if (--self->pending_ == 0) self->idle_cv_.notify_all();
+  });
+}
+
+void Communicator::enqueue(Stream &stream, OpHeader header, std::function<void(Ctx &)> body) {
+  auto self = shared_from_this();
+  auto pending = track();
+  stream.enqueue(
+      [self, pending, header, body = std::move(body)]() mutable {
+        std::lock_guard<std::mutex> lock(self->run_mu_);
+        header.seq = ++self->seq_;
+        try {
+          self->transport_->throw_if_failed();
+          self->transport_->begin(header);
+          Ctx ctx(*self->transport_, header, self->timeout(), self->scratch_);
+          body(ctx);
+        } catch (const Error &e) {
+          throw Error(e.status(), strf("%s on rank %d: %s", describe(header).c_str(), self->rank_, e.what()));
+        }
+      },
+      OpKind::wait);
+}
+
+void Communicator::enqueue_p2p(Stream &stream, std::vector<P2POp> ops) {
+  auto self = shared_from_this();
+  auto pending = track();
+  stream.enqueue([self, pending, ops = std::move(ops)] { self->run_p2p(ops); }, OpKind::wait);
+}
+
+void Communicator::run_p2p(const std::vector<P2POp> &ops) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  throw_if_failed();
+  std::vector<OpHeader> headers(ops.size());
+  std::vector<RequestPtr> reqs;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp &op = ops[i];
+    auto peer = static_cast<size_t>(op.peer);
+    OpHeader &h = headers[i];
+    h.seq = op.is_send ? ++p2p_sent_[peer] : ++p2p_received_[peer];
+    h.coll = static_cast<uint32_t>(op.is_send ? CollKind::send : CollKind::recv);
+    h.dtype = static_cast<uint32_t>(op.dtype);
+    h.count = op.count;
+    h.root = op.is_send ? rank_ : op.peer;
+    size_t bytes = op.count * dtype_bytes(op.dtype);
+    if (op.is_send) {
+      SendDesc d;
+      d.peer = op.peer;
+      d.tag = kP2PTag | h.seq;
+      d.data = op.buf;
+      d.bytes = bytes;
+      d.header = &h;
+      reqs.push_back(transport_->isend(d));
+    } else {
+      RecvDesc d;
+      d.peer = op.peer;
+      d.tag = kP2PTag | h.seq;
+      d.data = op.buf;
+      d.bytes = bytes;
+      d.expect = &h;
+      reqs.push_back(transport_->irecv(d));
+    }
+  }
+  try {
+    transport_->wait(reqs, deadline_in(timeout()));
+  } catch (const Error &e) {
+    throw Error(e.status(), strf("%zu send/receive%s on rank %d: %s", ops.size(), ops.size() == 1 ? "" : "s", rank_,
+                                 e.what()));
+  }
+}
+
+void Communicator::wait_idle() {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  idle_cv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+}  // namespace hpu::comm
