@@ -146,6 +146,19 @@ HPU_API hpuStatus_t hpuRecv(void *recv, size_t count, hpuDataType_t dtype, int p
 HPU_API hpuStatus_t hpuGroupStart(void);
 HPU_API hpuStatus_t hpuGroupEnd(void);
 
+/* ---- launch environments ------------------------------------------------------
+ * One communicator per listed device of this process, for a job started by a
+ * launcher: the process with launch rank p hosts ranks p * ndev + i (bound to
+ * devs[i]) of a group of (process count) * ndev ranks. The process rank and
+ * count come from HPU_RANK/HPU_WORLD_SIZE/HPU_LOCAL_RANK, else torchrun or
+ * Lightning (RANK or NODE_RANK, WORLD_SIZE, LOCAL_RANK), Open MPI
+ * (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK) or Slurm (SLURM_PROCID, SLURM_NTASKS,
+ * SLURM_LOCALID); the rendezvous from HPU_COMM_ID=host:port, else MASTER_ADDR
+ * and MASTER_PORT, where the process of rank 0 listens. Processes may start in
+ * any order within the deadline (HPU_COMM_TIMEOUT). Without any launcher
+ * variable it behaves as hpuCommInitAll. */
+HPU_API hpuStatus_t hpuCommInitFromEnv(hpuComm_t *comms, int ndev, const hpuDevice_t *devs);
+
 HPU_EXTERN_C_END
 
 #endif /* HPU_COMM_H */

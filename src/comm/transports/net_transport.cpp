@@ -1,0 +1,428 @@
+#include "comm/transports/net_transport.hpp"
+
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace hpu::comm {
+
+struct NetTransport::SendReq : Request {
+  explicit SendReq(const SendDesc &d) : Request(true, d.peer, d.tag, d.bytes), desc(d) {}
+  SendDesc desc;
+  uint64_t id = 0;
+  std::atomic<size_t> outstanding{0};
+};
+
+struct NetTransport::RecvReq : Request {
+  explicit RecvReq(const RecvDesc &d) : Request(false, d.peer, d.tag, d.bytes), desc(d) {
+    if (d.combine) combine = *d.combine;
+  }
+  RecvDesc desc;
+  Combine combine;
+  uint64_t id = 0;
+  std::atomic<size_t> received{0};
+};
+
+NetTransport::NetTransport(int rank, int size) : Transport(rank, size), peers_(static_cast<size_t>(size)) {}
+
+NetTransport::~NetTransport() {
+  for (auto &e : engines_) e->shutdown();
+  engines_.clear();
+}
+
+void NetTransport::add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit) {
+  for (int p : peers) {
+    peers_[static_cast<size_t>(p)].link = engine->link(p);
+    peers_[static_cast<size_t>(p)].eager_limit = eager_limit;
+  }
+  engine->start();
+  engines_.push_back(std::move(engine));
+}
+
+MemoryRegionPtr NetTransport::register_memory(void *base, size_t bytes) {
+  auto mr = std::make_unique<MemoryRegion>();
+  mr->base = base;
+  mr->bytes = bytes;
+  return mr;
+}
+
+RequestPtr NetTransport::isend(const SendDesc &d) {
+  throw_if_failed();
+  if (d.peer < 0 || d.peer >= size() || d.peer == rank() || !peers_[static_cast<size_t>(d.peer)].link)
+    hpu::fail(HPU_ERROR_INTERNAL, "%s transport of rank %d: no link to rank %d", name(), rank(), d.peer);
+  Peer &p = peers_[static_cast<size_t>(d.peer)];
+  auto s = std::make_shared<SendReq>(d);
+  Frame f;
+  f.tag = d.tag;
+  f.size = d.bytes;
+  if (d.header) {
+    f.flags |= Frame::kHasHeader;
+    f.header = *d.header;
+  }
+  if (d.bytes <= p.eager_limit) {
+    f.type = Frame::eager;
+    p.link->send(f, d.data, d.bytes, 0, [this, s](bool ok) {
+      if (ok) complete(*s);
+      else complete_with_error(*s, HPU_ERROR_REMOTE, strf("the link to rank %d broke while sending", s->peer));
+    });
+    return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s->id = next_id_++;
+    sending_[s->id] = s;
+  }
+  f.type = Frame::rts;
+  f.a = s->id;
+  p.link->send(f, nullptr, 0, 0, nullptr);
+  return s;
+}
+
+RequestPtr NetTransport::irecv(const RecvDesc &d) {
+  throw_if_failed();
+  if (d.peer < 0 || d.peer >= size() || d.peer == rank() || !peers_[static_cast<size_t>(d.peer)].link)
+    hpu::fail(HPU_ERROR_INTERNAL, "%s transport of rank %d: no link to rank %d", name(), rank(), d.peer);
+  auto r = std::make_shared<RecvReq>(d);
+  std::string err;
+  hpuStatus_t status = HPU_ERROR_INVALID_USAGE;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer &p = peers_[static_cast<size_t>(d.peer)];
+    auto &q = p.arrived[d.tag];
+    if (!q.empty()) {
+      Arrival a = std::move(q.front());
+      q.pop_front();
+      err = match(p, d.peer, r, a);
+    } else if (p.left) {
+      err = strf("rank %d has left the group; rank %d cannot receive from it", d.peer, rank());
+      status = HPU_ERROR_REMOTE;
+    } else {
+      p.posted[d.tag].push_back(r);
+    }
+  }
+  if (!err.empty()) fail_all(status, err);
+  throw_if_failed();
+  return r;
+}
+
+// A receive meets its message (under mu_). "" when fine, else the mismatch.
+std::string NetTransport::match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a) {
+  if (a.has_header && a.header.coll == static_cast<uint32_t>(CollKind::send) && r->desc.expect) {
+    std::string m = header_mismatch(*r->desc.expect, rank(), a.header, peer);
+    if (!m.empty()) return m;
+  }
+  if (a.size != r->bytes)
+    return strf("mismatched sizes: rank %d sent %llu bytes with tag 0x%llx, but rank %d receives %zu", peer,
+                static_cast<unsigned long long>(a.size), static_cast<unsigned long long>(r->tag), rank(), r->bytes);
+  if (a.eager) {
+    deliver(*r, 0, a.data.data(), a.data.size());
+    complete(*r);
+  } else {
+    send_cts(peer, r, a.send_id);
+  }
+  return "";
+}
+
+void NetTransport::send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_t send_id) {
+  Link *link = peers_[static_cast<size_t>(peer)].link;
+  r->id = next_id_++;
+  receiving_[r->id] = r;
+  size_t chunk = link->max_chunk();
+  if (r->combine.fn) chunk -= chunk % r->combine.elem_size;
+  Frame f;
+  f.type = Frame::cts;
+  f.a = send_id;
+  f.b = r->id;
+  f.c = chunk;
+  link->send(f, nullptr, 0, 0, nullptr);
+}
+
+void NetTransport::start_data(const std::shared_ptr<SendReq> &s, uint64_t recv_id, size_t chunk) {
+  Link *link = peers_[static_cast<size_t>(s->peer)].link;
+  size_t n = (s->bytes + chunk - 1) / chunk;
+  s->outstanding = n;
+  auto *base = static_cast<const uint8_t *>(s->desc.data);
+  for (size_t i = 0; i < n; ++i) {
+    Frame f;
+    f.type = Frame::data;
+    f.b = recv_id;
+    f.c = i * chunk;
+    f.size = std::min(chunk, s->bytes - i * chunk);
+    link->send(f, base + f.c, f.size, static_cast<int>(i % static_cast<size_t>(link->lanes())), [this, s](bool ok) {
+      if (!ok) {
+        complete_with_error(*s, HPU_ERROR_REMOTE, strf("the link to rank %d broke while sending", s->peer));
+        return;
+      }
+      if (--s->outstanding == 0) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          sending_.erase(s->id);
+        }
+        complete(*s);
+      }
+    });
+  }
+}
+
+void NetTransport::deliver(RecvReq &r, size_t offset, const void *data, size_t bytes) {
+  if (bytes == 0) return;
+  auto *out = static_cast<uint8_t *>(r.desc.data) + offset;
+  if (r.combine.fn) {
+    auto *local = static_cast<const uint8_t *>(r.combine.local) + offset;
+    r.combine.fn(out, data, local, bytes / r.combine.elem_size, r.combine.ctx);
+  } else if (out != data) {
+    std::memcpy(out, data, bytes);
+  }
+}
+
+std::string NetTransport::check_arrival(int peer, const Frame &f) {
+  if (!(f.flags & Frame::kHasHeader) || f.header.coll == static_cast<uint32_t>(CollKind::send)) return "";
+  if (!has_current_ || f.header.seq > current_.seq) {
+    early_.emplace_back(peer, f.header);
+    return "";
+  }
+  return header_mismatch(current_, rank(), f.header, peer);
+}
+
+void NetTransport::begin(const OpHeader &h) {
+  if (h.coll == static_cast<uint32_t>(CollKind::send) || h.coll == static_cast<uint32_t>(CollKind::recv)) return;
+  std::string err;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = h;
+    has_current_ = true;
+    for (auto it = early_.begin(); it != early_.end();) {
+      if (it->second.seq > h.seq) {
+        ++it;
+        continue;
+      }
+      if (err.empty()) err = header_mismatch(h, rank(), it->second, it->first);
+      it = early_.erase(it);
+    }
+  }
+  if (!err.empty()) fail_all(HPU_ERROR_INVALID_USAGE, err);
+  throw_if_failed();
+}
+
+size_t NetTransport::frame_limit(int peer, const Frame &f) const {
+  const Peer &p = peers_[static_cast<size_t>(peer)];
+  switch (f.type) {
+    case Frame::eager: return p.eager_limit;
+    case Frame::data: return p.link ? p.link->max_chunk() : 0;
+    case Frame::error: return kMaxErrorText;
+    default: return 0;
+  }
+}
+
+void *NetTransport::data_target(int peer, const Frame &f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = receiving_.find(f.b);
+  if (it == receiving_.end()) return nullptr;
+  RecvReq &r = *it->second;
+  if (r.peer != peer || f.c > r.bytes || f.size > r.bytes - f.c || r.combine.fn) return nullptr;
+  return static_cast<uint8_t *>(r.desc.data) + f.c;
+}
+
+void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
+  std::string err;
+  hpuStatus_t status = HPU_ERROR_INVALID_USAGE;
+  switch (f.type) {
+    case Frame::eager:
+    case Frame::rts: {
+      std::lock_guard<std::mutex> lock(mu_);
+      err = check_arrival(peer, f);
+      if (!err.empty()) break;
+      Arrival a;
+      a.eager = f.type == Frame::eager;
+      a.size = f.size;
+      a.send_id = f.a;
+      a.has_header = f.flags & Frame::kHasHeader;
+      a.header = f.header;
+      Peer &p = peers_[static_cast<size_t>(peer)];
+      auto &q = p.posted[f.tag];
+      if (q.empty()) {
+        if (a.eager) a.data.assign(static_cast<const uint8_t *>(payload), static_cast<const uint8_t *>(payload) + f.size);
+        p.arrived[f.tag].push_back(std::move(a));
+        break;
+      }
+      auto r = q.front();
+      q.pop_front();
+      if (a.eager) {  // deliver straight from the link's buffer
+        if (a.has_header && a.header.coll == static_cast<uint32_t>(CollKind::send) && r->desc.expect)
+          err = header_mismatch(*r->desc.expect, rank(), a.header, peer);
+        if (err.empty() && f.size != r->bytes)
+          err = strf("mismatched sizes: rank %d sent %llu bytes with tag 0x%llx, but rank %d receives %zu", peer,
+                     static_cast<unsigned long long>(f.size), static_cast<unsigned long long>(f.tag), rank(),
+                     r->bytes);
+        if (err.empty()) {
+          deliver(*r, 0, payload, f.size);
+          complete(*r);
+        }
+      } else {
+        err = match(p, peer, r, a);
+      }
+      break;
+    }
+    case Frame::cts: {
+      std::shared_ptr<SendReq> s;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = sending_.find(f.a);
+        if (it != sending_.end()) s = it->second;
+      }
+      if (!s || s->peer != peer || f.c == 0) {
+        err = strf("rank %d sent a clear-to-send for unknown send %llu", peer, static_cast<unsigned long long>(f.a));
+        status = HPU_ERROR_REMOTE;
+        break;
+      }
+      start_data(s, f.b, f.c);
+      break;
+    }
+    case Frame::data: {
+      std::shared_ptr<RecvReq> r;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = receiving_.find(f.b);
+        if (it != receiving_.end()) r = it->second;
+      }
+      if (!r || r->peer != peer || f.c > r->bytes || f.size > r->bytes - f.c) {
+        err = strf("rank %d sent data for unknown receive %llu", peer, static_cast<unsigned long long>(f.b));
+        status = HPU_ERROR_REMOTE;
+        break;
+      }
+      deliver(*r, f.c, payload, f.size);
+      if (r->received.fetch_add(f.size) + f.size == r->bytes) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          receiving_.erase(r->id);
+        }
+        complete(*r);
+      }
+      break;
+    }
+    case Frame::error: {
+      std::string text(static_cast<const char *>(payload), f.size);
+      auto s = static_cast<hpuStatus_t>(f.a);
+      fail_all(s == HPU_ERROR_ABORTED || s == HPU_SUCCESS ? HPU_ERROR_REMOTE : s,
+           strf("rank %d failed: %s", peer, text.c_str()));
+      return;
+    }
+    case Frame::bye: {
+      std::lock_guard<std::mutex> lock(mu_);
+      peers_[static_cast<size_t>(peer)].left = true;
+      break;
+    }
+    default:
+      err = strf("rank %d sent a frame of unknown type %u", peer, f.type);
+      status = HPU_ERROR_REMOTE;
+  }
+  if (!err.empty()) fail_all(status, err);
+}
+
+void NetTransport::on_link_closed(int peer, const std::string &why) {
+  bool pending = false, left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer &p = peers_[static_cast<size_t>(peer)];
+    left = p.left;
+    p.left = true;
+    for (auto &[tag, q] : p.posted) pending = pending || !q.empty();
+    for (auto &[id, r] : receiving_) pending = pending || r->peer == peer;
+    for (auto &[id, s] : sending_) pending = pending || s->peer == peer;
+  }
+  if (!left) fail_all(HPU_ERROR_REMOTE, strf("rank %d is gone: %s", peer, why.c_str()));
+  else if (pending) fail_all(HPU_ERROR_REMOTE, strf("rank %d left with operations of rank %d pending", peer, rank()));
+}
+
+void NetTransport::tell_peers(const Frame &f, const std::string &text) {
+  auto keep = std::make_shared<std::string>(text);
+  for (auto &p : peers_)
+    if (p.link && !p.left) p.link->send(f, keep->data(), keep->size(), 0, [keep](bool) {});
+}
+
+void NetTransport::on_fail(hpuStatus_t status, const std::string &message) {
+  Frame f;
+  f.type = Frame::error;
+  f.a = static_cast<uint64_t>(status);
+  std::string text = message.substr(0, kMaxErrorText);
+  f.size = text.size();
+  tell_peers(f, text);
+}
+
+// ---- choosing links -----------------------------------------------------------
+
+namespace {
+
+struct Where {
+  uint64_t host;   // machine and boot
+  uint64_t netns;  // network namespace: separate namespaces count as separate hosts
+  int32_t pid;
+  int32_t reserved;
+  uint8_t secret[16];  // rank 0's is the group's link secret
+};
+
+uint64_t netns_inode() {
+  struct stat st {};
+  if (stat("/proc/self/ns/net", &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+std::string rank_list(const std::vector<int> &ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
+                                              Deadline deadline) {
+  if (!forced.empty() && forced != "shm" && forced != "tcp") {
+    if (forced == "local")
+      fail(HPU_ERROR_NOT_AVAILABLE, "HPU_TRANSPORT is \"local\", but the group spans processes");
+    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT is \"%s\"; expected local, shm or tcp", forced.c_str());
+  }
+  Where me{};
+  me.host = self.host;
+  me.netns = netns_inode();
+  me.pid = self.pid;
+  if (getrandom(me.secret, sizeof me.secret, 0) != static_cast<ssize_t>(sizeof me.secret))
+    fail(HPU_ERROR_IO, "getrandom failed: %s", strerror(errno));
+  std::vector<Where> all = bootstrap.allgather(me, deadline);
+  int rank = bootstrap.rank(), size = bootstrap.size();
+  std::vector<int> shm, tcp;
+  bool any_shm = false, any_tcp = false;
+  for (int i = 0; i < size; ++i)
+    for (int j = 0; j < size; ++j) {
+      if (i == j) continue;
+      bool same_host = all[i].host == all[j].host && all[i].netns == all[j].netns;
+      bool use_shm = forced == "shm" || (forced.empty() && same_host);
+      if (forced == "shm" && !same_host)
+        fail(HPU_ERROR_NOT_AVAILABLE, "HPU_TRANSPORT is \"shm\", but ranks %d and %d are on different hosts", i, j);
+      (use_shm ? any_shm : any_tcp) = true;
+      if (i == rank) (use_shm ? shm : tcp).push_back(j);
+    }
+  auto t = std::make_unique<NetTransport>(rank, size);
+  std::vector<int32_t> pids;
+  for (auto &w : all) pids.push_back(w.pid);
+  if (any_shm) {
+    auto e = make_shm_engine(*t, bootstrap, shm, all[0].secret, pids, deadline);
+    t->add_engine(std::move(e), shm, 32 << 10);
+  }
+  if (any_tcp) {
+    auto e = make_tcp_engine(*t, bootstrap, tcp, all[0].secret, deadline);
+    t->add_engine(std::move(e), tcp, 64 << 10);
+  }
+  std::string name = shm.empty() ? "tcp" : tcp.empty() ? "shm" : "shm+tcp";
+  t->set_name(name);
+  HPU_LOG(info, "comm", "rank %d of %d: transport %s%s (shm: ranks %s; tcp: ranks %s)", rank, size, name.c_str(),
+          forced.empty() ? " by locality" : " forced by HPU_TRANSPORT", shm.empty() ? "none" : rank_list(shm).c_str(),
+          tcp.empty() ? "none" : rank_list(tcp).c_str());
+  return t;
+}
+
+}  // namespace hpu::comm

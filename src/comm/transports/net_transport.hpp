@@ -1,0 +1,148 @@
+// The transport of ranks in different processes: one message protocol, and per
+// peer a Link that moves its frames (tcp_link.cpp: libuv sockets across hosts;
+// shm_link.cpp: shared-memory rings within a host). A communicator that mixes
+// peers on this host and on others gets one of each, chosen per peer.
+//
+// The protocol (one ordered stream of frames per peer; DATA may use any lane):
+//   EAGER  tag, size, [OpHeader] + payload      small messages, inline
+//   RTS    tag, size, send id, [OpHeader]       large ones: ready to send...
+//   CTS    send id, recv id, chunk              ...the receiver has posted where
+//   DATA   recv id, offset + payload            the data goes; it moves in chunks
+//   ERROR  status + message                     the sender failed (sticky)
+//   BYE                                         the sender leaves cleanly
+// Receives match by (peer, tag) in posting order; eager messages that arrive
+// before their receive wait in a queue, large ones wait at the sender.
+// A link that closes without BYE fails the endpoint with HPU_ERROR_REMOTE.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "comm/transport.hpp"
+
+namespace hpu::comm {
+
+struct Frame {
+  enum Type : uint32_t { eager = 1, rts = 2, cts = 3, data = 4, error = 5, bye = 6, pad = 7 };
+  static constexpr uint32_t kHasHeader = 1;
+  uint32_t type = 0;
+  uint32_t flags = 0;
+  uint64_t tag = 0;
+  uint64_t size = 0;  // eager, data, error: payload bytes; rts: message bytes
+  uint64_t a = 0;     // rts, cts: send id; error: status
+  uint64_t b = 0;     // cts, data: recv id
+  uint64_t c = 0;     // cts: chunk bytes; data: offset
+  OpHeader header;
+};
+static_assert(sizeof(Frame) == 80, "Frame is a wire format");
+
+constexpr size_t kMaxErrorText = 4096;
+
+class NetTransport;
+
+// Moves one peer's frames. send() may be called from any thread; `done` runs
+// once the payload is no longer needed (true) or the link broke (false).
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual void send(const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) = 0;
+  virtual int lanes() const { return 1; }
+  virtual size_t max_chunk() const = 0;
+  virtual const char *kind() const = 0;
+};
+
+// A set of links that share threads (one libuv loop, one shm poller).
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual Link *link(int peer) = 0;
+  // Starts delivering frames (after the transport knows the links).
+  virtual void start() = 0;
+  // Stops the threads after sending what is queued (BYE included), bounded.
+  virtual void shutdown() = 0;
+};
+
+class NetTransport final : public Transport {
+ public:
+  NetTransport(int rank, int size);
+  ~NetTransport() override;
+
+  const char *name() const override { return name_.c_str(); }
+  MemoryRegionPtr register_memory(void *base, size_t bytes) override;
+  RequestPtr isend(const SendDesc &desc) override;
+  RequestPtr irecv(const RecvDesc &desc) override;
+  void begin(const OpHeader &header) override;
+
+  // Set up by make_net_transport.
+  void add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit);
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // From the links' threads.
+  void on_frame(int peer, const Frame &f, const void *payload);
+  // Where DATA's payload may be read directly (nullptr: give it to on_frame).
+  void *data_target(int peer, const Frame &f);
+  void on_link_closed(int peer, const std::string &why);
+  size_t frame_limit(int peer, const Frame &f) const;  // the largest payload allowed for f
+
+ protected:
+  void on_fail(hpuStatus_t status, const std::string &message) override;
+
+ private:
+  struct SendReq;
+  struct RecvReq;
+  struct Arrival {
+    bool eager = false;
+    std::vector<uint8_t> data;  // eager payload
+    uint64_t size = 0, send_id = 0;
+    bool has_header = false;
+    OpHeader header;
+  };
+  struct Peer {
+    Link *link = nullptr;
+    size_t eager_limit = 0;
+    bool left = false;  // said BYE
+    std::map<uint64_t, std::deque<std::shared_ptr<RecvReq>>> posted;
+    std::map<uint64_t, std::deque<Arrival>> arrived;
+  };
+
+  std::string check_arrival(int peer, const Frame &f);  // header check; "" when fine
+  std::string match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a);
+  void send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_t send_id);
+  void start_data(const std::shared_ptr<SendReq> &s, uint64_t recv_id, size_t chunk);
+  void deliver(RecvReq &r, size_t offset, const void *data, size_t bytes);
+  void tell_peers(const Frame &f, const std::string &text);
+
+  std::string name_ = "net";
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::mutex mu_;
+  std::vector<Peer> peers_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::shared_ptr<SendReq>> sending_;  // waiting for CTS, or writing
+  std::map<uint64_t, std::shared_ptr<RecvReq>> receiving_;  // CTS sent, DATA arriving
+  OpHeader current_;
+  bool has_current_ = false;
+  std::vector<std::pair<int, OpHeader>> early_;  // headers of operations this rank has not begun
+};
+
+// The transport for a group some of whose ranks live in other processes: shm
+// for peers on this host (network namespace included), tcp for the others;
+// `forced` ("shm" or "tcp") uses one for every peer. Collective over the
+// bootstrap. Logs the choice.
+std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
+                                              Deadline deadline);
+
+// Engines (tcp_link.cpp, shm_link.cpp). Each is collective over the bootstrap
+// (every rank calls it, with or without peers of its kind).
+std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
+                                        const uint8_t secret[16], Deadline deadline);
+std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
+                                        const uint8_t secret[16], const std::vector<int32_t> &pids,
+                                        Deadline deadline);
+
+}  // namespace hpu::comm
