@@ -195,16 +195,16 @@ class LocalTransport final : public Transport, public std::enable_shared_from_th
 
   // In the receiver's thread: moves a matched send into its receive.
   void move(LocalRequest &send, LocalRequest &recv) {
-    if (send.bytes != recv.bytes) {
-      fail_all(HPU_ERROR_INVALID_USAGE, strf("rank %d sent %zu bytes but rank %d expected %zu (tag 0x%llx)", recv.peer, send.bytes, rank(), recv.bytes, static_cast<unsigned long long>(recv.tag)));
-      return;
-    }
     if (recv.expect && send.header) {
       std::string m = header_mismatch(*recv.expect, rank(), *send.header, recv.peer);
       if (!m.empty()) {
         fail_all(HPU_ERROR_INVALID_USAGE, m);
         return;
       }
+    }
+    if (send.bytes != recv.bytes) {
+      fail_all(HPU_ERROR_INVALID_USAGE, strf("rank %d sent %zu bytes but rank %d expected %zu (tag 0x%llx)", recv.peer, send.bytes, rank(), recv.bytes, static_cast<unsigned long long>(recv.tag)));
+      return;
     }
     if (recv.bytes > 0) {
       std::optional<ComputeToken> token;
