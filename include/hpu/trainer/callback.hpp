@@ -1,0 +1,54 @@
+// The callback interface: Lightning's hooks, called by the trainer in
+// Lightning's order. Every hook gets the trainer; its state says where the loop
+// is (epoch, step, metrics). A callback with state saves it in checkpoints.
+#pragma once
+
+#include <hpu/trainer/logger.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace hpu {
+
+class Trainer;
+
+enum class Stage { fit, validate, test };
+const char *stage_name(Stage s);
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  // Names this callback's state in a checkpoint; by default its class name.
+  virtual std::string state_key() const = 0;
+  virtual std::string state_dict() const { return ""; }  // JSON text, "" = none
+  virtual void load_state_dict(const std::string &json) { (void)json; }
+
+  virtual void setup(Trainer &, Stage) {}
+  virtual void teardown(Trainer &, Stage) {}
+  virtual void on_fit_start(Trainer &) {}
+  virtual void on_fit_end(Trainer &) {}
+  virtual void on_train_start(Trainer &) {}
+  virtual void on_train_end(Trainer &) {}
+  virtual void on_train_epoch_start(Trainer &) {}
+  virtual void on_train_epoch_end(Trainer &) {}
+  virtual void on_train_batch_start(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+  // `outputs` holds what the training step logged (at least "loss").
+  virtual void on_train_batch_end(Trainer &, const Metrics &outputs, int64_t batch_idx) {
+    (void)outputs, (void)batch_idx;
+  }
+  virtual void on_before_optimizer_step(Trainer &) {}
+  virtual void on_validation_start(Trainer &) {}
+  virtual void on_validation_end(Trainer &) {}
+  virtual void on_validation_epoch_start(Trainer &) {}
+  virtual void on_validation_epoch_end(Trainer &) {}
+  virtual void on_validation_batch_start(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+  virtual void on_validation_batch_end(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+  virtual void on_test_start(Trainer &) {}
+  virtual void on_test_end(Trainer &) {}
+  virtual void on_test_epoch_start(Trainer &) {}
+  virtual void on_test_epoch_end(Trainer &) {}
+  virtual void on_test_batch_start(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+  virtual void on_test_batch_end(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+};
+
+}  // namespace hpu

@@ -1,0 +1,91 @@
+// hpu-train jobs: a JSON document (model layers, data, optimizer, scheduler,
+// trainer options) read with jansson, with command-line overrides. Every error
+// names the key and the line it is on (or the command-line flag that set it).
+#pragma once
+
+#include <hpu/trainer/data.hpp>
+#include <hpu/trainer/options.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hpu {
+
+struct LayerSpec {
+  std::string type;  // linear relu gelu dropout layernorm embedding flatten
+  int64_t in_features = 0, out_features = 0;       // linear
+  bool bias = true;                                 // linear
+  double p = 0.5;                                   // dropout
+  int64_t normalized_shape = 0;                     // layernorm
+  double eps = 1e-5;                                // layernorm
+  int64_t num_embeddings = 0, embedding_dim = 0;    // embedding
+};
+
+struct DataSpec {
+  std::string name = "fashion_mnist";
+  std::string root = FashionMNIST::kDefaultRoot;
+  int batch_size = 64;
+  int64_t val_size = 5000;
+};
+
+struct OptimizerSpec {
+  std::string name = "adamw";  // "sgd" | "adamw"
+  double lr = 1e-3;
+  double momentum = 0.0;       // sgd
+  bool nesterov = false;       // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+};
+
+struct SchedulerSpec {
+  std::string name = "none";   // "none" | "step" | "cosine"
+  int64_t step_size = 1;       // step
+  double gamma = 0.1;          // step
+  int64_t warmup_steps = 0;    // cosine
+  int64_t total_steps = 0;     // cosine; 0: the run's total optimizer steps
+  double min_lr = 0.0;         // cosine
+  std::string interval;        // "step" | "epoch"; "": step for cosine, epoch for step
+};
+
+struct Job {
+  std::vector<LayerSpec> layers;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  SchedulerSpec scheduler;
+  TrainerOptions trainer;
+  std::vector<std::string> callback_specs;  // trainer.callbacks entries as JSON text
+  std::string ckpt_path;       // resume from this checkpoint
+  bool test = true;            // run the test set after fitting
+};
+
+// A command-line override: the job key it sets ("trainer.devices") and the
+// flag's text value; `flag` names it in errors.
+struct Override {
+  std::string key, value, flag;
+};
+
+// What hpu-train's command line asks for.
+struct Cli {
+  std::string config;            // "" = the built-in default job
+  std::vector<Override> overrides;
+  bool check = false;            // validate and print the job, do not train
+  bool help = false, version = false;
+};
+
+// Parses hpu-train's arguments; hpu::Error (HPU_ERROR_INVALID_ARGUMENT) for an
+// unknown flag or a missing value, naming it.
+Cli parse_cli(int argc, const char *const *argv);
+std::string cli_usage();
+
+// Parses a job document. `source` names it in messages (a path). Throws
+// hpu::Error with HPU_ERROR_CONFIG: "<source>:<line>: <key>: <problem>", for
+// syntax errors, unknown keys, wrong types and out-of-range values.
+Job parse_job(const std::string &text, const std::string &source, const std::vector<Override> &overrides = {});
+// Reads the file (HPU_ERROR_NOT_FOUND / HPU_ERROR_IO naming the path) and parses it.
+Job load_job(const std::string &path, const std::vector<Override> &overrides = {});
+// The job as JSON text with every default filled in (hpu-train --check).
+std::string job_to_json(const Job &job);
+
+}  // namespace hpu

@@ -1,0 +1,85 @@
+// hpu::Trainer's options, with Lightning's names, defaults and meanings, and
+// their resolution (validation, "auto" choices).
+#pragma once
+
+#include <hpu/trainer/callback.hpp>
+#include <hpu/trainer/logger.hpp>
+#include <hpu/trainer/ref.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hpu {
+
+// `devices`: a count (-1 = every visible device) or "auto" (every visible device).
+struct Devices {
+  Devices(int n) : count(n) {}
+  Devices(const char *s) : text(s ? s : "") {}
+  Devices(std::string s) : text(std::move(s)) {}
+  int count = 0;       // when text is empty
+  std::string text;    // "auto" or a number as text ("2"), as Lightning accepts
+};
+
+// limit_*_batches and val_check_interval: a fraction of the epoch (a double in
+// [0, 1]) or a number of batches (an integer).
+struct BatchCount {
+  BatchCount(int n) : batches(n) {}
+  BatchCount(int64_t n) : batches(n) {}
+  BatchCount(double f) : fraction(f) {}
+  std::optional<double> fraction;
+  int64_t batches = 0;
+};
+
+struct TrainerOptions {
+  std::string accelerator = "auto";      // "hpu" | "auto"
+  Devices devices = "auto";              // per process (per node)
+  std::string strategy = "auto";         // "auto" | "hpu_single" | "hpu_ddp"
+  std::string precision = "32-true";     // "32-true" | "bf16-mixed"
+  int num_nodes = 1;
+  std::optional<int64_t> max_epochs;     // none and max_steps == -1: 1000; -1: no limit
+  int64_t max_steps = -1;                // -1: no limit
+  BatchCount limit_train_batches = 1.0;
+  BatchCount limit_val_batches = 1.0;
+  BatchCount limit_test_batches = 1.0;
+  BatchCount val_check_interval = 1.0;   // fraction of an epoch or every n batches
+  int check_val_every_n_epoch = 1;
+  int log_every_n_steps = 50;
+  int accumulate_grad_batches = 1;
+  double gradient_clip_val = 0.0;        // clip the global gradient norm; 0: off
+  std::optional<uint64_t> seed;          // none: a random seed, logged
+  std::string default_root_dir;          // "": the current folder
+  std::vector<Ref<Callback>> callbacks;
+  Loggers logger = true;
+  bool enable_progress_bar = true;
+  bool enable_checkpointing = true;
+};
+
+// The options after validation, with every "auto" decided.
+struct TrainerConfig {
+  std::string accelerator;    // "hpu"
+  int devices = 1;            // devices of this process
+  int num_nodes = 1;
+  int node_rank = 0;          // NODE_RANK (or the launcher's equivalents), else 0
+  int world_size = 1;         // num_nodes x devices
+  std::string strategy;       // "hpu_single" | "hpu_ddp"
+  std::string precision;      // "32-true" | "bf16-mixed"
+  int64_t max_epochs = 1000;  // -1: no limit
+  int64_t max_steps = -1;
+  uint64_t seed = 0;
+  std::string default_root_dir;
+};
+
+// Validates `o` against the `visible` devices and decides the "auto" choices as
+// Lightning does: accelerator "auto" is "hpu"; devices "auto" (or -1) is every
+// visible device; strategy "auto" is "hpu_ddp" when devices x num_nodes > 1,
+// else "hpu_single". Throws hpu::Error (HPU_ERROR_INVALID_ARGUMENT) naming the
+// option, its value and the accepted values.
+TrainerConfig resolve_options(const TrainerOptions &o, int visible);
+
+// How many of `total` batches a limit lets run (Lightning's rules: a fraction
+// rounds down but keeps at least one batch when the fraction is > 0).
+int64_t limit_batches(const BatchCount &limit, int64_t total);
+
+}  // namespace hpu

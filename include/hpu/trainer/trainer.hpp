@@ -1,0 +1,84 @@
+// hpu::Trainer: Lightning's Trainer for emulated HPUs.
+#pragma once
+
+#include <hpu/hpu.hpp>
+#include <hpu/trainer/callback.hpp>
+#include <hpu/trainer/callbacks.hpp>
+#include <hpu/trainer/checkpoint.hpp>
+#include <hpu/trainer/logger.hpp>
+#include <hpu/trainer/optimizer.hpp>
+#include <hpu/trainer/options.hpp>
+#include <hpu/trainer/rng.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hpu {
+
+// Where the loop is; what callbacks read (and EarlyStopping's should_stop).
+struct TrainerState {
+  Stage stage = Stage::fit;
+  int64_t current_epoch = 0;
+  int64_t global_step = 0;            // optimizer steps taken
+  int64_t num_training_batches = 0;   // per epoch, after limits
+  int64_t num_val_batches = 0;
+  int64_t num_test_batches = 0;
+  bool should_stop = false;
+  Metrics callback_metrics;           // the latest value of every logged metric
+  std::vector<Optimizer *> optimizers;
+};
+
+class Trainer {
+ public:
+  // Resolves the options (hpu::Error for a bad one) and opens the devices.
+  explicit Trainer(TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
+  const TrainerConfig &config() const { return config_; }
+  const TrainerOptions &options() const { return options_; }
+  TrainerState &state() { return state_; }
+  const TrainerState &state() const { return state_; }
+  int64_t current_epoch() const { return state_.current_epoch; }
+  int64_t global_step() const { return state_.global_step; }
+  int global_rank() const { return config_.node_rank * config_.devices; }  // of this process's first device
+  bool is_global_zero() const { return global_rank() == 0; }
+
+  // This process's devices (rank global_rank() + i on devices()[i]).
+  const std::vector<Device> &devices() const { return devices_; }
+  std::vector<Ref<Callback>> &callbacks() { return callbacks_; }
+  std::vector<Ref<Logger>> &loggers() { return loggers_; }
+  // The first of the callbacks of type T, or nullptr.
+  template <class T>
+  T *callback() {
+    for (auto &c : callbacks_)
+      if (auto *p = dynamic_cast<T *>(c.get())) return p;
+    return nullptr;
+  }
+
+  // The first logger's folder, else default_root_dir.
+  std::string log_dir();
+  // Whether this step is a logging step (every log_every_n_steps, and when stopping).
+  bool should_update_logs() const;
+  // Sends metrics to every logger (global rank 0 only) and records them in the
+  // callback metrics.
+  void log_metrics(const Metrics &metrics, int64_t step);
+
+  // The trainer's part of a checkpoint: epoch, step, seed, callbacks' states.
+  Checkpoint make_checkpoint() const;
+  void save_checkpoint(const std::string &path) const;
+  // Restores what make_checkpoint saved (hpu::Error for a mismatch).
+  void restore_checkpoint(const Checkpoint &ckpt);
+
+ private:
+  TrainerOptions options_;
+  TrainerConfig config_;
+  TrainerState state_;
+  std::vector<Device> devices_;
+  std::vector<Ref<Callback>> callbacks_;
+  std::vector<Ref<Logger>> loggers_;
+};
+
+}  // namespace hpu

@@ -1,0 +1,92 @@
+#include "fs.hpp"
+
+#include "error.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace hpu::detail {
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string parent_dir(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+void make_dirs(const std::string &path) {
+  if (path.empty() || exists(path)) return;
+  std::string parent = parent_dir(path);
+  if (parent != path) make_dirs(parent);
+  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
+    fail(HPU_ERROR_IO, "cannot create folder %s: %s", path.c_str(), std::strerror(errno));
+}
+
+void write_file_atomic(const std::string &path, const void *data, size_t size) {
+  const std::string dir = parent_dir(path);
+  make_dirs(dir);
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail(HPU_ERROR_IO, "cannot create a temporary file next to %s: %s", path.c_str(), std::strerror(errno));
+  const char *p = static_cast<const char *>(data);
+  size_t left = size;
+  while (left > 0) {
+    ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail(HPU_ERROR_IO, "writing %s: %s", tmp.c_str(), std::strerror(e));
+    }
+    p += w;
+    left -= size_t(w);
+  }
+  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(HPU_ERROR_IO, "syncing %s: %s", tmp.c_str(), std::strerror(e));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    fail(HPU_ERROR_IO, "renaming %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(e));
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string read_file(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail(errno == ENOENT ? HPU_ERROR_NOT_FOUND : HPU_ERROR_IO, "%s: %s", path.c_str(), std::strerror(errno));
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      ::close(fd);
+      fail(HPU_ERROR_IO, "reading %s: %s", path.c_str(), std::strerror(e));
+    }
+    if (r == 0) break;
+    out.append(buf, size_t(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace hpu::detail

@@ -1,0 +1,18 @@
+// Small file-system helpers (POSIX).
+#pragma once
+
+#include <string>
+
+namespace hpu::detail {
+
+// mkdir -p; hpu::Error (HPU_ERROR_IO) naming the path on failure.
+void make_dirs(const std::string &path);
+bool exists(const std::string &path);
+std::string parent_dir(const std::string &path);
+// Writes `data` to `path` atomically: a temporary file in the same folder,
+// fsync, rename over `path`, fsync of the folder.
+void write_file_atomic(const std::string &path, const void *data, size_t size);
+// Reads a whole file; HPU_ERROR_NOT_FOUND or HPU_ERROR_IO naming the path.
+std::string read_file(const std::string &path);
+
+}  // namespace hpu::detail

@@ -1,0 +1,82 @@
+#include "job_locator.hpp"
+
+namespace hpu::detail {
+namespace {
+
+struct Scanner {
+  const std::string &s;
+  std::map<std::string, int> &out;
+  size_t i = 0;
+  int line = 1;
+
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) {
+      if (s[i] == '\n') ++line;
+      ++i;
+    }
+  }
+  std::string string() {
+    std::string v;
+    ++i;  // opening quote
+    while (i < s.size() && s[i] != '"') {
+      if (s[i] == '\\' && i + 1 < s.size()) ++i;
+      v += s[i++];
+    }
+    ++i;  // closing quote
+    return v;
+  }
+  void value(const std::string &path, int depth) {
+    ws();
+    if (i >= s.size() || depth > 512) return;
+    if (s[i] == '{') {
+      ++i;
+      for (;;) {
+        ws();
+        if (i >= s.size() || s[i] == '}') break;
+        if (s[i] == ',') {
+          ++i;
+          continue;
+        }
+        int at = line;
+        std::string key = string();
+        std::string child = path.empty() ? key : path + "." + key;
+        out.emplace(child, at);
+        ws();
+        if (i < s.size() && s[i] == ':') ++i;
+        value(child, depth + 1);
+      }
+      ++i;
+    } else if (s[i] == '[') {
+      ++i;
+      for (int n = 0;; ) {
+        ws();
+        if (i >= s.size() || s[i] == ']') break;
+        if (s[i] == ',') {
+          ++i;
+          continue;
+        }
+        std::string child = path + "[" + std::to_string(n++) + "]";
+        out.emplace(child, line);
+        value(child, depth + 1);
+      }
+      ++i;
+    } else if (s[i] == '"') {
+      string();
+    } else {
+      while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\n' &&
+             s[i] != '\t' && s[i] != '\r')
+        ++i;
+    }
+  }
+};
+
+}  // namespace
+
+std::map<std::string, int> json_key_lines(const std::string &text) {
+  std::map<std::string, int> out;
+  Scanner sc{text, out};
+  sc.value("", 0);
+  return out;
+}
+
+}  // namespace hpu::detail

@@ -1,0 +1,167 @@
+#include <hpu/trainer/logger.hpp>
+
+#include "error.hpp"
+#include "fs.hpp"
+
+#include <jansson.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
+
+namespace hpu {
+
+using detail::fail;
+
+int next_version(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int next = 0;
+  while (dirent *e = ::readdir(d)) {
+    const char *name = e->d_name;
+    if (std::strncmp(name, "version_", 8) != 0) continue;
+    char *end = nullptr;
+    long v = std::strtol(name + 8, &end, 10);
+    if (end != name + 8 && *end == '\0' && v >= next) next = int(v) + 1;
+  }
+  ::closedir(d);
+  return next;
+}
+
+FolderLogger::FolderLogger(std::string save_dir, std::string name, std::optional<int> version)
+    : save_dir_(save_dir.empty() ? "." : std::move(save_dir)), name_(std::move(name)), version_(version) {
+  if (version && *version < 0) fail(HPU_ERROR_INVALID_ARGUMENT, "version is %d; expected >= 0", *version);
+}
+
+std::string FolderLogger::log_dir() {
+  if (dir_.empty()) {
+    std::string base = name_.empty() ? save_dir_ : save_dir_ + "/" + name_;
+    if (!version_) version_ = next_version(base);
+    dir_ = base + "/version_" + std::to_string(*version_);
+    detail::make_dirs(dir_);
+  }
+  return dir_;
+}
+
+// ---- CSV -------------------------------------------------------------------
+
+namespace {
+
+std::string csv_field(const std::string &s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+CSVLogger::CSVLogger(std::string save_dir, std::string name, std::optional<int> version)
+    : FolderLogger(std::move(save_dir), std::move(name), version) {}
+
+void CSVLogger::log_metrics(const Metrics &metrics, int64_t step) {
+  for (const auto &[k, v] : metrics) {
+    (void)v;
+    if (std::find(keys_.begin(), keys_.end(), k) == keys_.end()) {
+      keys_.push_back(k);
+      rewrite_ = true;
+    }
+  }
+  rows_.emplace_back(step, metrics);
+  flush();
+}
+
+void CSVLogger::flush() {
+  const std::string path = metrics_path();
+  auto row_text = [&](const std::pair<int64_t, Metrics> &row) {
+    std::string line = std::to_string(row.first);
+    for (const auto &k : keys_) {
+      line += ',';
+      auto it = row.second.find(k);
+      if (it != row.second.end()) line += number(it->second);
+    }
+    return line + "\n";
+  };
+  if (rewrite_) {
+    std::string text = "step";
+    for (const auto &k : keys_) text += "," + csv_field(k);
+    text += "\n";
+    for (const auto &row : rows_) text += row_text(row);
+    detail::write_file_atomic(path, text.data(), text.size());
+    rewrite_ = false;
+  } else {
+    FILE *f = std::fopen(path.c_str(), "a");
+    if (!f) fail(HPU_ERROR_IO, "cannot open %s: %s", path.c_str(), std::strerror(errno));
+    for (size_t i = written_; i < rows_.size(); ++i) std::fputs(row_text(rows_[i]).c_str(), f);
+    if (std::fclose(f) != 0) fail(HPU_ERROR_IO, "writing %s: %s", path.c_str(), std::strerror(errno));
+  }
+  written_ = rows_.size();
+}
+
+void CSVLogger::log_hyperparams(const std::map<std::string, std::string> &params) {
+  std::string text;
+  for (const auto &[k, v] : params) {
+    json_t *s = json_string(v.c_str());
+    char *quoted = s ? json_dumps(s, JSON_ENCODE_ANY) : nullptr;
+    text += k + ": " + (quoted ? quoted : "''") + "\n";
+    std::free(quoted);
+    json_decref(s);
+  }
+  const std::string path = log_dir() + "/hparams.yaml";
+  detail::write_file_atomic(path, text.data(), text.size());
+}
+
+void CSVLogger::finalize() {
+  if (rewrite_ || written_ < rows_.size()) flush();
+}
+
+// ---- JSON lines -------------------------------------------------------------
+
+JsonLinesLogger::JsonLinesLogger(std::string save_dir, std::string name, std::optional<int> version)
+    : FolderLogger(std::move(save_dir), std::move(name), version) {}
+
+void JsonLinesLogger::log_metrics(const Metrics &metrics, int64_t step) {
+  json_t *o = json_object();
+  json_object_set_new(o, "step", json_integer(json_int_t(step)));
+  for (const auto &[k, v] : metrics) json_object_set_new(o, k.c_str(), std::isfinite(v) ? json_real(v) : json_null());
+  char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+  json_decref(o);
+  if (!text) fail(HPU_ERROR_OUT_OF_MEMORY, "cannot encode metrics as JSON");
+  const std::string path = metrics_path();
+  FILE *f = std::fopen(path.c_str(), "a");
+  if (!f) {
+    std::free(text);
+    fail(HPU_ERROR_IO, "cannot open %s: %s", path.c_str(), std::strerror(errno));
+  }
+  std::fputs(text, f);
+  std::fputc('\n', f);
+  std::free(text);
+  if (std::fclose(f) != 0) fail(HPU_ERROR_IO, "writing %s: %s", path.c_str(), std::strerror(errno));
+}
+
+void JsonLinesLogger::log_hyperparams(const std::map<std::string, std::string> &params) {
+  json_t *o = json_object();
+  for (const auto &[k, v] : params) json_object_set_new(o, k.c_str(), json_string(v.c_str()));
+  char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+  json_decref(o);
+  std::string s = text ? std::string(text) + "\n" : "{}\n";
+  std::free(text);
+  detail::write_file_atomic(log_dir() + "/hparams.json", s.data(), s.size());
+}
+
+}  // namespace hpu

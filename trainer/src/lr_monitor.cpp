@@ -1,0 +1,42 @@
+#include <hpu/trainer/callbacks.hpp>
+#include <hpu/trainer/trainer.hpp>
+
+#include "error.hpp"
+
+namespace hpu {
+
+LearningRateMonitor::LearningRateMonitor(std::string logging_interval, bool log_momentum)
+    : interval_(std::move(logging_interval)), momentum_(log_momentum) {
+  if (!interval_.empty() && interval_ != "step" && interval_ != "epoch")
+    detail::fail(HPU_ERROR_INVALID_ARGUMENT,
+                 "logging_interval is \"%s\"; accepted values: \"step\", \"epoch\" or none", interval_.c_str());
+}
+
+Metrics LearningRateMonitor::learning_rates(Trainer &t, bool momentum) {
+  Metrics m;
+  std::map<std::string, int> seen;
+  for (Optimizer *o : t.state().optimizers) {
+    int n = seen[o->name()]++;
+    std::string key = "lr-" + o->name() + (n ? "-" + std::to_string(n) : "");
+    m[key] = o->lr();
+    if (momentum) {
+      auto mom = o->momentum();
+      m[key + "-momentum"] = mom ? *mom : 0.0;
+    }
+  }
+  return m;
+}
+
+void LearningRateMonitor::on_train_batch_start(Trainer &t, int64_t) {
+  if (interval_ == "epoch" || !t.should_update_logs()) return;
+  Metrics m = learning_rates(t, momentum_);
+  if (!m.empty()) t.log_metrics(m, t.global_step());
+}
+
+void LearningRateMonitor::on_train_epoch_start(Trainer &t) {
+  if (interval_ == "step") return;
+  Metrics m = learning_rates(t, momentum_);
+  if (!m.empty()) t.log_metrics(m, t.global_step());
+}
+
+}  // namespace hpu

@@ -1,0 +1,137 @@
+#include <hpu/trainer/options.hpp>
+
+#include "error.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+namespace hpu {
+
+using detail::fail;
+
+namespace {
+
+int parse_devices(const Devices &d, int visible) {
+  int n = d.count;
+  if (!d.text.empty()) {
+    if (d.text == "auto") return visible;
+    char *end = nullptr;
+    long v = std::strtol(d.text.c_str(), &end, 10);
+    if (*end != '\0' || end == d.text.c_str())
+      fail(HPU_ERROR_INVALID_ARGUMENT, "devices is \"%s\"; expected a number or \"auto\"", d.text.c_str());
+    n = int(v);
+  }
+  if (n == -1) return visible;
+  if (n < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "devices is %d; expected >= 1, -1 or \"auto\"", n);
+  if (n > visible)
+    fail(HPU_ERROR_INVALID_ARGUMENT,
+         "devices is %d, but only %d HPUs are visible (see HPU_NUM_DEVICES and HPU_VISIBLE_DEVICES)", n, visible);
+  return n;
+}
+
+void check_count(const BatchCount &c, const char *name) {
+  if (c.fraction) {
+    double f = *c.fraction;
+    if (!(f >= 0.0 && f <= 1.0))
+      fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %g; a fraction must be in [0, 1] (or give a number of batches)", name, f);
+  } else if (c.batches < 0) {
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %lld; expected >= 0 batches", name, (long long)c.batches);
+  }
+}
+
+// NODE_RANK as Lightning reads it, or a launcher's equivalent.
+int node_rank_from_env() {
+  for (const char *name : {"NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_NODEID"}) {
+    if (const char *v = std::getenv(name)) {
+      char *end = nullptr;
+      long r = std::strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || r < 0)
+        fail(HPU_ERROR_INVALID_ARGUMENT, "%s is \"%s\"; expected a number >= 0", name, v);
+      return int(r);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int64_t limit_batches(const BatchCount &limit, int64_t total) {
+  if (!limit.fraction) return std::min(limit.batches, total);
+  double f = *limit.fraction;
+  int64_t n = int64_t(std::floor(double(total) * f));
+  if (n == 0 && f > 0.0 && total > 0) n = 1;
+  return n;
+}
+
+TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
+  TrainerConfig c;
+  if (o.accelerator != "hpu" && o.accelerator != "auto")
+    fail(HPU_ERROR_INVALID_ARGUMENT, "accelerator is \"%s\"; accepted values: \"hpu\", \"auto\"", o.accelerator.c_str());
+  c.accelerator = "hpu";
+  if (visible < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "no HPUs are visible (HPU_NUM_DEVICES, HPU_VISIBLE_DEVICES)");
+  c.devices = parse_devices(o.devices, visible);
+  if (o.num_nodes < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "num_nodes is %d; expected >= 1", o.num_nodes);
+  c.num_nodes = o.num_nodes;
+  c.node_rank = node_rank_from_env();
+  if (c.node_rank >= c.num_nodes)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "NODE_RANK is %d, but num_nodes is %d", c.node_rank, c.num_nodes);
+  c.world_size = c.num_nodes * c.devices;
+
+  if (o.strategy == "auto") {
+    c.strategy = c.world_size > 1 ? "hpu_ddp" : "hpu_single";
+  } else if (o.strategy == "hpu_single") {
+    if (c.world_size > 1)
+      fail(HPU_ERROR_INVALID_ARGUMENT,
+           "strategy is \"hpu_single\", but devices x num_nodes is %d; use \"hpu_ddp\" or \"auto\"", c.world_size);
+    c.strategy = o.strategy;
+  } else if (o.strategy == "hpu_ddp") {
+    c.strategy = o.strategy;
+  } else {
+    fail(HPU_ERROR_INVALID_ARGUMENT, "strategy is \"%s\"; accepted values: \"auto\", \"hpu_single\", \"hpu_ddp\"",
+         o.strategy.c_str());
+  }
+
+  if (o.precision != "32-true" && o.precision != "bf16-mixed")
+    fail(HPU_ERROR_INVALID_ARGUMENT, "precision is \"%s\"; accepted values: \"32-true\", \"bf16-mixed\"",
+         o.precision.c_str());
+  c.precision = o.precision;
+
+  if (o.max_steps < -1) fail(HPU_ERROR_INVALID_ARGUMENT, "max_steps is %lld; expected >= -1", (long long)o.max_steps);
+  c.max_steps = o.max_steps;
+  if (o.max_epochs) {
+    if (*o.max_epochs < -1)
+      fail(HPU_ERROR_INVALID_ARGUMENT, "max_epochs is %lld; expected >= -1", (long long)*o.max_epochs);
+    c.max_epochs = *o.max_epochs;
+  } else {
+    c.max_epochs = o.max_steps == -1 ? 1000 : -1;
+  }
+
+  check_count(o.limit_train_batches, "limit_train_batches");
+  check_count(o.limit_val_batches, "limit_val_batches");
+  check_count(o.limit_test_batches, "limit_test_batches");
+  check_count(o.val_check_interval, "val_check_interval");
+  if (!o.val_check_interval.fraction && o.val_check_interval.batches == 0)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "val_check_interval is 0; expected a fraction in (0, 1] or >= 1 batches");
+  if (o.val_check_interval.fraction && *o.val_check_interval.fraction == 0.0)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "val_check_interval is 0.0; expected a fraction in (0, 1] or >= 1 batches");
+  if (o.check_val_every_n_epoch < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "check_val_every_n_epoch is %d; expected >= 1", o.check_val_every_n_epoch);
+  if (o.log_every_n_steps < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "log_every_n_steps is %d; expected >= 1", o.log_every_n_steps);
+  if (o.accumulate_grad_batches < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "accumulate_grad_batches is %d; expected >= 1", o.accumulate_grad_batches);
+  if (!(o.gradient_clip_val >= 0.0) || std::isinf(o.gradient_clip_val))
+    fail(HPU_ERROR_INVALID_ARGUMENT, "gradient_clip_val is %g; expected a finite value >= 0 (0 = off)",
+         o.gradient_clip_val);
+  if (o.seed) {
+    c.seed = *o.seed;
+  } else {
+    std::random_device rd;
+    c.seed = (uint64_t(rd()) << 32) ^ rd();
+  }
+  c.default_root_dir = o.default_root_dir.empty() ? "." : o.default_root_dir;
+  return c;
+}
+
+}  // namespace hpu
