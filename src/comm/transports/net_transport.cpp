@@ -43,6 +43,10 @@ void NetTransport::add_engine(std::unique_ptr<Engine> engine, const std::vector<
   engines_.push_back(std::move(engine));
 }
 
+void NetTransport::progress() {
+  for (auto &e : engines_) e->poll();
+}
+
 MemoryRegionPtr NetTransport::register_memory(void *base, size_t bytes) {
   auto mr = std::make_unique<MemoryRegion>();
   mr->base = base;

@@ -64,6 +64,8 @@ class Engine {
   virtual Link *link(int peer) = 0;
   // Starts delivering frames (after the transport knows the links).
   virtual void start() = 0;
+  // Progress from a thread waiting for requests; true if anything moved.
+  virtual bool poll() { return false; }
   // Stops the threads after sending what is queued (BYE included), bounded.
   virtual void shutdown() = 0;
 };
@@ -92,6 +94,7 @@ class NetTransport final : public Transport {
 
  protected:
   void on_fail(hpuStatus_t status, const std::string &message) override;
+  void progress() override;
 
  private:
   struct SendReq;

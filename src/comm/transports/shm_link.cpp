@@ -1,8 +1,386 @@
+// shm: links between processes of one host through POSIX shared memory; no
+// socket on the data path. Each rank owns a segment holding one ring per
+// sender; a sender copies frames into its ring in the receiver's segment, the
+// receiver copies (or reduces) them out. A futex "bell" in each segment wakes
+// a sleeping receiver, or a sender waiting for room.
+//
+// Progress: a thread per endpoint drains the rings and pushes queued frames;
+// a thread waiting in Transport::wait drains them too (progress()), so a small
+// message usually reaches its waiter without a thread switch.
+// A peer that dies is seen through a pidfd within milliseconds; one that stops
+// is left to the deadline.
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <thread>
+
 #include "comm/transports/net_transport.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
+
 namespace hpu::comm {
-std::unique_ptr<Engine> make_shm_engine(NetTransport &, Bootstrap &, const std::vector<int> &, const uint8_t *,
-                                        const std::vector<int32_t> &, Deadline) {
-  fail(HPU_ERROR_NOT_AVAILABLE, "shm: not yet");
+
+namespace {
+
+constexpr size_t kRing = 2 << 20;      // bytes of one sender's ring
+constexpr size_t kChunk = 256 << 10;   // largest DATA payload
+constexpr size_t kFrame = sizeof(Frame);
+constexpr auto kDeathCheck = std::chrono::milliseconds(20);
+constexpr auto kFlushTime = std::chrono::seconds(1);
+
+struct alignas(64) Ring {
+  alignas(64) std::atomic<uint64_t> head{0};  // bytes written, by the sender
+  alignas(64) std::atomic<uint64_t> tail{0};  // bytes consumed, by the receiver
+  alignas(64) std::atomic<uint32_t> sender_waiting{0};
+  alignas(64) uint8_t data[kRing];
+};
+
+struct alignas(64) Segment {
+  alignas(64) std::atomic<uint32_t> bell{0};
+  alignas(64) std::atomic<uint32_t> sleeping{0};
+  // Ring rings[size] follows, one per possible sender.
+};
+
+size_t segment_bytes(int size) { return sizeof(Segment) + static_cast<size_t>(size) * sizeof(Ring); }
+Ring *ring_of(Segment *s, int sender) { return reinterpret_cast<Ring *>(s + 1) + sender; }
+
+size_t payload_bytes(const Frame &f) {
+  return f.type == Frame::eager || f.type == Frame::data || f.type == Frame::error ? f.size : 0;
 }
+size_t record_bytes(size_t payload) { return (kFrame + payload + 7) & ~size_t(7); }
+
+void ring_bell(Segment *s) {
+  s->bell.fetch_add(1, std::memory_order_seq_cst);
+  if (s->sleeping.load(std::memory_order_seq_cst))
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&s->bell), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
+
+std::string segment_name(const uint8_t secret[16], int rank) {
+  return strf("/hpu-comm-%02x%02x%02x%02x%02x%02x%02x%02x-%d", secret[0], secret[1], secret[2], secret[3], secret[4],
+              secret[5], secret[6], secret[7], rank);
+}
+
+Segment *map_segment(const std::string &name, int size, bool create) {
+  int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0) fail(HPU_ERROR_IO, "shm: cannot %s %s: %s", create ? "create" : "open", name.c_str(), strerror(errno));
+  size_t bytes = segment_bytes(size);
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    fail(HPU_ERROR_OUT_OF_MEMORY, "shm: cannot size %s to %zu bytes: %s", name.c_str(), bytes, strerror(e));
+  }
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) fail(HPU_ERROR_IO, "shm: cannot map %s: %s", name.c_str(), strerror(errno));
+  return static_cast<Segment *>(p);
+}
+
+class ShmEngine;
+
+struct Outgoing {
+  Frame frame;
+  const void *payload;
+  size_t bytes;
+  std::function<void(bool)> done;
+};
+
+class ShmLink final : public Link {
+ public:
+  ShmLink(ShmEngine *e, int peer) : engine(e), peer(peer) {}
+  void send(const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) override;
+  size_t max_chunk() const override { return kChunk; }
+  const char *kind() const override { return "shm"; }
+
+  // Copies one frame into the peer's ring if it has room (under mu).
+  bool try_write(const Frame &f, const void *payload, size_t bytes);
+  bool flush();  // queued frames that fit; true if any moved
+
+  ShmEngine *engine;
+  int peer;
+  Segment *remote = nullptr;  // the peer's segment (we write ring_of(remote, our rank))
+  Ring *out = nullptr;
+  Ring *in = nullptr;  // its ring in our segment
+  int pidfd = -1;
+  bool dead = false;
+  std::mutex mu;
+  std::deque<Outgoing> queue;
+};
+
+class ShmEngine final : public Engine {
+ public:
+  ShmEngine(NetTransport &t, int rank, int size) : t_(t), rank_(rank), size_(size), links_(static_cast<size_t>(size)) {}
+  ~ShmEngine() override {
+    shutdown();
+    for (auto &l : links_) {
+      if (!l) continue;
+      if (l->pidfd >= 0) close(l->pidfd);
+      if (l->remote) munmap(l->remote, segment_bytes(size_));
+    }
+    if (mine_) munmap(mine_, segment_bytes(size_));
+  }
+
+  Link *link(int peer) override { return links_[static_cast<size_t>(peer)].get(); }
+
+  void start() override {
+    started_ = true;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  void shutdown() override {
+    if (!thread_.joinable()) return;
+    Frame bye;
+    bye.type = Frame::bye;
+    for (auto &l : links_)
+      if (l && !l->dead) l->send(bye, nullptr, 0, 0, nullptr);
+    flush_until_ = Clock::now() + kFlushTime;
+    closing_ = true;
+    ring_bell(mine_);
+    thread_.join();
+    for (auto &l : links_) {  // what a stuck peer never took
+      if (!l) continue;
+      std::deque<Outgoing> left;
+      {
+        std::lock_guard<std::mutex> lock(l->mu);
+        left.swap(l->queue);
+      }
+      for (auto &o : left)
+        if (o.done) o.done(false);
+    }
+  }
+
+  // From a waiting thread: drain what has arrived, if no one else is.
+  bool poll() override {
+    std::unique_lock<std::mutex> lock(drain_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    bool did = false;
+    for (auto &l : links_)
+      if (l && !l->dead) did |= drain(*l);
+    return did;
+  }
+
+  Segment *mine_ = nullptr;
+  std::vector<std::unique_ptr<ShmLink>> &links() { return links_; }
+  int rank() const { return rank_; }
+
+ private:
+  // Frames of one peer's ring, in order.
+  bool drain(ShmLink &l) {
+    Ring *r = l.in;
+    uint64_t tail = r->tail.load(std::memory_order_relaxed);
+    uint64_t head = r->head.load(std::memory_order_acquire);
+    bool did = false;
+    while (tail < head) {
+      size_t pos = tail % kRing;
+      if (kRing - pos < kFrame) {
+        tail += kRing - pos;
+        continue;
+      }
+      Frame f;
+      std::memcpy(&f, r->data + pos, kFrame);
+      if (f.type == Frame::pad) {
+        tail += kRing - pos;
+        continue;
+      }
+      size_t bytes = payload_bytes(f);
+      if (bytes > t_.frame_limit(l.peer, f) || record_bytes(bytes) > kRing - pos) {
+        t_.fail_all(HPU_ERROR_REMOTE, strf("rank %d wrote a frame of type %u with %zu bytes into shared memory "
+                                           "(at most %zu)", l.peer, f.type, bytes, t_.frame_limit(l.peer, f)));
+        l.dead = true;
+        return true;
+      }
+      t_.on_frame(l.peer, f, r->data + pos + kFrame);
+      tail += record_bytes(bytes);
+      r->tail.store(tail, std::memory_order_seq_cst);
+      did = true;
+      if (r->sender_waiting.load(std::memory_order_seq_cst)) ring_bell(l.remote);
+    }
+    return did;
+  }
+
+  void check_deaths() {
+    for (auto &l : links_) {
+      if (!l || l->dead || l->pidfd < 0) continue;
+      pollfd p{l->pidfd, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) continue;
+      {
+        std::lock_guard<std::mutex> lock(drain_mu_);
+        drain(*l);  // what it wrote before it died
+      }
+      l->dead = true;
+      if (!closing_) t_.on_link_closed(l->peer, "its process exited");
+    }
+  }
+
+  void run() {
+    int idle = 0;
+    auto next_check = Clock::now();
+    for (;;) {
+      bool did = poll();
+      for (auto &l : links_)
+        if (l && !l->dead) did |= l->flush();
+      auto now = Clock::now();
+      if (now >= next_check) {
+        check_deaths();
+        next_check = now + kDeathCheck;
+      }
+      if (closing_) {
+        bool empty = true;
+        for (auto &l : links_)
+          if (l && !l->dead) {
+            std::lock_guard<std::mutex> lock(l->mu);
+            empty = empty && l->queue.empty();
+          }
+        if (empty || now >= flush_until_) return;
+      }
+      if (did) {
+        idle = 0;
+        continue;
+      }
+      if (++idle < 64) {
+        std::this_thread::yield();
+        continue;
+      }
+      // Sleep until a peer rings (new frames, or room in a ring we wait on).
+      mine_->sleeping.store(1, std::memory_order_seq_cst);
+      uint32_t seen = mine_->bell.load(std::memory_order_seq_cst);
+      bool waiting = false;
+      for (auto &l : links_) {
+        if (!l || l->dead) continue;
+        std::lock_guard<std::mutex> lock(l->mu);
+        l->out->sender_waiting.store(l->queue.empty() ? 0 : 1, std::memory_order_seq_cst);
+        waiting = waiting || !l->queue.empty();
+      }
+      bool ready = false;
+      for (auto &l : links_)
+        if (l && !l->dead && l->in->tail.load() != l->in->head.load()) ready = true;
+      if (!ready && !closing_) {
+        timespec ts{0, waiting ? 2000000 : 20000000};
+        syscall(SYS_futex, reinterpret_cast<uint32_t *>(&mine_->bell), FUTEX_WAIT, seen, &ts, nullptr, 0);
+      }
+      mine_->sleeping.store(0, std::memory_order_relaxed);
+      idle = 0;
+    }
+  }
+
+  NetTransport &t_;
+  int rank_, size_;
+  std::vector<std::unique_ptr<ShmLink>> links_;
+  std::mutex drain_mu_;
+  std::thread thread_;
+  std::atomic<bool> closing_{false};
+  bool started_ = false;
+  Deadline flush_until_;
+};
+
+bool ShmLink::try_write(const Frame &f, const void *payload, size_t bytes) {
+  if (dead) return false;
+  size_t rec = record_bytes(bytes);
+  uint64_t head = out->head.load(std::memory_order_relaxed);
+  uint64_t tail = out->tail.load(std::memory_order_acquire);
+  size_t pos = head % kRing, waste = kRing - pos < rec ? kRing - pos : 0;
+  if (kRing - (head - tail) < waste + rec) return false;
+  if (waste >= kFrame) {
+    Frame pad;
+    pad.type = Frame::pad;
+    std::memcpy(out->data + pos, &pad, kFrame);
+  }
+  head += waste;
+  pos = head % kRing;
+  std::memcpy(out->data + pos, &f, kFrame);
+  if (bytes) std::memcpy(out->data + pos + kFrame, payload, bytes);
+  out->head.store(head + rec, std::memory_order_seq_cst);
+  return true;
+}
+
+bool ShmLink::flush() {
+  std::vector<std::function<void(bool)>> finished;
+  bool moved = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    while (!queue.empty() && try_write(queue.front().frame, queue.front().payload, queue.front().bytes)) {
+      if (queue.front().done) finished.push_back(std::move(queue.front().done));
+      queue.pop_front();
+      moved = true;
+    }
+  }
+  if (moved) ring_bell(remote);
+  for (auto &d : finished) d(true);
+  return moved;
+}
+
+void ShmLink::send(const Frame &f, const void *payload, size_t bytes, int, std::function<void(bool)> done) {
+  bool written = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (dead) {
+      // fall through to failure below
+    } else if (queue.empty() && try_write(f, payload, bytes)) {
+      written = true;
+    } else {
+      queue.push_back({f, payload, bytes, std::move(done)});
+      ring_bell(engine->mine_);  // our progress thread pushes it when there is room
+      return;
+    }
+  }
+  if (written) ring_bell(remote);
+  if (done) done(written);
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
+                                        const uint8_t secret[16], const std::vector<int32_t> &pids,
+                                        Deadline deadline) {
+  int rank = bootstrap.rank(), size = bootstrap.size();
+  auto engine = std::make_unique<ShmEngine>(t, rank, size);
+  std::string name = segment_name(secret, rank);
+  if (!peers.empty()) {
+    shm_unlink(name.c_str());  // a leftover of a crashed job with the same secret is impossible, but harmless
+    engine->mine_ = map_segment(name, size, true);
+    new (engine->mine_) Segment();
+    for (int p : peers) new (ring_of(engine->mine_, p)) Ring();
+  }
+  struct Flag {
+    int32_t ok;
+  };
+  Flag made{1};
+  bootstrap.allgather(made, deadline);  // every segment exists
+  std::string error;
+  try {
+    for (int p : peers) {
+      auto l = std::make_unique<ShmLink>(engine.get(), p);
+      l->remote = map_segment(segment_name(secret, p), size, false);
+      l->out = ring_of(l->remote, rank);
+      l->in = ring_of(engine->mine_, p);
+      l->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pids[static_cast<size_t>(p)], 0));
+      if (l->pidfd < 0)
+        HPU_LOG(warn, "comm", "shm: cannot watch process %d of rank %d (%s); its death will show as a timeout",
+                pids[static_cast<size_t>(p)], p, strerror(errno));
+      engine->links()[static_cast<size_t>(p)] = std::move(l);
+    }
+  } catch (const Error &e) {
+    error = e.what();
+  }
+  Flag mapped{error.empty() ? 1 : 0};
+  auto all = bootstrap.allgather(mapped, deadline);  // every segment mapped: the names can go
+  if (!peers.empty()) shm_unlink(name.c_str());
+  if (!error.empty()) throw Error(HPU_ERROR_IO, error);
+  for (int r = 0; r < size; ++r)
+    if (!all[static_cast<size_t>(r)].ok)
+      fail(HPU_ERROR_REMOTE, "shm: rank %d could not map the shared memory of its peers", r);
+  if (!peers.empty())
+    HPU_LOG(debug, "comm", "shm transport of rank %d: %zu peer(s), %s ring each", rank, peers.size(),
+            format_bytes(kRing).c_str());
+  return engine;
+}
+
+}  // namespace hpu::comm
