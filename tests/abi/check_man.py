@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from abilib import (MAN3_SECTIONS, Failures, Page, canonical_prototype, header_declarations, man_pages,
-                    read_ledger, roff_args, strip_c_comments, tbl_rows)
+                    read_ledger, roff_args, strip_c_comments, tbl_rows, unescape)
 
 # Pages outside libhpu that pages may refer to. Add a name here when a page
 # needs another system page.
@@ -136,7 +136,7 @@ def check_xrefs(src, pages, f):
         for n, line in enumerate(page.lines, 1):
             if not re.match(r"\.(BR|RB|IR|RI|BI|IB) ", line):
                 continue
-            args = roff_args(line[4:])
+            args = [unescape(a) for a in roff_args(line[4:])]
             for i in range(len(args) - 1):
                 m = re.match(r"\((\d)\)", args[i + 1])
                 if not m or not re.fullmatch(r"[\w.:+-]+", args[i]):
