@@ -143,8 +143,8 @@ HPU_API hpuStatus_t hpuEventQuery(hpuEvent_t event) {
 HPU_API hpuStatus_t hpuEventElapsedTime(float *ms, hpuEvent_t start, hpuEvent_t end) {
   HPU_API_BEGIN
   HPU_CHECK_ARG(ms != nullptr, "ms is NULL");
-  auto a = event_registry().get(start);
-  auto b = event_registry().get(end);
+  auto a = event_registry().get(start, "start");
+  auto b = event_registry().get(end, "end");
   *ms = Event::elapsed_ms(*a, *b);
   HPU_API_END
 }

@@ -76,11 +76,11 @@ void set_timeout(Config &c, const std::string &where, const std::string &value) 
     bad(where, value, "a positive number of seconds such as 30, 2.5 or 500ms");
 }
 
-std::string json_text(const std::string &key, json_t *v) {
+std::string json_text(const std::string &where, json_t *v) {
   if (json_is_string(v)) return json_string_value(v);
   if (json_is_integer(v)) return strf("%lld", static_cast<long long>(json_integer_value(v)));
   if (json_is_real(v)) return strf("%.17g", json_real_value(v));
-  fail(HPU_ERROR_CONFIG, "HPU_CONFIG key \"%s\" must be a string or a number", key.c_str());
+  fail(HPU_ERROR_CONFIG, "%s must be a string or a number", where.c_str());
 }
 
 void apply_comm_object(Config &c, const std::string &path, json_t *obj) {
@@ -90,11 +90,11 @@ void apply_comm_object(Config &c, const std::string &path, json_t *obj) {
   json_object_foreach(obj, key, v) {
     std::string where = path + ": comm." + key;
     if (strcmp(key, "timeout") == 0) {
-      set_timeout(c, where, json_text(key, v));
+      set_timeout(c, where, json_text(where, v));
     } else if (strcmp(key, "transport") == 0) {
-      c.comm.transport = json_text(key, v);
+      c.comm.transport = json_text(where, v);
     } else if (strcmp(key, "algo") == 0) {
-      c.comm.algo = json_text(key, v);
+      c.comm.algo = json_text(where, v);
     } else {
       fail(HPU_ERROR_CONFIG, "%s: unknown key \"comm.%s\" (known: timeout, transport, algo)",
            path.c_str(), key);
@@ -121,29 +121,29 @@ void apply_file(Config &c, const std::string &path) {
   json_object_foreach(root, key, v) {
     std::string where = path + ": " + key;
     if (strcmp(key, "num_devices") == 0) {
-      c.num_devices = parse_int(where, json_text(key, v), 1, 256);
+      c.num_devices = parse_int(where, json_text(where, v), 1, 256);
     } else if (strcmp(key, "visible_devices") == 0) {
       if (json_is_array(v)) {
         std::string joined;
         size_t i;
         json_t *item;
-        json_array_foreach(v, i, item) joined += (i ? "," : "") + json_text(key, item);
+        json_array_foreach(v, i, item) joined += (i ? "," : "") + json_text(where, item);
         c.visible_devices = parse_int_list(where, joined);
       } else {
-        c.visible_devices = parse_int_list(where, json_text(key, v));
+        c.visible_devices = parse_int_list(where, json_text(where, v));
       }
     } else if (strcmp(key, "profile") == 0) {
-      set_profile(c, where, json_text(key, v));
+      set_profile(c, where, json_text(where, v));
     } else if (strcmp(key, "device_memory") == 0) {
-      set_memory(c, where, json_text(key, v));
+      set_memory(c, where, json_text(where, v));
     } else if (strcmp(key, "memory_fraction") == 0) {
-      set_fraction(c, where, json_text(key, v));
+      set_fraction(c, where, json_text(where, v));
     } else if (strcmp(key, "log_level") == 0) {
-      set_log_level_text(c, where, json_text(key, v));
+      set_log_level_text(c, where, json_text(where, v));
     } else if (strcmp(key, "log_file") == 0) {
-      c.log_file = json_text(key, v);
+      c.log_file = json_text(where, v);
     } else if (strcmp(key, "num_threads") == 0) {
-      c.num_threads = parse_int(where, json_text(key, v), 0, 4096);
+      c.num_threads = parse_int(where, json_text(where, v), 0, 4096);
     } else if (strcmp(key, "comm") == 0) {
       apply_comm_object(c, path, v);
     } else {
@@ -216,7 +216,13 @@ Config load_config() {
   Config c;
   if (const char *path = env("HPU_CONFIG")) apply_file(c, path);
   if (const char *v = env("HPU_NUM_DEVICES")) c.num_devices = parse_int("HPU_NUM_DEVICES", v, 1, 256);
-  if (const char *v = env("HPU_VISIBLE_DEVICES")) c.visible_devices = parse_int_list("HPU_VISIBLE_DEVICES", v);
+  // Where the visible list came from, for the messages below.
+  std::string visible = "HPU_VISIBLE_DEVICES";
+  if (!c.visible_devices.empty()) visible = std::string(env("HPU_CONFIG")) + ": visible_devices";
+  if (const char *v = env("HPU_VISIBLE_DEVICES")) {
+    c.visible_devices = parse_int_list("HPU_VISIBLE_DEVICES", v);
+    visible = "HPU_VISIBLE_DEVICES";
+  }
   if (const char *v = env("HPU_DEVICE_PROFILE")) set_profile(c, "HPU_DEVICE_PROFILE", v);
   if (const char *v = env("HPU_DEVICE_MEMORY")) set_memory(c, "HPU_DEVICE_MEMORY", v);
   if (const char *v = env("HPU_MEMORY_FRACTION")) set_fraction(c, "HPU_MEMORY_FRACTION", v);
@@ -230,10 +236,10 @@ Config load_config() {
   for (size_t i = 0; i < c.visible_devices.size(); ++i) {
     int d = c.visible_devices[i];
     if (d >= c.num_devices)
-      fail(HPU_ERROR_CONFIG, "HPU_VISIBLE_DEVICES lists device %d but only %d devices exist (HPU_NUM_DEVICES=%d)",
+      fail(HPU_ERROR_CONFIG, "%s lists device %d but only %d devices exist (HPU_NUM_DEVICES=%d)", visible.c_str(),
            d, c.num_devices, c.num_devices);
     for (size_t j = 0; j < i; ++j)
-      if (c.visible_devices[j] == d) fail(HPU_ERROR_CONFIG, "HPU_VISIBLE_DEVICES lists device %d twice", d);
+      if (c.visible_devices[j] == d) fail(HPU_ERROR_CONFIG, "%s lists device %d twice", visible.c_str(), d);
   }
   return c;
 }

@@ -48,16 +48,17 @@ class Registry {
     return handle_encode(kind_, s.generation, slot);
   }
 
-  // The object behind a handle, or HPU_ERROR_INVALID_HANDLE naming it.
-  std::shared_ptr<T> get(const void *handle) const {
+  // The object behind a handle, or HPU_ERROR_INVALID_HANDLE naming it, as
+  // `name` (the caller's argument name) when given.
+  std::shared_ptr<T> get(const void *handle, const char *name = nullptr) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return slot_of(handle).obj;
+    return slot_of(handle, name ? name : what_).obj;
   }
 
   // Removes the handle (later lookups fail) and returns its object.
   std::shared_ptr<T> remove(const void *handle) {
     std::lock_guard<std::mutex> lock(mu_);
-    Slot &s = const_cast<Slot &>(slot_of(handle));
+    Slot &s = const_cast<Slot &>(slot_of(handle, what_));
     std::shared_ptr<T> obj = std::move(s.obj);
     s.obj.reset();
     s.generation = (s.generation + 1) & 0xFFFFFF;
@@ -80,15 +81,15 @@ class Registry {
     std::shared_ptr<T> obj;
   };
 
-  const Slot &slot_of(const void *handle) const {
+  const Slot &slot_of(const void *handle, const char *name) const {
     uint64_t h = reinterpret_cast<uintptr_t>(handle);
-    if (h == 0) fail(HPU_ERROR_INVALID_HANDLE, "%s is NULL", what_);
+    if (h == 0) fail(HPU_ERROR_INVALID_HANDLE, "%s is NULL", name);
     uint32_t slot = static_cast<uint32_t>(h & 0xFFFFFFFFu) - 1;
     uint32_t gen = static_cast<uint32_t>((h >> 32) & 0xFFFFFF);
     if ((h >> 56) != static_cast<uint64_t>(kind_) || slot >= slots_.size() ||
         slots_[slot].generation != gen || !slots_[slot].obj)
       fail(HPU_ERROR_INVALID_HANDLE, "%s %p is not a live %s handle (closed, foreign or of another kind)",
-           what_, handle, what_);
+           name, handle, what_);
     return slots_[slot];
   }
 
