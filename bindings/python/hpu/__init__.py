@@ -34,6 +34,13 @@ from .memory import (ALLOCATOR_STATS_KEYS, HABANA_STATS_KEYS, DeviceMemory, empt
                      mem_alloc, mem_get_info, memory_allocated, memory_stats, reset_accumulated_memory_stats,
                      reset_peak_memory_stats)
 from .stream import Event, Stream, current_stream, default_stream, stream
+from .tensor import (Tensor, empty, from_numpy, frombuffer, full, get_rng_state, manual_seed, ones, rand, randn,
+                     set_rng_state, tensor, zeros)
+from . import ops
+from .comm import Comm, ReduceOp, get_unique_id, group
+from .ops import (adamw_step, add, addmm, bmm, cast, cross_entropy, div, dropout, embedding, exp, gelu, layer_norm,
+                  linear, log, log_softmax, matmul, mean, mm, mul, nll_loss, relu, sgd_step, sigmoid, softmax, sub,
+                  sum, tan, tanh)
 
 
 def library_path() -> str:

@@ -47,6 +47,14 @@ def _handle(index: int) -> int:
     return h
 
 
+def device_of_handle(handle: int) -> "Device":
+    """The Device whose open handle is `handle` (every handle the binding sees was opened by it)."""
+    for index, h in list(_handles.items()):
+        if h == handle:
+            return Device(index)
+    raise InvalidArgumentError(f"device handle {handle:#x} was not opened by this binding")
+
+
 def _index(device: "DeviceLike") -> int:
     if device is None:
         return current_device()

@@ -166,6 +166,13 @@ def current_stream(device: DeviceLike = None) -> Stream:
     return chosen[-1] if chosen else default_stream(dev)
 
 
+def stream_for(device_index: int) -> Optional[int]:
+    """The handle of the stream this thread chose for a device with :func:`stream`, or None
+    (NULL: libhpu uses the device's default stream)."""
+    chosen = getattr(_local, "streams", {}).get(device_index)
+    return chosen[-1].handle if chosen else None
+
+
 @contextmanager
 def stream(s: Optional[Stream]) -> Iterator[Optional[Stream]]:
     """Makes `s` the current stream of its device in this thread for the block (None: no change)."""

@@ -5,7 +5,7 @@ import unittest
 from support import run_python
 
 SUITES = ["test_errors", "test_device", "test_memory", "test_stream", "test_autocast", "test_diagnostics",
-          "test_dtypes"]
+          "test_dtypes", "test_tensor", "test_comm"]
 
 BLOCKED = """
 import sys, unittest
