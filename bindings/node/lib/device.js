@@ -73,6 +73,12 @@ class Device {
   }
 }
 
+/** The Device whose open handle is `handle` (every handle the binding sees was opened by it). */
+function deviceOfHandle(handle) {
+  for (const [index, h] of handles) if (h === handle) return new Device(index);
+  throw invalidArgument(`device handle ${handle} was not opened by this binding`);
+}
+
 /** The device argument of every function, as a Device (undefined: the current one). */
 function resolve(device) {
   return device instanceof Device ? device : new Device(device);
@@ -129,6 +135,6 @@ function synchronize(device) {
 }
 
 module.exports = {
-  Device, resolve, deviceCount, isAvailable, currentDevice, setDevice, withDevice,
+  Device, resolve, deviceOfHandle, deviceCount, isAvailable, currentDevice, setDevice, withDevice,
   getDeviceProperties, getDeviceName, synchronize,
 };

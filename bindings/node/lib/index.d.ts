@@ -136,3 +136,79 @@ export declare function getLogLevel(): LogLevel;
 export declare function profilerStart(path: string): void;
 export declare function profilerStop(): void;
 export declare function profilerSummary(): string;
+
+/** Runs fn with `stream` as the queue for work on its device (across fn's awaits too). */
+export declare function withStream<T>(stream: Stream, fn: (stream: Stream) => T): T;
+
+export interface TensorOptions { dtype?: DType; device?: DeviceLike }
+
+export declare class Tensor {
+  readonly handle: bigint;
+  readonly dtype: DType;
+  readonly shape: number[];
+  readonly device: Device;
+  readonly ndim: number;
+  readonly numel: number;
+  readonly nbytes: number;
+  readonly strides: number[];
+  isContiguous(): boolean;
+  dataPtr(): bigint;
+  release(): void;
+  /** Raw bytes, row-major (bfloat16 / float16: their bits). */
+  bytes(): Buffer;
+  /** Flat elements (bfloat16 / float16 as Float32Array; bool as boolean[]). */
+  data(): ArrayBufferView | boolean[];
+  toList(): unknown;
+  item(): number | bigint | boolean;
+  fill(value: number): this;
+  uniform(low?: number, high?: number): this;
+  normal(mean?: number, std?: number): this;
+  copyFrom(src: Tensor | ArrayBufferView | unknown[]): this;
+  to(target: DType | DeviceLike | TensorOptions): Tensor;
+  clone(): Tensor;
+  contiguous(): Tensor;
+  reshape(shape: number[]): Tensor;
+  transpose(dim0: number, dim1: number): Tensor;
+  slice(dim: number, start?: number, end?: number, step?: number): Tensor;
+}
+export declare function tensor(data: ArrayBufferView | unknown[] | number | boolean | bigint | Tensor,
+  options?: TensorOptions & { shape?: number[] }): Tensor;
+export declare function frombuffer(data: HostData, dtype: DType, shape?: number[], options?: { device?: DeviceLike }): Tensor;
+export declare function empty(shape: number[], options?: TensorOptions): Tensor;
+export declare function full(shape: number[], value: number, options?: TensorOptions): Tensor;
+export declare function zeros(shape: number[], options?: TensorOptions): Tensor;
+export declare function ones(shape: number[], options?: TensorOptions): Tensor;
+export declare function rand(shape: number[], options?: TensorOptions): Tensor;
+export declare function randn(shape: number[], options?: TensorOptions): Tensor;
+export declare function manualSeed(seed: number | bigint, device?: DeviceLike): void;
+export declare function getRngState(device?: DeviceLike): { seed: number | bigint; offset: number | bigint };
+export declare function setRngState(state: { seed: number | bigint; offset: number | bigint }, device?: DeviceLike): void;
+
+export declare const ReduceOp: Readonly<{ SUM: 0; PRODUCT: 1; MIN: 2; MAX: 3; AVG: 4 }>;
+export type ReduceOpLike = number | 'sum' | 'product' | 'prod' | 'min' | 'max' | 'avg' | 'mean';
+export declare function getUniqueId(): Buffer;
+/** Runs fn with its collectives and sends/receives issued together at the end. */
+export declare function group<T>(fn: () => T): T;
+export declare class Comm {
+  static initAll(devices?: DeviceLike[]): Comm[];
+  static initRank(device: DeviceLike, worldSize: number, uniqueId: Buffer, rank: number): Promise<Comm>;
+  readonly handle: bigint;
+  readonly device: Device;
+  readonly rank: number;
+  readonly worldSize: number;
+  timeout: number;
+  allReduce(tensor: Tensor, op?: ReduceOpLike): Tensor;
+  broadcast(tensor: Tensor, src?: number): Tensor;
+  reduce(tensor: Tensor, dst?: number, op?: ReduceOpLike): Tensor;
+  allGatherIntoTensor(output: Tensor, input: Tensor): Tensor;
+  allGather(tensorList: Tensor[], tensor: Tensor): Tensor[];
+  reduceScatterTensor(output: Tensor, input: Tensor, op?: ReduceOpLike): Tensor;
+  allToAllSingle(output: Tensor, input: Tensor): Tensor;
+  barrier(): void;
+  send(tensor: Tensor, dst: number): void;
+  recv(tensor: Tensor, src: number): Tensor;
+  synchronize(): void;
+  getAsyncError(): HpuError | null;
+  abort(): void;
+  destroy(): void;
+}

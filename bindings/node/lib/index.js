@@ -11,6 +11,8 @@ const stream = require('./stream');
 const dtypes = require('./dtypes');
 const autocast = require('./autocast');
 const diagnostics = require('./diagnostics');
+const tensor = require('./tensor');
+const comm = require('./comm');
 
 /** libhpu's version, "major.minor.patch". */
 function libraryVersion() {
@@ -47,6 +49,23 @@ module.exports = {
   Stream: stream.Stream,
   Event: stream.Event,
   defaultStream: stream.defaultStream,
+  withStream: stream.withStream,
+  Tensor: tensor.Tensor,
+  tensor: tensor.tensor,
+  frombuffer: tensor.frombuffer,
+  empty: tensor.empty,
+  full: tensor.full,
+  zeros: tensor.zeros,
+  ones: tensor.ones,
+  rand: tensor.rand,
+  randn: tensor.randn,
+  manualSeed: tensor.manualSeed,
+  getRngState: tensor.getRngState,
+  setRngState: tensor.setRngState,
+  ReduceOp: comm.ReduceOp,
+  Comm: comm.Comm,
+  getUniqueId: comm.getUniqueId,
+  group: comm.group,
   DTYPES: dtypes.NAMES,
   AUTOCAST_LISTS: autocast.AUTOCAST_LISTS,
   autocast: autocast.autocast,

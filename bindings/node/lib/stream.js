@@ -1,6 +1,7 @@
 'use strict';
 // Streams (in-order queues run by a device's workers) and events (markers on them).
 
+const { AsyncLocalStorage } = require('node:async_hooks');
 const { C } = require('./native');
 const { Status, HpuError } = require('./errors');
 const { resolve } = require('./device');
@@ -127,4 +128,22 @@ function defaultStream(device) {
   return new Stream(d, out[0]);
 }
 
-module.exports = { Stream, Event, defaultStream };
+const chosen = new AsyncLocalStorage();
+
+/**
+ * Runs fn() with `stream` as the stream that tensor operations, ops and
+ * collectives on its device are queued on (instead of the device's default
+ * stream), following fn's awaits; returns fn's result.
+ */
+function withStream(stream, fn) {
+  const map = new Map(chosen.getStore() ?? []);
+  map.set(stream.device.index, stream);
+  return chosen.run(map, fn, stream);
+}
+
+/** The handle of the stream withStream() chose for a device, or null (its default stream). */
+function streamFor(deviceIndex) {
+  return chosen.getStore()?.get(deviceIndex)?.handle ?? null;
+}
+
+module.exports = { Stream, Event, defaultStream, withStream, streamFor };

@@ -1,0 +1,269 @@
+'use strict';
+// Collectives between devices, with torch.distributed's names in camelCase. A
+// Comm is one rank of a group, bound to one device; collectives work in place on
+// that device's tensors and are queued on its stream (withStream, else the
+// default stream), so later reads of the tensors see the result.
+
+const native = require('./native');
+
+const { koffi, lib, declare, getLastErrorMessage } = native;
+const { HpuError, invalidArgument, statusName } = require('./errors');
+const { resolve, deviceCount } = require('./device');
+const { streamFor } = require('./stream');
+const { DTYPES } = require('./dtypes');
+const { Tensor, empty } = require('./tensor');
+
+const UNIQUE_ID_BYTES = 128;
+koffi.struct('hpuUniqueId_t', { internal: koffi.array('uint8_t', UNIQUE_ID_BYTES) });
+
+const COLL = 'const void *send, void *recv, size_t count, int dtype';
+const C = declare({
+  hpuGetUniqueId: 'int hpuGetUniqueId(_Out_ hpuUniqueId_t *id)',
+  hpuCommInitAll: 'int hpuCommInitAll(_Out_ hpuHandle *comms, int ndev, const hpuHandle *devs)',
+  hpuCommDestroy: 'int hpuCommDestroy(hpuHandle comm)',
+  hpuCommAbort: 'int hpuCommAbort(hpuHandle comm)',
+  hpuCommGetAsyncError: 'int hpuCommGetAsyncError(hpuHandle comm, _Out_ int *error)',
+  hpuCommCount: 'int hpuCommCount(hpuHandle comm, _Out_ int *count)',
+  hpuCommUserRank: 'int hpuCommUserRank(hpuHandle comm, _Out_ int *rank)',
+  hpuCommSetTimeout: 'int hpuCommSetTimeout(hpuHandle comm, double seconds)',
+  hpuCommGetTimeout: 'int hpuCommGetTimeout(hpuHandle comm, _Out_ double *seconds)',
+  hpuAllreduce: `int hpuAllreduce(${COLL}, int op, hpuHandle comm, hpuHandle stream)`,
+  hpuBroadcast: `int hpuBroadcast(${COLL}, int root, hpuHandle comm, hpuHandle stream)`,
+  hpuReduce: `int hpuReduce(${COLL}, int op, int root, hpuHandle comm, hpuHandle stream)`,
+  hpuAllgather: `int hpuAllgather(${COLL}, hpuHandle comm, hpuHandle stream)`,
+  hpuReduceScatter: `int hpuReduceScatter(${COLL}, int op, hpuHandle comm, hpuHandle stream)`,
+  hpuAlltoall: `int hpuAlltoall(${COLL}, hpuHandle comm, hpuHandle stream)`,
+  hpuBarrier: 'int hpuBarrier(hpuHandle comm, hpuHandle stream)',
+  hpuSend: 'int hpuSend(const void *send, size_t count, int dtype, int peer, hpuHandle comm, hpuHandle stream)',
+  hpuRecv: 'int hpuRecv(void *recv, size_t count, int dtype, int peer, hpuHandle comm, hpuHandle stream)',
+  hpuGroupStart: 'int hpuGroupStart(void)',
+  hpuGroupEnd: 'int hpuGroupEnd(void)',
+});
+// Joining blocks until every rank has joined: it runs on a worker thread (koffi's async call).
+const initRankRaw = lib.func('int hpuCommInitRank(_Out_ hpuHandle *comm, hpuHandle dev, int nranks, const hpuUniqueId_t *id, int rank)');
+
+/** Reduction operations (hpuRedOp_t), named as torch.distributed.ReduceOp. */
+const ReduceOp = Object.freeze({ SUM: 0, PRODUCT: 1, MIN: 2, MAX: 3, AVG: 4 });
+const OP_NAMES = { sum: 0, product: 1, prod: 1, min: 2, max: 3, avg: 4, mean: 4 };
+
+function opOf(op) {
+  if (typeof op === 'string' && op.toLowerCase() in OP_NAMES) return OP_NAMES[op.toLowerCase()];
+  if (Object.values(ReduceOp).includes(op)) return op;
+  throw invalidArgument(`op ${JSON.stringify(op)} is not one of sum, product, min, max, avg`);
+}
+
+/** A new rendezvous token (128 bytes with a fresh random secret) for Comm.initRank. */
+function getUniqueId() {
+  const id = {};
+  C.hpuGetUniqueId(id);
+  return Buffer.from(id.internal);
+}
+
+const reaper = new FinalizationRegistry((handle) => {
+  try { C.hpuCommDestroy(handle); } catch { /* the process may be ending */ }
+});
+
+/** One rank of a communicator group. */
+class Comm {
+  constructor(handle, device) {
+    this.handle = handle;
+    this.device = device;
+    const n = [0];
+    const r = [0];
+    C.hpuCommCount(handle, n);
+    C.hpuCommUserRank(handle, r);
+    this.worldSize = n[0];
+    this.rank = r[0];
+    this._live = true;
+    reaper.register(this, handle, this);
+  }
+
+  /** A whole group in this process: rank i on devices[i] (every visible device by default). */
+  static initAll(devices) {
+    const devs = (devices ?? Array.from({ length: deviceCount() }, (_, i) => i)).map(resolve);
+    if (devs.length === 0) throw invalidArgument('initAll: no devices');
+    if (new Set(devs.map((d) => d.index)).size !== devs.length) {
+      throw invalidArgument(`initAll: devices [${devs.map((d) => d.index)}] repeat one`);
+    }
+    const out = new Array(devs.length).fill(null);
+    C.hpuCommInitAll(out, devs.length, devs.map((d) => d.handle));
+    return out.map((h, i) => new Comm(h, devs[i]));
+  }
+
+  /**
+   * Joins rank `rank` of the group named by `uniqueId`; resolves once all
+   * `worldSize` ranks have joined (the wait runs off the main thread, so one
+   * process may join several ranks with Promise.all).
+   */
+  static initRank(device, worldSize, uniqueId, rank) {
+    if (!Buffer.isBuffer(uniqueId) || uniqueId.length !== UNIQUE_ID_BYTES) {
+      return Promise.reject(invalidArgument(`uniqueId must be the ${UNIQUE_ID_BYTES} bytes getUniqueId() returns`));
+    }
+    const dev = resolve(device);
+    const out = [null];
+    return new Promise((ok, fail) => {
+      initRankRaw.async(out, dev.handle, worldSize, { internal: uniqueId }, rank, (err, status) => {
+        if (err) fail(err);
+        // libhpu's message is thread-local to the worker that made the call: say what we know.
+        else if (status !== 0) fail(new HpuError(status, `hpuCommInitRank: rank ${rank} of ${worldSize} on ${dev} failed with ${statusName(status)}`));
+        else ok(new Comm(out[0], dev));
+      });
+    });
+  }
+
+  get timeout() {
+    const out = [0];
+    C.hpuCommGetTimeout(this.handle, out);
+    return out[0];
+  }
+
+  set timeout(seconds) {
+    C.hpuCommSetTimeout(this.handle, seconds);
+  }
+
+  _tensor(op, name, t) {
+    if (!(t instanceof Tensor)) throw new TypeError(`${op}: ${name} must be an hpu.Tensor`);
+    if (!t.device.equals(this.device)) {
+      throw invalidArgument(`${op}: ${name} is on ${t.device}; rank ${this.rank} works on ${this.device}`);
+    }
+    if (!t.isContiguous()) throw invalidArgument(`${op}: ${name} (shape [${t.shape}]) is not contiguous`);
+    return t;
+  }
+
+  _pair(op, out, inp, outNumel) {
+    this._tensor(op, 'output', out);
+    this._tensor(op, 'input', inp);
+    if (out.dtype !== inp.dtype) throw invalidArgument(`${op}: output is ${out.dtype} but input ${inp.dtype}`);
+    if (out.numel !== outNumel) {
+      throw invalidArgument(`${op}: output has ${out.numel} elements; ${outNumel} are needed`);
+    }
+  }
+
+  _stream() {
+    return streamFor(this.device.index);
+  }
+
+  /** tensor = op over all ranks of tensor, in place. */
+  allReduce(tensor, op = 'sum') {
+    const p = this._tensor('allReduce', 'tensor', tensor).dataPtr();
+    C.hpuAllreduce(p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), this.handle, this._stream());
+    return tensor;
+  }
+
+  /** tensor = rank `src`'s tensor, on every rank. */
+  broadcast(tensor, src = 0) {
+    const p = this._tensor('broadcast', 'tensor', tensor).dataPtr();
+    C.hpuBroadcast(p, p, tensor.numel, DTYPES[tensor.dtype].value, src, this.handle, this._stream());
+    return tensor;
+  }
+
+  /** On rank `dst`: tensor = op over all ranks of tensor. */
+  reduce(tensor, dst = 0, op = 'sum') {
+    const p = this._tensor('reduce', 'tensor', tensor).dataPtr();
+    C.hpuReduce(p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), dst, this.handle, this._stream());
+    return tensor;
+  }
+
+  /** output = the inputs of all ranks, concatenated. */
+  allGatherIntoTensor(output, input) {
+    this._pair('allGatherIntoTensor', output, input, input.numel * this.worldSize);
+    C.hpuAllgather(input.dataPtr(), output.dataPtr(), input.numel, DTYPES[input.dtype].value, this.handle,
+      this._stream());
+    return output;
+  }
+
+  /** tensorList[r] = rank r's tensor. */
+  allGather(tensorList, tensor) {
+    if (tensorList.length !== this.worldSize) {
+      throw invalidArgument(`allGather: tensorList has ${tensorList.length} tensors; worldSize is ${this.worldSize}`);
+    }
+    const n = tensor.numel;
+    const gathered = empty([this.worldSize * n], { dtype: tensor.dtype, device: this.device });
+    this.allGatherIntoTensor(gathered, tensor);
+    tensorList.forEach((out, r) => {
+      const part = gathered.slice(0, r * n, (r + 1) * n);
+      const shaped = part.reshape(out.shape);
+      this._tensor('allGather', `tensorList[${r}]`, out).copyFrom(shaped);
+      shaped.release();
+      part.release();
+    });
+    gathered.release();
+    return tensorList;
+  }
+
+  /** output = op over all ranks of this rank's block of input. */
+  reduceScatterTensor(output, input, op = 'sum') {
+    if (input.numel % this.worldSize) {
+      throw invalidArgument(`reduceScatterTensor: input has ${input.numel} elements, not a multiple of worldSize ${this.worldSize}`);
+    }
+    this._pair('reduceScatterTensor', output, input, input.numel / this.worldSize);
+    C.hpuReduceScatter(input.dataPtr(), output.dataPtr(), output.numel, DTYPES[input.dtype].value, opOf(op),
+      this.handle, this._stream());
+    return output;
+  }
+
+  /** Block r of output = block `rank` of rank r's input. */
+  allToAllSingle(output, input) {
+    if (input.numel % this.worldSize) {
+      throw invalidArgument(`allToAllSingle: input has ${input.numel} elements, not a multiple of worldSize ${this.worldSize}`);
+    }
+    this._pair('allToAllSingle', output, input, input.numel);
+    C.hpuAlltoall(input.dataPtr(), output.dataPtr(), input.numel / this.worldSize, DTYPES[input.dtype].value,
+      this.handle, this._stream());
+    return output;
+  }
+
+  barrier() {
+    C.hpuBarrier(this.handle, this._stream());
+  }
+
+  /** Sends tensor to rank `dst` (exchanges go inside hpu.group()). */
+  send(tensor, dst) {
+    this._tensor('send', 'tensor', tensor);
+    C.hpuSend(tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, dst, this.handle, this._stream());
+  }
+
+  recv(tensor, src) {
+    this._tensor('recv', 'tensor', tensor);
+    C.hpuRecv(tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, src, this.handle, this._stream());
+    return tensor;
+  }
+
+  /** Waits for the work queued on this rank's stream; throws a collective's error. */
+  synchronize() {
+    const s = this._stream();
+    if (s === null) this.device.synchronize();
+    else native.C.hpuStreamSynchronize(s);
+  }
+
+  /** The sticky error as an HpuError, or null. */
+  getAsyncError() {
+    const status = [0];
+    C.hpuCommGetAsyncError(this.handle, status);
+    return status[0] ? new HpuError(status[0], getLastErrorMessage()) : null;
+  }
+
+  abort() {
+    C.hpuCommAbort(this.handle);
+  }
+
+  /** Waits for queued operations, then releases the communicator. Idempotent. */
+  destroy() {
+    if (!this._live) return;
+    this._live = false;
+    reaper.unregister(this);
+    C.hpuCommDestroy(this.handle);
+  }
+}
+
+/** Runs fn() with its collectives and sends/receives issued together at the end (hpuGroupStart/End). */
+function group(fn) {
+  C.hpuGroupStart();
+  try {
+    return fn();
+  } finally {
+    C.hpuGroupEnd();
+  }
+}
+
+module.exports = { UNIQUE_ID_BYTES, ReduceOp, getUniqueId, Comm, group };
