@@ -21,7 +21,7 @@ struct Frame {
   uint32_t type;
   uint64_t round;
 };
-enum FrameType : uint32_t { kContribution = 1, kResult = 2, kError = 3, kGoodbye = 4 };
+enum FrameType : uint32_t { kContribution = 1, kResult = 2, kError = 3, kGoodbye = 4, kQuery = 5, kStatus = 6 };
 constexpr uint32_t kMaxRecord = 1u << 20;  // one rank's record in one allgather
 constexpr uint32_t kMaxError = 4096;
 constexpr auto kRootIo = std::chrono::seconds(10);  // the root's patience with one rank
@@ -123,6 +123,10 @@ class Root {
         rk.goodbye = true;
         return true;
       }
+      if (f.type == kQuery) {  // a rank timed out: tell it who is missing
+        answer_query(rk, f.round);
+        return true;
+      }
       if (f.type != kContribution || f.bytes > kMaxRecord) {
         fail(HPU_ERROR_INVALID_USAGE, "sent a frame of type %u with %u bytes (at most %u)", f.type, f.bytes,
              kMaxRecord);
@@ -168,6 +172,23 @@ class Root {
     }
     rounds_.erase(f.round);
     return true;
+  }
+
+  void answer_query(Rank &rk, uint64_t round) {
+    auto it = rounds_.find(round);
+    std::string missing;
+    int arrived = 0;
+    for (int q = 0; q < nranks_; ++q) {
+      bool here = it != rounds_.end() && it->second.present[static_cast<size_t>(q)];
+      if (here) ++arrived;
+      else missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+    }
+    std::string text = strf("%d of %d ranks arrived (missing: %s)", arrived, nranks_, missing.c_str());
+    Frame f{static_cast<uint32_t>(text.size()), kStatus, round};
+    std::vector<uint8_t> out(sizeof f + text.size());
+    std::memcpy(out.data(), &f, sizeof f);
+    std::memcpy(out.data() + sizeof f, text.data(), text.size());
+    ::send(rk.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
   static void send_error(int fd, hpuStatus_t status, const std::string &message) {
@@ -276,9 +297,22 @@ void SocketBootstrap::allgather(const void *mine, size_t bytes, void *all, Deadl
   try {
     read_all(fd_.get(), &in, sizeof in, deadline, &aborted_, what.c_str());
   } catch (const Error &e) {
-    if (e.status() == HPU_ERROR_TIMEOUT)
-      fail(HPU_ERROR_TIMEOUT, "%s timed out: not every rank arrived", what.c_str());
-    throw;
+    if (e.status() != HPU_ERROR_TIMEOUT) throw;
+    // Ask the root who is missing, briefly; the round may also complete now.
+    std::string missing = "not every rank arrived";
+    try {
+      Frame q{0, kQuery, f.round};
+      auto brief = Clock::now() + std::chrono::milliseconds(500);
+      write_all(fd_.get(), &q, sizeof q, brief, &aborted_, what.c_str());
+      read_all(fd_.get(), &in, sizeof in, brief, &aborted_, what.c_str());
+      if (in.type == kStatus && in.bytes <= kMaxError) {
+        missing.assign(in.bytes, '\0');
+        read_all(fd_.get(), missing.data(), in.bytes, brief, &aborted_, what.c_str());
+      }
+    } catch (const Error &) {
+      in.type = 0;
+    }
+    if (in.type != kResult) fail(HPU_ERROR_TIMEOUT, "%s timed out: %s", what.c_str(), missing.c_str());
   }
   if (in.type == kError && in.bytes <= kMaxError) {
     std::string text(in.bytes, '\0');
