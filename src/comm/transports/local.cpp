@@ -1,11 +1,12 @@
 // The local transport. Each rank has a mailbox: per peer, the sends that came
 // before a matching receive and the receives posted before a matching send.
 // The receiver moves the data (receiver-driven): when it posts a receive whose
-// send is already there it copies at once; when a send arrives for a posted
-// receive, the sender only hands the pair to the receiver's ready list and
-// wakes it, and the receiver copies in progress(). So every rank does the work
-// of its own receives, the ring's work stays spread over the ranks, and no
-// thread ever writes into memory of an operation its owner has given up on.
+// send is already there it copies at once; when a large send arrives for a
+// posted receive, the sender only hands the pair to the receiver's ready list
+// and wakes it, and the receiver copies in progress(). So every rank does the
+// work of its own receives and the ring's work stays spread over the ranks.
+// Small messages (64 KiB or less) that find their receive posted are moved by
+// the sender at once: cheaper than a wake-up.
 #include "comm/transports/local.hpp"
 
 #include <cstring>
@@ -22,6 +23,9 @@ namespace {
 // Copies this large hold a compute token, so eight ranks on two cores take
 // turns instead of thrashing.
 constexpr size_t kTokenBytes = size_t(64) << 10;
+// Messages this small are moved by the sender when their receive is already
+// posted: a copy this size costs less than waking the receiver's thread.
+constexpr size_t kSenderMovesBytes = size_t(64) << 10;
 
 bool is_collective(const OpHeader &h) {
   auto k = static_cast<CollKind>(h.coll);
@@ -166,14 +170,16 @@ class LocalTransport final : public Transport, public std::enable_shared_from_th
             recvs.erase(it);
             break;
           }
-        if (recv)
+        if (recv && recv->bytes > kSenderMovesBytes)
           ready_.emplace_back(send, recv);
-        else
+        else if (!recv)
           queues_[static_cast<size_t>(from)].sends.push_back(send);
       }
     }
     if (!mismatch.empty())
       fail_all(HPU_ERROR_INVALID_USAGE, mismatch);
+    else if (recv && recv->bytes <= kSenderMovesBytes)
+      move(*send, *recv);  // cheaper here than waking the receiver to do it
     else if (recv)
       notify();
   }
