@@ -1,0 +1,239 @@
+// hpu-bench allreduce-proc: allreduce between processes (one device each) over
+// the shm or tcp transport, beside Open MPI's MPI_Allreduce on the same sizes
+// in the same run (hpu-bench-mpi under mpirun, when Open MPI was found at
+// build time and mpirun runs). f32 sum; nccl-tests columns; busbw = algbw x
+// 2(n-1)/n for both; the ratio is ours over Open MPI's busbw.
+//
+//   --transport T  shm or tcp (default: by locality, i.e. shm); Open MPI uses
+//                  its shared-memory BTL for shm and `--mca btl tcp,self` for tcp
+//   -np N          processes (default 2)
+//   -b / -e / -f   smallest, largest size in bytes, factor (default 4K, 16M, 4)
+//   -n / -w        iterations per size (default ~256 MiB moved, 5..1000), warm-up (3)
+//   --no-mpi       skip the Open MPI peer
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace {
+
+struct Options {
+  std::string transport;
+  int np = 2;
+  size_t min_bytes = 4096, max_bytes = size_t(16) << 20;
+  double factor = 4;
+  int iters = 0, warmup = 3;
+  bool mpi = true;
+};
+
+std::vector<size_t> sizes(const Options &o) {
+  std::vector<size_t> s;
+  for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0001; b *= o.factor) {
+    s.push_back(static_cast<size_t>(b) / 4 * 4);
+    if (o.factor <= 1) break;
+  }
+  return s;
+}
+
+int iterations(const Options &o, size_t bytes) {
+  if (o.iters > 0) return o.iters;
+  long n = static_cast<long>((size_t(256) << 20) / std::max<size_t>(bytes, 1));
+  return static_cast<int>(std::min<long>(1000, std::max<long>(5, n)));
+}
+
+struct Shared {
+  double seconds[64][64];  // [size][rank]
+  long wrong[64][64];
+  int failed;
+};
+
+float value(int rank, size_t i) { return static_cast<float>((i + static_cast<size_t>(rank) * 3) % 7); }
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One process of the job: a rank on its device 0.
+int rank_main(const Options &o, int rank, Shared *out) {
+  hpuDevice_t dev;
+  hpuComm_t comm;
+  BENCH_CHECK(hpuDeviceOpen(&dev, 0));
+  BENCH_CHECK(hpuCommInitFromEnv(&comm, 1, &dev));
+  auto sz = sizes(o);
+  void *send, *recv;
+  BENCH_CHECK(hpuMemAlloc(&send, dev, o.max_bytes));
+  BENCH_CHECK(hpuMemAlloc(&recv, dev, o.max_bytes));
+  std::vector<float> host(o.max_bytes / 4);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = value(rank, i);
+  BENCH_CHECK(hpuMemcpy(send, host.data(), o.max_bytes, HPU_MEMCPY_HOST_TO_DEVICE));
+  hpuStream_t stream;
+  BENCH_CHECK(hpuDeviceGetDefaultStream(dev, &stream));
+  for (size_t k = 0; k < sz.size() && k < 64; ++k) {
+    size_t count = sz[k] / 4;
+    int n = iterations(o, sz[k]);
+    for (int i = 0; i < o.warmup; ++i) BENCH_CHECK(hpuAllreduce(send, recv, count, HPU_FLOAT32, HPU_SUM, comm, stream));
+    BENCH_CHECK(hpuBarrier(comm, stream));
+    BENCH_CHECK(hpuStreamSynchronize(stream));
+    double t0 = bench::now_seconds();
+    for (int i = 0; i < n; ++i) BENCH_CHECK(hpuAllreduce(send, recv, count, HPU_FLOAT32, HPU_SUM, comm, stream));
+    BENCH_CHECK(hpuStreamSynchronize(stream));
+    out->seconds[k][rank] = (bench::now_seconds() - t0) / n;
+    BENCH_CHECK(hpuMemcpy(host.data(), recv, count * 4, HPU_MEMCPY_DEVICE_TO_HOST));
+    long wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < o.np; ++r) want += value(r, i);
+      wrong += host[i] != want;
+    }
+    out->wrong[k][rank] = wrong;
+  }
+  hpuMemFree(dev, send);
+  hpuMemFree(dev, recv);
+  BENCH_CHECK(hpuCommDestroy(comm));
+  BENCH_CHECK(hpuDeviceClose(dev));
+  return 0;
+}
+
+// Open MPI's times per size in microseconds (empty when it cannot run).
+std::map<size_t, double> mpi_times(const Options &o) {
+  std::map<size_t, double> t;
+#ifdef HPU_BENCH_MPI
+  std::string btl = o.transport == "tcp" ? "tcp,self" : "self,vader";
+  std::string cmd = "mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(o.np) + " --mca btl " + btl +
+                    " " HPU_BENCH_MPI " " + std::to_string(o.min_bytes) + " " + std::to_string(o.max_bytes) + " " +
+                    std::to_string(o.factor) + " " + std::to_string(o.iters) + " " + std::to_string(o.warmup) +
+                    " 2>/dev/null";
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return t;
+  unsigned long long bytes;
+  double us;
+  while (fscanf(p, "%llu %lf", &bytes, &us) == 2) t[static_cast<size_t>(bytes) / 4 * 4] = us;
+  pclose(p);
+#else
+  (void)o;
+#endif
+  return t;
+}
+
+size_t parse_size(const char *s) {
+  char *end = nullptr;
+  double v = std::strtod(s, &end);
+  switch (end && *end ? *end : ' ') {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  return static_cast<size_t>(v);
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: hpu-bench allreduce-proc [--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] "
+                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi]\n");
+  return 2;
+}
+
+int allreduce_proc_main(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-mpi") {
+      o.mpi = false;
+      continue;
+    }
+    if (i + 1 >= argc) return usage();
+    const char *v = argv[++i];
+    if (a == "--transport") o.transport = v;
+    else if (a == "-np") o.np = std::atoi(v);
+    else if (a == "-b") o.min_bytes = parse_size(v);
+    else if (a == "-e") o.max_bytes = parse_size(v);
+    else if (a == "-f") o.factor = std::atof(v);
+    else if (a == "-n") o.iters = std::atoi(v);
+    else if (a == "-w") o.warmup = std::atoi(v);
+    else return usage();
+  }
+  if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return usage();
+  if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return usage();
+  auto *shared = static_cast<Shared *>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  std::memset(shared, 0, sizeof *shared);
+  std::string id = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.np; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {  // this process has not touched libhpu: the child may
+      for (const char *v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+                            "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+        unsetenv(v);
+      setenv("HPU_RANK", std::to_string(r).c_str(), 1);
+      setenv("HPU_WORLD_SIZE", std::to_string(o.np).c_str(), 1);
+      setenv("HPU_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("HPU_COMM_ID", id.c_str(), 1);
+      if (!o.transport.empty()) setenv("HPU_TRANSPORT", o.transport.c_str(), 1);
+      _exit(rank_main(o, r, shared));
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  if (!ok) {
+    std::fprintf(stderr, "hpu-bench: a rank failed\n");
+    return 1;
+  }
+  std::map<size_t, double> mpi = o.mpi ? mpi_times(o) : std::map<size_t, double>();
+  double factor = 2.0 * (o.np - 1) / o.np;
+  std::printf("# hpu-bench allreduce-proc: %d processes x 1 device, transport %s, float sum\n", o.np,
+              o.transport.empty() ? "by locality (shm)" : o.transport.c_str());
+  std::printf("# peer: %s\n", !o.mpi ? "none (--no-mpi)"
+                              : mpi.empty() ? "Open MPI not available (not built with it, or mpirun failed)"
+                              : o.transport == "tcp" ? "Open MPI MPI_Allreduce, --mca btl tcp,self"
+                                                     : "Open MPI MPI_Allreduce, --mca btl self,vader");
+  std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s | %6s\n", "size", "count", "time(us)", "algbw", "busbw",
+              "#wrong", "mpi(us)", "busbw", "ratio");
+  auto sz = sizes(o);
+  for (size_t k = 0; k < sz.size() && k < 64; ++k) {
+    double t = 0;
+    long wrong = 0;
+    for (int r = 0; r < o.np; ++r) {
+      t = std::max(t, shared->seconds[k][r]);
+      wrong += shared->wrong[k][r];
+    }
+    double algbw = static_cast<double>(sz[k]) / t / 1e9, busbw = algbw * factor;
+    std::printf("%12zu %12zu %10.2f %8.3f %8.3f %7ld", sz[k], sz[k] / 4, t * 1e6, algbw, busbw, wrong);
+    auto it = mpi.find(sz[k]);
+    if (it != mpi.end()) {
+      double mbus = static_cast<double>(sz[k]) / (it->second * 1e-6) / 1e9 * factor;
+      std::printf(" | %10.2f %8.3f | %6.2f\n", it->second, mbus, busbw / mbus);
+    } else {
+      std::printf(" | %10s %8s | %6s\n", "-", "-", "-");
+    }
+  }
+  munmap(shared, sizeof *shared);
+  return 0;
+}
+
+}  // namespace
+
+HPU_BENCH("allreduce-proc", "allreduce between processes over shm or tcp, vs Open MPI's MPI_Allreduce", allreduce_proc_main);

@@ -1,0 +1,9 @@
+# Open MPI (Debian libopenmpi-dev), when present: the peer that
+# `hpu-bench allreduce-proc` measures in the same run.
+find_package(MPI COMPONENTS C QUIET)
+if(MPI_C_FOUND)
+  add_executable(hpu-bench-mpi ${PROJECT_SOURCE_DIR}/bench/mpi/allreduce_mpi.c)
+  target_link_libraries(hpu-bench-mpi PRIVATE MPI::MPI_C)
+  add_dependencies(hpu-bench hpu-bench-mpi)
+  target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_MPI="$<TARGET_FILE:hpu-bench-mpi>")
+endif()
