@@ -10,6 +10,7 @@
 #include <hpu/memory.h>
 #include <hpu/comm.h>
 #include <hpu/tensor.h>
+#include <hpu/ops.h>
 #include <hpu/autocast.h>
 #include <hpu/log.h>
 #include <hpu/profiler.h>

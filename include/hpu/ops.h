@@ -1,0 +1,215 @@
+/* libhpu — named ops on tensors (Habana/ATen base names), each with its
+ * backward; fused optimizer steps. See hpu(7).
+ *
+ * Every op: stream first (NULL: the default stream of its tensors' device),
+ * then inputs, attributes, outputs last. Inputs must be on one device and the
+ * stream must belong to it. The op allocates its outputs on that device and
+ * returns new handles (release them with hpuTensorRelease); outputs are set
+ * only on success. The work is queued: results are ready in stream order, and
+ * a failure while it runs (an index out of range) becomes the stream's sticky
+ * error.
+ *
+ * Precision: the calling thread's autocast region decides, when the op is
+ * enqueued, which type an op's floating inputs run in (hpuAutocastPush(3));
+ * floating outputs have that type. A backward op runs in the type of the
+ * gradient it is given (its forward's output type) and returns each input's
+ * gradient in that input's type. bf16 and f16 accumulate in f32. */
+#ifndef HPU_OPS_H
+#define HPU_OPS_H
+
+#include <hpu/tensor.h>
+
+/* How a loss reduces over the batch. */
+typedef enum hpuReduction {
+  HPU_REDUCTION_NONE = 0, /* one loss per sample */
+  HPU_REDUCTION_MEAN = 1, /* mean over samples whose target is not ignore_index */
+  HPU_REDUCTION_SUM = 2
+} hpuReduction_t;
+
+/* torch.optim.SGD. */
+typedef struct hpuSgdOptions {
+  size_t struct_size;
+  double lr;
+  double momentum;     /* 0: no momentum buffer */
+  double dampening;
+  double weight_decay; /* L2: added to the gradient */
+  int nesterov;
+} hpuSgdOptions_t;
+
+#define HPU_SGD_OPTIONS_INIT {sizeof(hpuSgdOptions_t), 0.01, 0.0, 0.0, 0.0, 0}
+
+/* torch.optim.AdamW (decoupled weight decay). */
+typedef struct hpuAdamwOptions {
+  size_t struct_size;
+  double lr;
+  double beta1, beta2;
+  double eps;
+  double weight_decay;
+} hpuAdamwOptions_t;
+
+#define HPU_ADAMW_OPTIONS_INIT {sizeof(hpuAdamwOptions_t), 1e-3, 0.9, 0.999, 1e-8, 1e-2}
+
+HPU_EXTERN_C_BEGIN
+
+/* ---- matrix products ------------------------------------------------------
+ * In the backward ops every gradient output may be NULL (not computed). */
+
+/* out[m,n] = a[m,k] b[k,n]. */
+HPU_API hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuMmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                  hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+
+/* out[B,m,n] = a[B,m,k] b[B,k,n]. */
+HPU_API hpuStatus_t hpuBmm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuBmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+
+/* out[m,n] = beta bias + alpha a[m,k] b[k,n]; bias is [n] or [m,n]. */
+HPU_API hpuStatus_t hpuAddmm(hpuStream_t stream, hpuTensor_t bias, hpuTensor_t a, hpuTensor_t b, double beta,
+                             double alpha, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t bias, hpuTensor_t a,
+                                     hpuTensor_t b, double beta, double alpha, hpuTensor_t *grad_bias,
+                                     hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+
+/* torch.matmul: a [k] or [..., m, k], b [k] or [k, n] or [..., k, n]; batch
+ * dims equal, or present on one side only. A 1-dim operand's dim is removed
+ * from the result. */
+HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                      hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+
+/* y[..., out] = x[..., in] w[out, in]^T + bias[out]; bias may be NULL. The
+ * bias gradient has w's type. */
+HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y);
+HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
+                                      hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias);
+
+/* ---- elementwise ----------------------------------------------------------
+ * Binary ops broadcast (numpy rules) and always compute in the wider of the
+ * two types; gradients are summed back to each input's shape. */
+
+HPU_API hpuStatus_t hpuAdd(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuAddBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+HPU_API hpuStatus_t hpuSub(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuSubBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+HPU_API hpuStatus_t hpuMul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuMulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+HPU_API hpuStatus_t hpuDiv(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuDivBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+
+/* dst += alpha src, in place (gradient accumulation): same shape, any
+ * floating types (bf16 gradients into an f32 buffer), dst contiguous. */
+HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double alpha, hpuTensor_t dst);
+
+/* Unary ops on floating tensors; the backward takes the forward's input. gelu
+ * is the exact (erf) form. */
+HPU_API hpuStatus_t hpuExp(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuExpBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuLog(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuLogBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuTan(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuTanBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuReluBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuGelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuGeluBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuTanh(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuTanhBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuSigmoid(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuSigmoidBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x,
+                                       hpuTensor_t *grad_x);
+
+/* ---- normalisation and losses ---------------------------------------------- */
+
+/* Softmax along `dim` (negative counts from the end). The backward takes the
+ * forward's output and the type of its input (as ATen's
+ * _softmax_backward_data), the type grad_x gets. */
+HPU_API hpuStatus_t hpuSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
+                                       hpuDataType_t input_dtype, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuLogSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuLogSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
+                                          hpuDataType_t input_dtype, hpuTensor_t *grad_x);
+
+/* Negative log-likelihood: input [N, C] log-probabilities, target [N] class
+ * indices (i32 or i64) in 0..C-1 or ignore_index (those samples count
+ * nothing). Loss is [N] for HPU_REDUCTION_NONE, else a 0-dim tensor. */
+HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
+                               int64_t ignore_index, hpuTensor_t *loss);
+HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
+                                       hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index,
+                                       hpuTensor_t *grad_input);
+
+/* log_softmax over classes then nll_loss, fused: input [N, C] logits. */
+HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
+                                        hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss);
+HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
+                                                hpuTensor_t target, hpuReduction_t reduction,
+                                                int64_t ignore_index, hpuTensor_t *grad_input);
+
+/* Layer normalisation over the last dim D: y = (x - mean) rstd weight + bias;
+ * weight and bias [D] or NULL. mean and rstd (f32, x's shape without its last
+ * dim) are what the backward needs; either output may be NULL. */
+HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
+                                 double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd);
+HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean,
+                                         hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x,
+                                         hpuTensor_t *grad_weight, hpuTensor_t *grad_bias);
+
+/* Dropout: with `train` nonzero each element is zeroed with probability p
+ * and the rest scaled by 1/(1-p), drawing from the device's generator
+ * (hpuRandomSeed(3)); mask (u8, x's shape, 1 = kept) may be NULL. With train
+ * 0, out is a copy of x and the mask all ones. */
+HPU_API hpuStatus_t hpuDropout(hpuStream_t stream, hpuTensor_t x, double p, int train, hpuTensor_t *out,
+                               hpuTensor_t *mask);
+/* grad_x (of type input_dtype, the forward's input type) = grad_out masked
+ * and scaled as the forward did. */
+HPU_API hpuStatus_t hpuDropoutBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t mask, double p,
+                                       hpuDataType_t input_dtype, hpuTensor_t *grad_x);
+
+/* Rows of weight [V, D] picked by indices (i32 or i64, any shape): out is
+ * [indices..., D]. An index equal to padding_idx (negative: none) gets no
+ * gradient. An index outside 0..V-1 fails the stream. */
+HPU_API hpuStatus_t hpuEmbedding(hpuStream_t stream, hpuTensor_t weight, hpuTensor_t indices, int64_t padding_idx,
+                                 hpuTensor_t *out);
+HPU_API hpuStatus_t hpuEmbeddingBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t indices,
+                                         hpuTensor_t weight, int64_t padding_idx, hpuTensor_t *grad_weight);
+
+/* ---- reductions and casts ------------------------------------------------- */
+
+/* Sum / mean over `ndims` dims (each once; negative counts from the end;
+ * ndims 0: all dims). keepdim keeps reduced dims as size 1. Integer sums
+ * give i64; mean needs a floating type. The backward takes the forward's
+ * input and the same attributes. */
+HPU_API hpuStatus_t hpuSum(hpuStream_t stream, hpuTensor_t x, const int *dims, int ndims, int keepdim,
+                           hpuTensor_t *out);
+HPU_API hpuStatus_t hpuSumBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, const int *dims,
+                                   int ndims, int keepdim, hpuTensor_t *grad_x);
+HPU_API hpuStatus_t hpuMean(hpuStream_t stream, hpuTensor_t x, const int *dims, int ndims, int keepdim,
+                            hpuTensor_t *out);
+HPU_API hpuStatus_t hpuMeanBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, const int *dims,
+                                    int ndims, int keepdim, hpuTensor_t *grad_x);
+
+/* A new contiguous tensor of x converted to dtype; the backward converts the
+ * gradient back to x's type. */
+HPU_API hpuStatus_t hpuCast(hpuStream_t stream, hpuTensor_t x, hpuDataType_t dtype, hpuTensor_t *out);
+HPU_API hpuStatus_t hpuCastBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, hpuTensor_t *grad_x);
+
+/* ---- optimizer steps (in place, fused) -------------------------------------
+ * param: f32 master weights; grad: bf16, f16 or f32, param's shape; state
+ * tensors f32 of param's shape, all contiguous. step counts from 1. */
+
+/* momentum_buf may be NULL when options->momentum is 0; at step 1 it is set
+ * to the gradient, as torch does. */
+HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t momentum_buf,
+                               int64_t step, const hpuSgdOptions_t *options);
+HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
+                                 hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options);
+
+HPU_EXTERN_C_END
+
+#endif /* HPU_OPS_H */

@@ -1,0 +1,28 @@
+// Fused optimizer steps over f32 master weights, in place. grad may be bf16,
+// f16 or f32; the arithmetic is f32, as torch.optim does for f32 parameters.
+#pragma once
+
+#include <hpu/types.h>
+
+#include <cstdint>
+
+namespace hpu::kernels {
+
+struct SgdParams {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+};
+
+// torch.optim.SGD; buf may be null when momentum is 0; step 1 sets buf = g.
+void sgd_step(float *param, hpuDataType_t grad_dt, const void *grad, float *buf, int64_t n, int64_t step,
+              const SgdParams &p);
+
+struct AdamwParams {
+  double lr, beta1, beta2, eps, weight_decay;
+};
+
+// torch.optim.AdamW (bias-corrected, decoupled weight decay).
+void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
+                int64_t step, const AdamwParams &p);
+
+}  // namespace hpu::kernels

@@ -1,0 +1,114 @@
+// Layer normalisation over the last dim, with its backward.
+#include <cmath>
+
+#include "kernels/cast.hpp"
+#include "kernels/nn.hpp"
+#include "ops/op.hpp"
+
+using namespace hpu;
+using namespace hpu::ops;
+
+namespace {
+
+// x's shape without its last dim: the shape of mean and rstd.
+Dims row_shape(const Tensor &x) {
+  Dims d = x.shape();
+  d.n -= 1;
+  return d;
+}
+
+void check_param(const Tensor &x, const TensorPtr &p, const char *arg, int64_t d) {
+  if (!p) return;
+  same_device(x, "x", *p, arg);
+  require_floating(*p, arg);
+  require_shape(*p, arg, Dims{d}, "x's last dim");
+}
+
+}  // namespace
+
+extern "C" {
+
+HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
+                                 double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd) {
+  HPU_API_BEGIN
+    check_out(y, "y");
+    TensorPtr xt = input(x, "x"), w = optional(weight, "weight"), b = optional(bias, "bias");
+    require_floating(*xt, "x");
+    if (xt->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xt->str().c_str());
+    int64_t d = xt->size(xt->ndim() - 1);
+    check_param(*xt, w, "weight", d);
+    check_param(*xt, b, "bias", d);
+    HPU_CHECK_ARG(eps >= 0 && eps < 1e300, "eps %g is not a finite number >= 0", eps);
+    // lower_first_arg: only x takes the autocast type; weight and bias are read as they are.
+    hpuDataType_t dt = autocast::decide("layer_norm", {xt->dtype()}).apply(xt->dtype());
+    auto s = stream_for(stream, *xt);
+    Dims rows_shape = row_shape(*xt);
+    int64_t rows = rows_shape.numel();
+    TensorPtr X = as(*s, xt, dt), W = w ? as(*s, w, w->dtype()) : nullptr, B = b ? as(*s, b, b->dtype()) : nullptr;
+    TensorPtr out = empty_like(*xt, dt, xt->shape());
+    TensorPtr mu = empty_like(*xt, HPU_FLOAT32, rows_shape), rs = empty_like(*xt, HPU_FLOAT32, rows_shape);
+    if (out->numel() > 0)
+      enqueue(*s, [=] {
+        kernels::layer_norm(dt, X->data(), W ? W->dtype() : dt, W ? W->data() : nullptr, B ? B->dtype() : dt,
+                            B ? B->data() : nullptr, eps, rows, d, dt, out->data(), mu->data_as<float>(),
+                            rs->data_as<float>());
+      });
+    else if (rows > 0)  // d == 0: mean 0, rstd 1/sqrt(eps), as the formula gives
+      enqueue(*s, [=] {
+        kernels::fill(mu->data(), HPU_FLOAT32, rows, 0.0);
+        kernels::fill(rs->data(), HPU_FLOAT32, rows, 1.0 / std::sqrt(eps));
+      });
+    give(y, out);
+    give(mean, mu);
+    give(rstd, rs);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean,
+                                         hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x,
+                                         hpuTensor_t *grad_weight, hpuTensor_t *grad_bias) {
+  HPU_API_BEGIN
+    TensorPtr g = input(grad_y, "grad_y"), xt = input(x, "x"), mu = input(mean, "mean"), rs = input(rstd, "rstd");
+    TensorPtr w = optional(weight, "weight");
+    require_floating(*g, "grad_y");
+    require_floating(*xt, "x");
+    same_device(*xt, "x", *g, "grad_y");
+    same_device(*xt, "x", *mu, "mean");
+    same_device(*xt, "x", *rs, "rstd");
+    if (xt->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xt->str().c_str());
+    require_shape(*g, "grad_y", xt->shape(), "x's shape");
+    int64_t d = xt->size(xt->ndim() - 1);
+    check_param(*xt, w, "weight", d);
+    Dims rows_shape = row_shape(*xt);
+    for (auto [t, arg] : {std::pair{mu, "mean"}, std::pair{rs, "rstd"}}) {
+      if (t->dtype() != HPU_FLOAT32)
+        fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected f32 (hpuLayerNorm's output)", arg, t->str().c_str());
+      require_shape(*t, arg, rows_shape, "x's shape without its last dim");
+    }
+    hpuDataType_t dt = g->dtype(), pt = w ? w->dtype() : xt->dtype();
+    auto s = stream_for(stream, *xt);
+    int64_t rows = rows_shape.numel();
+    TensorPtr G = as(*s, g, dt), X = as(*s, xt, dt), M = as(*s, mu, HPU_FLOAT32), R = as(*s, rs, HPU_FLOAT32);
+    TensorPtr W = w ? as(*s, w, w->dtype()) : nullptr;
+    TensorPtr gx = grad_x ? empty_like(*xt, xt->dtype(), xt->shape()) : nullptr;
+    TensorPtr gw = grad_weight ? empty_like(*xt, pt, Dims{d}) : nullptr;
+    TensorPtr gb = grad_bias ? empty_like(*xt, pt, Dims{d}) : nullptr;
+    if ((gx || gw || gb) && d > 0)
+      enqueue(*s, [=] {
+        if (rows == 0) {  // no rows: the parameter gradients are zero
+          if (gw) kernels::fill(gw->data(), pt, d, 0.0);
+          if (gb) kernels::fill(gb->data(), pt, d, 0.0);
+          return;
+        }
+        kernels::layer_norm_backward(dt, G->data(), dt, X->data(), M->data_as<float>(), R->data_as<float>(),
+                                     W ? W->dtype() : dt, W ? W->data() : nullptr, rows, d, xt->dtype(),
+                                     gx ? gx->data() : nullptr, pt, gw ? gw->data() : nullptr,
+                                     gb ? gb->data() : nullptr);
+      });
+    give(grad_x, gx);
+    give(grad_weight, gw);
+    give(grad_bias, gb);
+  HPU_API_END
+}
+
+}  // extern "C"

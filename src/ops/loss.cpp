@@ -1,0 +1,111 @@
+// nll_loss and cross_entropy_loss over [N, C] inputs and [N] class targets.
+#include "kernels/nn.hpp"
+#include "ops/op.hpp"
+
+using namespace hpu;
+using namespace hpu::ops;
+
+namespace {
+
+struct Loss {
+  TensorPtr input, target;
+  int64_t n, c;
+  std::shared_ptr<Stream> s;
+};
+
+Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuReduction_t reduction) {
+  Loss l;
+  l.input = input(hi, "input");
+  l.target = input(ht, "target");
+  same_device(*l.input, "input", *l.target, "target");
+  require_floating(*l.input, "input");
+  require_index(*l.target, "target");
+  HPU_CHECK_ARG(reduction == HPU_REDUCTION_NONE || reduction == HPU_REDUCTION_MEAN || reduction == HPU_REDUCTION_SUM,
+                "reduction %d is not an hpuReduction_t", static_cast<int>(reduction));
+  require_ndim(*l.input, "input", 2);
+  l.n = l.input->size(0);
+  l.c = l.input->size(1);
+  require_shape(*l.target, "target", Dims{l.n}, "one class per row of input");
+  l.s = stream_for(stream, *l.input);
+  return l;
+}
+
+Dims loss_shape(const Loss &l, hpuReduction_t reduction) {
+  return reduction == HPU_REDUCTION_NONE ? Dims{l.n} : Dims{};
+}
+
+void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht,
+                    hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
+  check_out(loss, "loss");
+  Loss l = check(stream, hi, ht, reduction);
+  hpuDataType_t dt =
+      autocast::decide(fused ? "cross_entropy_loss" : "nll_loss", {l.input->dtype()}).apply(l.input->dtype());
+  TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
+  TensorPtr y = empty_like(*l.input, dt, loss_shape(l, reduction));
+  if (y->numel() > 0)
+    enqueue(*l.s, [=] {
+      auto f = fused ? kernels::cross_entropy : kernels::nll_loss;
+      f(dt, I->data(), T->dtype(), T->data(), l.n, l.c, reduction, ignore_index, dt, y->data());
+    });
+  give(loss, y);
+}
+
+void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht,
+                     hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input) {
+  check_out(grad_input, "grad_input");
+  Loss l = check(stream, hi, ht, reduction);
+  TensorPtr g = input(hg, "grad_loss");
+  same_device(*l.input, "input", *g, "grad_loss");
+  require_floating(*g, "grad_loss");
+  require_shape(*g, "grad_loss", loss_shape(l, reduction), "the forward's loss shape");
+  hpuDataType_t dt = g->dtype();
+  TensorPtr G = as(*l.s, g, dt), T = as(*l.s, l.target, l.target->dtype());
+  TensorPtr I = fused ? as(*l.s, l.input, dt) : nullptr;
+  TensorPtr gi = empty_like(*l.input, l.input->dtype(), l.input->shape());
+  if (gi->numel() > 0)
+    enqueue(*l.s, [=] {
+      if (fused)
+        kernels::cross_entropy_backward(dt, G->data(), dt, I->data(), T->dtype(), T->data(), l.n, l.c, reduction,
+                                        ignore_index, gi->dtype(), gi->data());
+      else
+        kernels::nll_loss_backward(dt, G->data(), T->dtype(), T->data(), l.n, l.c, reduction, ignore_index,
+                                   gi->dtype(), gi->data());
+    });
+  give(grad_input, gi);
+}
+
+}  // namespace
+
+extern "C" {
+
+HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
+                               int64_t ignore_index, hpuTensor_t *loss) {
+  HPU_API_BEGIN
+    forward(false, stream, input, target, reduction, ignore_index, loss);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
+                                       hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index,
+                                       hpuTensor_t *grad_input) {
+  HPU_API_BEGIN
+    backward(false, stream, grad_loss, input, target, reduction, ignore_index, grad_input);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
+                                        hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
+  HPU_API_BEGIN
+    forward(true, stream, input, target, reduction, ignore_index, loss);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
+                                                hpuTensor_t target, hpuReduction_t reduction,
+                                                int64_t ignore_index, hpuTensor_t *grad_input) {
+  HPU_API_BEGIN
+    backward(true, stream, grad_loss, input, target, reduction, ignore_index, grad_input);
+  HPU_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,412 @@
+// Matrix products: mm, bmm, addmm, matmul, linear, and their backwards, all
+// over kernels::gemm (OpenBLAS sgemm on widened bf16 blocks).
+#include <functional>
+
+#include "kernels/cast.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/nn.hpp"
+#include "kernels/reduce.hpp"
+#include "ops/op.hpp"
+
+using namespace hpu;
+using namespace hpu::ops;
+using kernels::GemmShape;
+
+namespace {
+
+// The type gemm writes from dt inputs: want itself when it can (f32 from bf16
+// or f16 skips a rounding), else dt.
+hpuDataType_t direct_type(hpuDataType_t dt, hpuDataType_t want) {
+  return want == dt || (want == HPU_FLOAT32 && (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16)) ? want : dt;
+}
+
+struct Operand {
+  TensorPtr t;     // contiguous, of the run type
+  int64_t ld;      // row stride
+  int64_t stride;  // elements between batch matrices (0: shared)
+};
+
+const char *elem(const TensorPtr &t, int64_t i) {
+  return static_cast<const char *>(t->data()) + i * static_cast<int64_t>(t->element_size());
+}
+
+// A new tensor of `shape` and type want holding, for each of `batch` matrices,
+// alpha op(A) op(B) + beta C, where C is first set by init (when given).
+// With sum_batches the batch products are added into one m x n result.
+TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &g, int64_t batch, float alpha, const Operand &a,
+                  const Operand &b, hpuDataType_t want, const Dims &shape, bool sum_batches = false,
+                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0) {
+  hpuDataType_t cdt = direct_type(dt, want);
+  if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
+  TensorPtr c = Tensor::empty(a.t->device(), cdt, shape);
+  if (c->numel() > 0)
+    enqueue(s, [=] {
+      if (init) init(c->data(), cdt);
+      if (g.k == 0 || batch == 0) {
+        if (init)
+          kernels::binary_scalar(kernels::Binary::mul, cdt, c->data(), beta, c->data(), c->numel());
+        else
+          kernels::fill(c->data(), cdt, c->numel(), 0.0);
+        return;
+      }
+      if (!sum_batches) {
+        kernels::gemm_batched(dt, g, batch, alpha, a.t->data(), a.ld, a.stride, b.t->data(), b.ld, b.stride, beta,
+                              c->data(), g.n, g.m * g.n, cdt);
+        return;
+      }
+      for (int64_t i = 0; i < batch; ++i)
+        kernels::gemm(dt, g, alpha, elem(a.t, i * a.stride), a.ld, elem(b.t, i * b.stride), b.ld, i ? 1.0f : 0.0f,
+                      c->data(), g.n, cdt);
+    });
+  return as(s, c, want);
+}
+
+struct Pair {
+  TensorPtr a, b;
+  hpuDataType_t dt;  // the run type
+  std::shared_ptr<Stream> s;
+};
+
+// A forward's two operands after the autocast decision for `op`.
+Pair forward_pair(const char *op, hpuStream_t stream, hpuTensor_t ha, const char *an, hpuTensor_t hb,
+                  const char *bn) {
+  Pair p;
+  p.a = input(ha, an);
+  p.b = input(hb, bn);
+  same_device(*p.a, an, *p.b, bn);
+  require_floating(*p.a, an);
+  require_floating(*p.b, bn);
+  autocast::Decision d = autocast::decide(op, {p.a->dtype(), p.b->dtype()});
+  hpuDataType_t ra = d.apply(p.a->dtype()), rb = d.apply(p.b->dtype(), 1);
+  require_same_dtype(*p.a, an, ra, *p.b, bn, rb);
+  p.dt = ra;
+  p.s = stream_for(stream, *p.a);
+  return p;
+}
+
+// A backward's gradient and operands: it runs in the gradient's type.
+struct Grads {
+  TensorPtr g, a, b;
+  hpuDataType_t dt;
+  std::shared_ptr<Stream> s;
+};
+
+Grads backward_pair(hpuStream_t stream, hpuTensor_t hg, const char *gn, hpuTensor_t ha, const char *an,
+                    hpuTensor_t hb, const char *bn) {
+  Grads p;
+  p.g = input(hg, gn);
+  p.a = input(ha, an);
+  p.b = input(hb, bn);
+  same_device(*p.g, gn, *p.a, an);
+  same_device(*p.g, gn, *p.b, bn);
+  require_floating(*p.g, gn);
+  require_floating(*p.a, an);
+  require_floating(*p.b, bn);
+  p.dt = p.g->dtype();
+  p.s = stream_for(stream, *p.g);
+  return p;
+}
+
+void check_inner(const Tensor &a, const char *an, int64_t ka, const Tensor &b, const char *bn, int64_t kb) {
+  if (ka != kb)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s and %s is %s: the inner sizes differ (%lld vs %lld)", an,
+         a.str().c_str(), bn, b.str().c_str(), static_cast<long long>(ka), static_cast<long long>(kb));
+}
+
+// Copies a bias broadcast over an m x n result (strides from broadcast_strides).
+std::function<void(void *, hpuDataType_t)> bias_init(const TensorPtr &bias, int64_t m, int64_t n) {
+  Dims st;
+  broadcast_strides(bias->shape(), Dims{m, n}, &st);
+  return [bias, st, m, n](void *c, hpuDataType_t cdt) {
+    int64_t shape[2] = {m, n}, dst[2] = {n, 1};
+    kernels::copy_strided(bias->data(), bias->dtype(), st.data(), c, cdt, dst, 2, shape);
+  };
+}
+
+// Product of all dims but the last.
+int64_t leading(const Dims &d) {
+  int64_t r = 1;
+  for (int i = 0; i + 1 < d.n; ++i) r *= d[i];
+  return r;
+}
+
+// ---- mm / bmm ---------------------------------------------------------------
+
+struct MmShape {
+  int64_t batch, m, k, n;
+};
+
+MmShape mm_shape(const Tensor &a, const Tensor &b, bool batched) {
+  int nd = batched ? 3 : 2;
+  require_ndim(a, "a", nd);
+  require_ndim(b, "b", nd);
+  int o = batched ? 1 : 0;
+  if (batched && a.size(0) != b.size(0))
+    fail(HPU_ERROR_INVALID_ARGUMENT, "a is %s and b is %s: the batch sizes differ", a.str().c_str(),
+         b.str().c_str());
+  check_inner(a, "a", a.size(o + 1), b, "b", b.size(o));
+  return {batched ? a.size(0) : 1, a.size(o), a.size(o + 1), b.size(o + 1)};
+}
+
+Dims mm_dims(const MmShape &s, bool batched, int64_t rows, int64_t cols) {
+  return batched ? Dims{s.batch, rows, cols} : Dims{rows, cols};
+}
+
+void mm_forward(bool batched, hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
+                       hpuTensor_t *out) {
+  check_out(out, "out");
+  Pair p = forward_pair(batched ? "bmm" : "mm", stream, a, "a", b, "b");
+  MmShape sh = mm_shape(*p.a, *p.b, batched);
+  TensorPtr A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt);
+  give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, {A, sh.k, sh.m * sh.k},
+                    {B, sh.n, sh.k * sh.n}, p.dt, mm_dims(sh, batched, sh.m, sh.n)));
+}
+
+void mm_backward(bool batched, hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a,
+                        hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
+  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+  MmShape sh = mm_shape(*p.a, *p.b, batched);
+  require_shape(*p.g, "grad_out", mm_dims(sh, batched, sh.m, sh.n), "the forward's output shape");
+  TensorPtr G = as(*p.s, p.g, p.dt), A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), ga, gb;
+  if (grad_a)  // ga = G B^T
+    ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, {G, sh.n, sh.m * sh.n},
+                 {B, sh.n, sh.k * sh.n}, p.a->dtype(), p.a->shape());
+  if (grad_b)  // gb = A^T G
+    gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, {A, sh.k, sh.m * sh.k},
+                 {G, sh.n, sh.m * sh.n}, p.b->dtype(), p.b->shape());
+  give(grad_a, ga);
+  give(grad_b, gb);
+}
+
+// ---- matmul ------------------------------------------------------------------
+
+// torch.matmul's operands seen as [batch..., m, k] and [batch..., k, n].
+struct MatmulShape {
+  Dims batch;          // the result's batch dims
+  int64_t nbatch = 1;  // their product
+  bool a_batched = false, b_batched = false, a_vec = false, b_vec = false;
+  int64_t m = 1, k = 1, n = 1;
+  Dims out;
+};
+
+MatmulShape matmul_shape(const Tensor &a, const Tensor &b) {
+  if (a.ndim() < 1 || b.ndim() < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "a is %s and b is %s: both need at least 1 dim", a.str().c_str(),
+         b.str().c_str());
+  MatmulShape s;
+  s.a_vec = a.ndim() == 1;
+  s.b_vec = b.ndim() == 1;
+  s.m = s.a_vec ? 1 : a.size(a.ndim() - 2);
+  s.k = a.size(a.ndim() - 1);
+  int64_t kb = s.b_vec ? b.size(0) : b.size(b.ndim() - 2);
+  s.n = s.b_vec ? 1 : b.size(b.ndim() - 1);
+  check_inner(a, "a", s.k, b, "b", kb);
+  Dims ba, bb;
+  for (int i = 0; i + 2 < a.ndim(); ++i) ba.v[ba.n++] = a.size(i);
+  for (int i = 0; i + 2 < b.ndim(); ++i) bb.v[bb.n++] = b.size(i);
+  s.a_batched = ba.n > 0;
+  s.b_batched = bb.n > 0;
+  if (s.a_batched && s.b_batched && ba != bb)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "a is %s and b is %s: batch dims %s and %s differ", a.str().c_str(),
+         b.str().c_str(), ba.str().c_str(), bb.str().c_str());
+  s.batch = s.a_batched ? ba : bb;
+  s.nbatch = s.batch.numel();
+  s.out = s.batch;
+  if (!s.a_vec) s.out.v[s.out.n++] = s.m;
+  if (!s.b_vec) s.out.v[s.out.n++] = s.n;
+  return s;
+}
+
+}  // namespace
+
+extern "C" {
+
+HPU_API hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
+  HPU_API_BEGIN
+    mm_forward(false, stream, a, b, out);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuMmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                  hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
+  HPU_API_BEGIN
+    mm_backward(false, stream, grad_out, a, b, grad_a, grad_b);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuBmm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
+  HPU_API_BEGIN
+    mm_forward(true, stream, a, b, out);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuBmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
+  HPU_API_BEGIN
+    mm_backward(true, stream, grad_out, a, b, grad_a, grad_b);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAddmm(hpuStream_t stream, hpuTensor_t bias, hpuTensor_t a, hpuTensor_t b, double beta,
+                             double alpha, hpuTensor_t *out) {
+  HPU_API_BEGIN
+    check_out(out, "out");
+    TensorPtr c = input(bias, "bias");
+    Pair p = forward_pair("addmm", stream, a, "a", b, "b");
+    same_device(*p.a, "a", *c, "bias");
+    require_floating(*c, "bias");
+    MmShape sh = mm_shape(*p.a, *p.b, false);
+    Dims st;
+    if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
+      fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to the product's shape %s",
+           c->str().c_str(), Dims{sh.m, sh.n}.str().c_str());
+    require_same_dtype(*p.a, "a", p.dt, *c, "bias", autocast::decide("addmm", {c->dtype()}).apply(c->dtype()));
+    TensorPtr A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), C = as(*p.s, c, p.dt);
+    give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), {A, sh.k, 0}, {B, sh.n, 0},
+                      p.dt, Dims{sh.m, sh.n}, false, bias_init(C, sh.m, sh.n), static_cast<float>(beta)));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t bias, hpuTensor_t a,
+                                     hpuTensor_t b, double beta, double alpha, hpuTensor_t *grad_bias,
+                                     hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
+  HPU_API_BEGIN
+    Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+    TensorPtr c = input(bias, "bias");
+    same_device(*p.g, "grad_out", *c, "bias");
+    require_floating(*c, "bias");
+    MmShape sh = mm_shape(*p.a, *p.b, false);
+    require_shape(*p.g, "grad_out", Dims{sh.m, sh.n}, "the forward's output shape");
+    Dims st;
+    if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
+      fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to %s", c->str().c_str(),
+           Dims{sh.m, sh.n}.str().c_str());
+    TensorPtr G = as(*p.s, p.g, p.dt), A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), gc, ga, gb;
+    if (grad_bias) {
+      gc = empty_like(*c, c->dtype(), c->shape());
+      Dims to = pad_left(c->shape(), 2);
+      if (gc->numel() > 0)
+        enqueue(*p.s, [=] {
+          int64_t shape[2] = {sh.m, sh.n};
+          kernels::sum_to(G->dtype(), G->data(), 2, shape, to.data(), beta, gc->dtype(), gc->data());
+        });
+    }
+    if (grad_a)
+      ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, 1, static_cast<float>(alpha), {G, sh.n, 0},
+                   {B, sh.n, 0}, p.a->dtype(), p.a->shape());
+    if (grad_b)
+      gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha), {A, sh.k, 0},
+                   {G, sh.n, 0}, p.b->dtype(), p.b->shape());
+    give(grad_bias, gc);
+    give(grad_a, ga);
+    give(grad_b, gb);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
+  HPU_API_BEGIN
+    check_out(out, "out");
+    Pair p = forward_pair("matmul", stream, a, "a", b, "b");
+    MatmulShape sh = matmul_shape(*p.a, *p.b);
+    TensorPtr A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), y;
+    if (!sh.b_batched)  // fold a's batch into its rows: one product
+      y = product(*p.s, p.dt, {sh.nbatch * sh.m, sh.n, sh.k}, 1, 1.0f, {A, sh.k, 0}, {B, sh.n, 0}, p.dt, sh.out);
+    else
+      y = product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, 1.0f, {A, sh.k, sh.a_batched ? sh.m * sh.k : 0},
+                  {B, sh.n, sh.k * sh.n}, p.dt, sh.out);
+    give(out, y);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
+                                      hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
+  HPU_API_BEGIN
+    Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+    MatmulShape sh = matmul_shape(*p.a, *p.b);
+    require_shape(*p.g, "grad_out", sh.out, "the forward's output shape");
+    TensorPtr G = as(*p.s, p.g, p.dt), A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), ga, gb;
+    int64_t sa = sh.m * sh.k, sb = sh.k * sh.n, sg = sh.m * sh.n;
+    hpuDataType_t ta = p.a->dtype(), tb = p.b->dtype();
+    if (!sh.b_batched) {  // rows folded: G [R, n], A [R, k]
+      int64_t rows = sh.nbatch * sh.m;
+      if (grad_a) ga = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, {G, sh.n, 0}, {B, sh.n, 0}, ta, p.a->shape());
+      if (grad_b) gb = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, {A, sh.k, 0}, {G, sh.n, 0}, tb, p.b->shape());
+    } else {
+      // b batched; a shared (summed over the batch) or batched alike.
+      if (grad_a)
+        ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.nbatch, 1.0f, {G, sh.n, sg}, {B, sh.n, sb}, ta,
+                     p.a->shape(), !sh.a_batched);
+      if (grad_b)
+        gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.nbatch, 1.0f,
+                     {A, sh.k, sh.a_batched ? sa : 0}, {G, sh.n, sg}, tb, p.b->shape());
+    }
+    give(grad_a, ga);
+    give(grad_b, gb);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
+  HPU_API_BEGIN
+    check_out(y, "y");
+    TensorPtr xb = input(x, "x"), wb = input(w, "w"), bb = optional(bias, "bias");
+    same_device(*xb, "x", *wb, "w");
+    require_floating(*xb, "x");
+    require_floating(*wb, "w");
+    autocast::Decision d = autocast::decide("linear", {xb->dtype(), wb->dtype(), bb ? bb->dtype() : wb->dtype()});
+    hpuDataType_t dt = d.apply(xb->dtype());
+    require_same_dtype(*xb, "x", dt, *wb, "w", d.apply(wb->dtype(), 1));
+    require_ndim(*wb, "w", 2);
+    if (xb->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xb->str().c_str());
+    int64_t in = wb->size(1), outf = wb->size(0);
+    check_inner(*xb, "x", xb->size(xb->ndim() - 1), *wb, "w", in);
+    if (bb) {
+      same_device(*xb, "x", *bb, "bias");
+      require_floating(*bb, "bias");
+      require_shape(*bb, "bias", Dims{outf}, "w's rows");
+      require_same_dtype(*xb, "x", dt, *bb, "bias", d.apply(bb->dtype(), 2));
+    }
+    auto s = stream_for(stream, *xb);
+    Dims out = xb->shape();
+    out[out.n - 1] = outf;
+    int64_t rows = leading(xb->shape());
+    TensorPtr X = as(*s, xb, dt), W = as(*s, wb, dt);
+    std::function<void(void *, hpuDataType_t)> init;
+    if (bb) init = bias_init(as(*s, bb, dt), rows, outf);
+    give(y, product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, {X, in, 0}, {W, in, 0}, dt, out, false, init,
+                    bb ? 1.0f : 0.0f));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
+                                      hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
+  HPU_API_BEGIN
+    Grads p = backward_pair(stream, grad_y, "grad_y", x, "x", w, "w");
+    require_ndim(*p.b, "w", 2);
+    if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
+    int64_t in = p.b->size(1), outf = p.b->size(0);
+    check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", in);
+    Dims out = p.a->shape();
+    out[out.n - 1] = outf;
+    require_shape(*p.g, "grad_y", out, "the forward's output shape");
+    int64_t rows = leading(p.a->shape());
+    TensorPtr G = as(*p.s, p.g, p.dt), X = as(*p.s, p.a, p.dt), W = as(*p.s, p.b, p.dt), gx, gw, gb;
+    if (grad_x)  // dx = dy w
+      gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, {G, outf, 0}, {W, in, 0}, p.a->dtype(), p.a->shape());
+    if (grad_w)  // dw = dy^T x
+      gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, {G, outf, 0}, {X, in, 0}, p.b->dtype(),
+                   p.b->shape());
+    if (grad_bias) {  // db = the column sums of dy, in w's type
+      gb = empty_like(*p.b, p.b->dtype(), Dims{outf});
+      if (outf > 0)
+        enqueue(*p.s, [=] {
+          kernels::reduce(kernels::Reduce::sum, G->dtype(), G->data(), 1, rows, outf, gb->data(), gb->dtype());
+        });
+    }
+    give(grad_x, gx);
+    give(grad_w, gw);
+    give(grad_bias, gb);
+  HPU_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,101 @@
+#include "ops/op.hpp"
+
+#include "core/profiler.hpp"
+
+namespace hpu::ops {
+
+void same_device(const Tensor &x, const char *x_arg, const Tensor &t, const char *t_arg) {
+  if (&x.device() != &t.device())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is on device %d but %s is on device %d", t_arg, t.device().ordinal(), x_arg,
+         x.device().ordinal());
+}
+
+void require_floating(const Tensor &t, const char *arg) {
+  if (!is_floating(t.dtype()))
+    fail(HPU_ERROR_UNSUPPORTED, "%s is %s: a floating type (f16, bf16, f32, f64) is required", arg, t.str().c_str());
+}
+
+void require_index(const Tensor &t, const char *arg) {
+  if (t.dtype() != HPU_INT32 && t.dtype() != HPU_INT64)
+    fail(HPU_ERROR_UNSUPPORTED, "%s is %s: indices must be i32 or i64", arg, t.str().c_str());
+}
+
+void require_ndim(const Tensor &t, const char *arg, int ndim) {
+  if (t.ndim() != ndim)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected %d dim%s", arg, t.str().c_str(), ndim, ndim == 1 ? "" : "s");
+}
+
+void require_shape(const Tensor &t, const char *arg, const Dims &shape, const char *what) {
+  if (t.shape() != shape)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected shape %s (%s)", arg, t.str().c_str(), shape.str().c_str(),
+         what);
+}
+
+void require_same_dtype(const Tensor &a, const char *a_arg, hpuDataType_t a_run, const Tensor &b,
+                        const char *b_arg, hpuDataType_t b_run) {
+  if (a_run != b_run)
+    fail(HPU_ERROR_INVALID_ARGUMENT,
+         "%s is %s but %s is %s: the types differ (convert one with hpuCast, or run under autocast)", a_arg,
+         a.str().c_str(), b_arg, b.str().c_str());
+}
+
+int normalize_dim(int dim, int ndim, const char *arg) {
+  int n = std::max(ndim, 1);
+  if (dim < -n || dim >= n)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s %d is out of range for %d dim%s (-%d..%d)", arg, dim, ndim,
+         ndim == 1 ? "" : "s", n, n - 1);
+  return dim < 0 ? dim + n : dim;
+}
+
+TensorPtr as(Stream &s, const TensorPtr &x, hpuDataType_t dt) {
+  if (x->dtype() == dt && x->contiguous()) return x;
+  return copy_as(s, x, dt);
+}
+
+bool broadcast_strides(const Dims &shape, const Dims &target, Dims *strides) {
+  if (shape.n > target.n) return false;
+  Dims st;
+  st.n = target.n;
+  int64_t step = 1;
+  for (int i = target.n - 1, j = shape.n - 1; i >= 0; --i, --j) {
+    int64_t size = j >= 0 ? shape[j] : 1;
+    if (size != target[i] && size != 1) return false;
+    st[i] = size == 1 ? 0 : step;
+    step *= size;
+  }
+  *strides = st;
+  return true;
+}
+
+Dims pad_left(const Dims &shape, int n) {
+  Dims d;
+  d.n = n;
+  int pad = n - shape.n;
+  for (int i = 0; i < n; ++i) d[i] = i < pad ? 1 : shape[i - pad];
+  return d;
+}
+
+void enqueue(Stream &s, std::function<void()> fn) {
+  const char *op = prof::current_api();
+  s.enqueue([op, fn = std::move(fn)] {
+    try {
+      fn();
+    } catch (const Error &e) {
+      throw Error(e.status(), strf("%s: %s", op ? op : "op", e.what()));
+    }
+  });
+}
+
+TensorPtr copy_as(Stream &s, const TensorPtr &x, hpuDataType_t dt) {
+  TensorPtr y = Tensor::empty(x->device(), dt, x->shape());
+  enqueue_copy(s, y, x);
+  return y;
+}
+
+Split split_at(const Dims &shape, int dim) {
+  Split s;
+  for (int i = 0; i < shape.n; ++i) (i < dim ? s.outer : i == dim ? s.n : s.inner) *= shape[i];
+  return s;
+}
+
+}  // namespace hpu::ops

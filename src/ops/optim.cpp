@@ -1,0 +1,92 @@
+// Fused optimizer steps (SGD, AdamW) over f32 master weights.
+#include <cmath>
+
+#include "kernels/optim.hpp"
+#include "ops/op.hpp"
+
+using namespace hpu;
+using namespace hpu::ops;
+
+namespace {
+
+// An f32, contiguous tensor of param's shape (param itself included).
+TensorPtr state(hpuTensor_t h, const char *arg, const TensorPtr &param) {
+  TensorPtr t = input(h, arg);
+  if (param) {
+    same_device(*param, "param", *t, arg);
+    require_shape(*t, arg, param->shape(), "param's shape");
+  }
+  if (t->dtype() != HPU_FLOAT32 || !t->contiguous())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s%s: expected contiguous f32", arg, t->str().c_str(),
+         t->contiguous() ? "" : " (not contiguous)");
+  return t;
+}
+
+TensorPtr gradient(hpuTensor_t h, const TensorPtr &param) {
+  TensorPtr g = input(h, "grad");
+  same_device(*param, "param", *g, "grad");
+  require_shape(*g, "grad", param->shape(), "param's shape");
+  if (g->dtype() != HPU_FLOAT32 && g->dtype() != HPU_BFLOAT16 && g->dtype() != HPU_FLOAT16)
+    fail(HPU_ERROR_UNSUPPORTED, "grad is %s: expected bf16, f16 or f32", g->str().c_str());
+  return g;
+}
+
+void check_value(const char *name, double v, double lo, double hi, bool hi_open) {
+  HPU_CHECK_ARG(v >= lo && (hi_open ? v < hi : v <= hi), "options->%s %g is not in [%g, %g%c", name, v, lo, hi,
+                hi_open ? ')' : ']');
+}
+
+}  // namespace
+
+extern "C" {
+
+HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t momentum_buf,
+                               int64_t step, const hpuSgdOptions_t *options) {
+  HPU_API_BEGIN
+    hpuSgdOptions_t o = read_sized(options, hpuSgdOptions_t HPU_SGD_OPTIONS_INIT, "options");
+    TensorPtr p = state(param, "param", nullptr), g = gradient(grad, p);
+    TensorPtr buf = momentum_buf ? state(momentum_buf, "momentum_buf", p) : nullptr;
+    HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
+    check_value("lr", o.lr, 0, 1e30, false);
+    check_value("momentum", o.momentum, 0, 1e30, false);
+    check_value("dampening", o.dampening, 0, 1, false);
+    check_value("weight_decay", o.weight_decay, 0, 1e30, false);
+    HPU_CHECK_ARG(o.momentum == 0 || buf, "momentum_buf is NULL but options->momentum is %g", o.momentum);
+    HPU_CHECK_ARG(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+                  "options->nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g)", o.momentum,
+                  o.dampening);
+    auto s = stream_for(stream, *p);
+    TensorPtr G = as(*s, g, g->dtype());
+    kernels::SgdParams sp{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov != 0};
+    if (p->numel() > 0)
+      enqueue(*s, [=] {
+        kernels::sgd_step(p->data_as<float>(), G->dtype(), G->data(), buf ? buf->data_as<float>() : nullptr,
+                          p->numel(), step, sp);
+      });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
+                                 hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options) {
+  HPU_API_BEGIN
+    hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, "options");
+    TensorPtr p = state(param, "param", nullptr), g = gradient(grad, p);
+    TensorPtr m = state(exp_avg, "exp_avg", p), v = state(exp_avg_sq, "exp_avg_sq", p);
+    HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
+    check_value("lr", o.lr, 0, 1e30, false);
+    check_value("beta1", o.beta1, 0, 1, true);
+    check_value("beta2", o.beta2, 0, 1, true);
+    check_value("eps", o.eps, 0, 1e30, false);
+    check_value("weight_decay", o.weight_decay, 0, 1e30, false);
+    auto s = stream_for(stream, *p);
+    TensorPtr G = as(*s, g, g->dtype());
+    kernels::AdamwParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
+    if (p->numel() > 0)
+      enqueue(*s, [=] {
+        kernels::adamw_step(p->data_as<float>(), G->dtype(), G->data(), m->data_as<float>(), v->data_as<float>(),
+                            p->numel(), step, ap);
+      });
+  HPU_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,77 @@
+// softmax and log_softmax along one dim, with their backwards.
+#include "kernels/nn.hpp"
+#include "ops/op.hpp"
+
+using namespace hpu;
+using namespace hpu::ops;
+
+namespace {
+
+void forward(bool log, hpuStream_t stream, hpuTensor_t hx, int dim, hpuTensor_t *out) {
+  check_out(out, "out");
+  TensorPtr x = input(hx, "x");
+  require_floating(*x, "x");
+  int d = normalize_dim(dim, x->ndim(), "dim");
+  hpuDataType_t dt = autocast::decide(log ? "log_softmax" : "softmax", {x->dtype()}).apply(x->dtype());
+  auto s = stream_for(stream, *x);
+  Split sp = split_at(x->shape(), d);
+  TensorPtr X = as(*s, x, dt), y = empty_like(*x, dt, x->shape());
+  if (y->numel() > 0)
+    enqueue(*s, [=] { kernels::softmax(log, dt, X->data(), dt, y->data(), sp.outer, sp.n, sp.inner); });
+  give(out, y);
+}
+
+void backward(bool log, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hy, int dim,
+                     hpuDataType_t input_dtype, hpuTensor_t *grad_x) {
+  check_out(grad_x, "grad_x");
+  TensorPtr g = input(hg, "grad_out"), y = input(hy, "out");
+  same_device(*y, "out", *g, "grad_out");
+  require_floating(*g, "grad_out");
+  require_floating(*y, "out");
+  require_shape(*g, "grad_out", y->shape(), "out's shape");
+  check_dtype(input_dtype, "input_dtype");
+  if (!is_floating(input_dtype))
+    fail(HPU_ERROR_UNSUPPORTED, "input_dtype %s is not a floating type", dtype_name(input_dtype));
+  int d = normalize_dim(dim, y->ndim(), "dim");
+  hpuDataType_t dt = g->dtype();
+  auto s = stream_for(stream, *y);
+  Split sp = split_at(y->shape(), d);
+  TensorPtr G = as(*s, g, dt), Y = as(*s, y, dt), gx = empty_like(*y, input_dtype, y->shape());
+  if (gx->numel() > 0)
+    enqueue(*s, [=] {
+      kernels::softmax_backward(log, dt, G->data(), Y->data(), input_dtype, gx->data(), sp.outer, sp.n, sp.inner);
+    });
+  give(grad_x, gx);
+}
+
+}  // namespace
+
+extern "C" {
+
+HPU_API hpuStatus_t hpuSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hpuTensor_t *out) {
+  HPU_API_BEGIN
+    forward(false, stream, x, dim, out);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
+                                       hpuDataType_t input_dtype, hpuTensor_t *grad_x) {
+  HPU_API_BEGIN
+    backward(false, stream, grad_out, out, dim, input_dtype, grad_x);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLogSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hpuTensor_t *out) {
+  HPU_API_BEGIN
+    forward(true, stream, x, dim, out);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLogSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
+                                          hpuDataType_t input_dtype, hpuTensor_t *grad_x) {
+  HPU_API_BEGIN
+    backward(true, stream, grad_out, out, dim, input_dtype, grad_x);
+  HPU_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,381 @@
+// softmax, log_softmax, nll_loss, cross_entropy_loss, layer_norm, dropout,
+// embedding, sum, mean, cast: forward against double references, backward by
+// finite differences, bad input.
+#include "ops_harness.hpp"
+
+using namespace ops_test;
+
+namespace {
+
+// Softmax of [outer, n, inner] over n.
+std::vector<double> ref_softmax(const std::vector<double> &x, int64_t outer, int64_t n, int64_t inner, bool log) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double mx = -INFINITY, s = 0;
+      for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[(o * n + j) * inner + i]);
+      for (int64_t j = 0; j < n; ++j) s += std::exp(x[(o * n + j) * inner + i] - mx);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = x[(o * n + j) * inner + i] - mx;
+        y[(o * n + j) * inner + i] = log ? v - std::log(s) : std::exp(v) / s;
+      }
+    }
+  return y;
+}
+
+double ref_nll(const std::vector<double> &lp, const std::vector<double> &t, int64_t c, hpuReduction_t red,
+               int64_t ignore, std::vector<double> *per) {
+  double s = 0;
+  int64_t count = 0;
+  per->assign(t.size(), 0);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (static_cast<int64_t>(t[i]) == ignore) continue;
+    (*per)[i] = -lp[i * c + static_cast<int64_t>(t[i])];
+    s += (*per)[i];
+    ++count;
+  }
+  return red == HPU_REDUCTION_MEAN ? s / count : s;
+}
+
+class Nn : public OpsTest, public ::testing::WithParamInterface<hpuDataType_t> {};
+
+hpuTensor_t forward_softmax(bool log, hpuTensor_t x, int dim) {
+  hpuTensor_t o = nullptr;
+  EXPECT_HPU_OK(log ? hpuLogSoftmax(nullptr, x, dim, &o) : hpuSoftmax(nullptr, x, dim, &o));
+  return o;
+}
+
+}  // namespace
+
+TEST_P(Nn, SoftmaxAndLogSoftmax) {
+  hpuDataType_t dt = GetParam();
+  auto xv = round_all(dt, random_values(2 * 5 * 3, 1, -3, 3));
+  for (bool log : {false, true})
+    for (int dim : {-1, 1, 0}) {
+      hpuTensor_t y = keep(forward_softmax(log, T(dt, {2, 5, 3}, xv), dim));
+      EXPECT_EQ(dtype_of(y), dt);
+      int d = dim < 0 ? dim + 3 : dim;
+      int64_t outer = d == 0 ? 1 : d == 1 ? 2 : 10, n = d == 0 ? 2 : d == 1 ? 5 : 3, inner = 30 / (outer * n);
+      EXPECT_TRUE(near(read(y), ref_softmax(xv, outer, n, inner, log), tolerance(dt) * 2)) << log << dim;
+    }
+}
+
+TEST_P(Nn, LossesMatchReference) {
+  hpuDataType_t dt = GetParam();
+  const int64_t n = 6, c = 4;
+  auto xv = round_all(dt, random_values(n * c, 2, -2, 2));
+  std::vector<double> tv = {0, 3, 1, -100, 2, 3};
+  auto lp = ref_softmax(xv, n, c, 1, true);
+  for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM})
+    for (hpuDataType_t tdt : {HPU_INT64, HPU_INT32}) {
+      hpuTensor_t ce = nullptr, nll = nullptr;
+      ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, T(dt, {n, c}, xv), T(tdt, {n}, tv), red, -100, &ce));
+      keep(ce);
+      ASSERT_HPU_OK(hpuNllLoss(nullptr, T(dt, {n, c}, xv), T(tdt, {n}, tv), red, -100, &nll));
+      keep(nll);
+      std::vector<double> per, per_nll;
+      double total = ref_nll(lp, tv, c, red, -100, &per);
+      double total_nll = ref_nll(xv, tv, c, red, -100, &per_nll);
+      if (red == HPU_REDUCTION_NONE) {
+        EXPECT_EQ(shape_of(ce), (Shape{n}));
+        EXPECT_TRUE(near(read(ce), per, tolerance(dt) * 2));
+        EXPECT_TRUE(near(read(nll), per_nll, tolerance(dt)));
+      } else {
+        EXPECT_EQ(shape_of(ce), Shape{});
+        EXPECT_TRUE(near(read(ce), {total}, tolerance(dt) * 2));
+        EXPECT_TRUE(near(read(nll), {total_nll}, tolerance(dt)));
+      }
+    }
+}
+
+TEST_P(Nn, LayerNormMatchesReference) {
+  hpuDataType_t dt = GetParam();
+  const int64_t rows = 6, d = 10;
+  auto xv = round_all(dt, random_values(rows * d, 3, -2, 3));
+  auto wv = round_all(dt, random_values(d, 4)), bv = round_all(dt, random_values(d, 5));
+  hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, d}, xv), T(dt, {d}, wv), T(dt, {d}, bv), 1e-5, &y, &mean, &rstd));
+  keep(y), keep(mean), keep(rstd);
+  EXPECT_EQ(shape_of(mean), (Shape{2, 3}));
+  EXPECT_EQ(dtype_of(mean), HPU_FLOAT32);
+  std::vector<double> want(rows * d), wm(rows), wr(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) mu += xv[r * d + j] / d;
+    for (int64_t j = 0; j < d; ++j) var += (xv[r * d + j] - mu) * (xv[r * d + j] - mu) / d;
+    wm[r] = mu;
+    wr[r] = 1 / std::sqrt(var + 1e-5);
+    for (int64_t j = 0; j < d; ++j) want[r * d + j] = (xv[r * d + j] - mu) * wr[r] * wv[j] + bv[j];
+  }
+  EXPECT_TRUE(near(read(y), want, tolerance(dt) * 2));
+  EXPECT_TRUE(near(read(mean), wm, 1e-5));
+  EXPECT_TRUE(near(read(rstd), wr, 1e-5));
+}
+
+TEST_P(Nn, EmbeddingSumMeanCast) {
+  hpuDataType_t dt = GetParam();
+  auto wv = round_all(dt, random_values(5 * 3, 6));
+  std::vector<double> idx = {4, 0, 4, 2};
+  hpuTensor_t e = nullptr;
+  ASSERT_HPU_OK(hpuEmbedding(nullptr, T(dt, {5, 3}, wv), T(HPU_INT64, {2, 2}, idx), -1, &e));
+  keep(e);
+  EXPECT_EQ(shape_of(e), (Shape{2, 2, 3}));
+  std::vector<double> want;
+  for (double i : idx)
+    for (int j = 0; j < 3; ++j) want.push_back(wv[static_cast<int>(i) * 3 + j]);
+  EXPECT_TRUE(near(read(e), want, 0));
+
+  auto xv = round_all(dt, random_values(2 * 3 * 4, 7));
+  hpuTensor_t x = T(dt, {2, 3, 4}, xv);
+  struct Case {
+    std::vector<int> dims;
+    int keepdim;
+    Shape out;
+  };
+  for (const Case &c : {Case{{}, 0, {}}, Case{{1}, 0, {2, 4}}, Case{{0, 2}, 1, {1, 3, 1}}, Case{{-1, 0}, 0, {3}},
+                        Case{{0, 1, 2}, 1, {1, 1, 1}}}) {
+    hpuTensor_t s = nullptr, m = nullptr;
+    ASSERT_HPU_OK(hpuSum(nullptr, x, c.dims.data(), static_cast<int>(c.dims.size()), c.keepdim, &s));
+    ASSERT_HPU_OK(hpuMean(nullptr, x, c.dims.data(), static_cast<int>(c.dims.size()), c.keepdim, &m));
+    keep(s), keep(m);
+    EXPECT_EQ(shape_of(s), c.out);
+    bool red[3] = {c.dims.empty(), c.dims.empty(), c.dims.empty()};
+    for (int d : c.dims) red[(d + 3) % 3] = true;
+    int64_t sizes[3] = {2, 3, 4}, count = 1;
+    for (int d = 0; d < 3; ++d) count *= red[d] ? sizes[d] : 1;
+    std::vector<double> ws(numel(c.out), 0);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          int64_t o = ((red[0] ? 0 : i) * (red[1] ? 1 : 3) + (red[1] ? 0 : j)) * (red[2] ? 1 : 4) + (red[2] ? 0 : k);
+          ws[o] += xv[(i * 3 + j) * 4 + k];
+        }
+    std::vector<double> wmean = ws;
+    for (double &v : wmean) v /= count;
+    EXPECT_TRUE(near(read(s), ws, tolerance(dt) * 2));
+    EXPECT_TRUE(near(read(m), wmean, tolerance(dt) * 2));
+  }
+
+  hpuTensor_t f = nullptr;
+  ASSERT_HPU_OK(hpuCast(nullptr, x, HPU_FLOAT64, &f));
+  keep(f);
+  EXPECT_EQ(dtype_of(f), HPU_FLOAT64);
+  EXPECT_TRUE(near(read(f), xv, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Nn, ::testing::Values(HPU_FLOAT32, HPU_BFLOAT16, HPU_FLOAT64));
+
+class NnGrad : public OpsTest {};
+
+TEST_F(NnGrad, SoftmaxByFiniteDifferences) {
+  for (bool log : {false, true})
+    for (int dim : {-1, 0}) {
+      check_gradients(
+          dev, {{{3, 4}, random_values(12, 1, -2, 2)}},
+          [=](auto &t) { return forward_softmax(log, t[0], dim); },
+          [=](hpuTensor_t g, auto &, hpuTensor_t out) {
+            hpuTensor_t gx = nullptr;
+            EXPECT_HPU_OK(log ? hpuLogSoftmaxBackward(nullptr, g, out, dim, HPU_FLOAT64, &gx)
+                              : hpuSoftmaxBackward(nullptr, g, out, dim, HPU_FLOAT64, &gx));
+            return std::vector<hpuTensor_t>{gx};
+          });
+    }
+}
+
+TEST_F(NnGrad, LossesByFiniteDifferences) {
+  for (bool fused : {false, true})
+    for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM}) {
+      Input target{{5}, {2, 0, 7, 1, 2}, HPU_INT64, false};  // 7 is ignored
+      check_gradients(
+          dev, {{{5, 3}, random_values(15, 2, -2, 2)}, target},
+          [=](auto &t) {
+            hpuTensor_t o = nullptr;
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLoss(nullptr, t[0], t[1], red, 7, &o)
+                                : hpuNllLoss(nullptr, t[0], t[1], red, 7, &o));
+            return o;
+          },
+          [=](hpuTensor_t g, auto &t, hpuTensor_t) {
+            hpuTensor_t gi = nullptr;
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossBackward(nullptr, g, t[0], t[1], red, 7, &gi)
+                                : hpuNllLossBackward(nullptr, g, t[0], t[1], red, 7, &gi));
+            return std::vector<hpuTensor_t>{gi, nullptr};
+          });
+    }
+}
+
+TEST_F(NnGrad, LayerNormByFiniteDifferences) {
+  check_gradients(
+      dev, {{{3, 5}, random_values(15, 3, -2, 2)}, {{5}, random_values(5, 4)}, {{5}, random_values(5, 5)}},
+      [](auto &t) {
+        hpuTensor_t y = nullptr;
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], 1e-5, &y, nullptr, nullptr));
+        return y;
+      },
+      [](hpuTensor_t g, auto &t, hpuTensor_t) {
+        hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr, gx = nullptr, gw = nullptr, gb = nullptr;
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], 1e-5, &y, &mean, &rstd));
+        EXPECT_HPU_OK(hpuLayerNormBackward(nullptr, g, t[0], mean, rstd, t[1], &gx, &gw, &gb));
+        hpuTensorRelease(y), hpuTensorRelease(mean), hpuTensorRelease(rstd);
+        return std::vector<hpuTensor_t>{gx, gw, gb};
+      });
+}
+
+TEST_F(NnGrad, EmbeddingSumMeanCastByFiniteDifferences) {
+  Input idx{{2, 3}, {1, 3, 1, 0, 2, 3}, HPU_INT32, false};
+  check_gradients(
+      dev, {{{4, 2}, random_values(8, 6)}, idx},
+      [](auto &t) {
+        hpuTensor_t o = nullptr;
+        EXPECT_HPU_OK(hpuEmbedding(nullptr, t[0], t[1], 3, &o));
+        return o;
+      },
+      [](hpuTensor_t g, auto &t, hpuTensor_t) {
+        hpuTensor_t gw = nullptr;
+        EXPECT_HPU_OK(hpuEmbeddingBackward(nullptr, g, t[1], t[0], -1, &gw));
+        return std::vector<hpuTensor_t>{gw, nullptr};
+      });
+  for (bool mean : {false, true})
+    for (std::vector<int> dims : {std::vector<int>{}, std::vector<int>{1}, std::vector<int>{0, 2}})
+      for (int keepdim : {0, 1})
+        check_gradients(
+            dev, {{{2, 3, 2}, random_values(12, 7)}},
+            [=](auto &t) {
+              hpuTensor_t o = nullptr;
+              EXPECT_HPU_OK((mean ? hpuMean : hpuSum)(nullptr, t[0], dims.data(), static_cast<int>(dims.size()),
+                                                      keepdim, &o));
+              return o;
+            },
+            [=](hpuTensor_t g, auto &t, hpuTensor_t) {
+              hpuTensor_t gx = nullptr;
+              EXPECT_HPU_OK((mean ? hpuMeanBackward : hpuSumBackward)(
+                  nullptr, g, t[0], dims.data(), static_cast<int>(dims.size()), keepdim, &gx));
+              return std::vector<hpuTensor_t>{gx};
+            });
+  check_gradients(
+      dev, {{{5}, random_values(5, 8)}},
+      [](auto &t) {
+        hpuTensor_t o = nullptr, back = nullptr;
+        EXPECT_HPU_OK(hpuCast(nullptr, t[0], HPU_FLOAT32, &o));
+        EXPECT_HPU_OK(hpuCast(nullptr, o, HPU_FLOAT64, &back));
+        hpuTensorRelease(o);
+        return back;
+      },
+      [](hpuTensor_t g, auto &t, hpuTensor_t) {
+        hpuTensor_t gx = nullptr;
+        EXPECT_HPU_OK(hpuCastBackward(nullptr, g, t[0], &gx));
+        return std::vector<hpuTensor_t>{gx};
+      },
+      1e-3, 1e-4);  // through f32: a coarser step
+}
+
+TEST_F(NnGrad, EmbeddingPaddingRowGetsNoGradient) {
+  hpuTensor_t w = T(HPU_FLOAT32, {3, 2}, random_values(6, 9)), idx = T(HPU_INT64, {3}, {0, 2, 2});
+  hpuTensor_t gw = nullptr;
+  ASSERT_HPU_OK(hpuEmbeddingBackward(nullptr, T(HPU_FLOAT32, {3, 2}, {1, 2, 3, 4, 5, 6}), idx, w, 0, &gw));
+  keep(gw);
+  EXPECT_EQ(read(gw), (std::vector<double>{0, 0, 0, 0, 8, 10}));
+}
+
+TEST_F(NnGrad, DropoutIsReproducibleScaledAndMasked) {
+  const int64_t n = 20000;
+  std::vector<double> ones(n, 1.0);
+  hpuTensor_t x = T(HPU_FLOAT32, {n}, ones);
+  ASSERT_HPU_OK(hpuRandomSeed(dev, 1234));
+  hpuTensor_t y1 = nullptr, m1 = nullptr, y2 = nullptr, y3 = nullptr;
+  ASSERT_HPU_OK(hpuDropout(nullptr, x, 0.25, 1, &y1, &m1));
+  ASSERT_HPU_OK(hpuDropout(nullptr, x, 0.25, 1, &y2, nullptr));
+  keep(y1), keep(m1), keep(y2);
+  ASSERT_HPU_OK(hpuRandomSeed(dev, 1234));
+  ASSERT_HPU_OK(hpuDropout(nullptr, x, 0.25, 1, &y3, nullptr));
+  keep(y3);
+  std::vector<double> v1 = read(y1), mask = read(m1), v2 = read(y2), v3 = read(y3);
+  EXPECT_EQ(v1, v3);  // same seed, same draws
+  EXPECT_NE(v1, v2);  // the generator moved on
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(mask[i] == 0 || mask[i] == 1);
+    EXPECT_NEAR(v1[i], mask[i] / 0.75, 1e-6);
+    kept += mask[i] != 0;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.75, 0.02);  // ~15 sigma at this n
+
+  std::vector<double> gv = random_values(n, 10);
+  hpuTensor_t gx = nullptr;
+  ASSERT_HPU_OK(hpuDropoutBackward(nullptr, T(HPU_BFLOAT16, {n}, gv), m1, 0.25, HPU_FLOAT32, &gx));
+  keep(gx);
+  EXPECT_EQ(dtype_of(gx), HPU_FLOAT32);
+  std::vector<double> got = read(gx), want(n);
+  for (int64_t i = 0; i < n; ++i) want[i] = mask[i] * round_to(HPU_BFLOAT16, gv[i]) / 0.75;
+  EXPECT_TRUE(near(got, want, 1e-6));
+
+  hpuTensor_t ye = nullptr, me = nullptr;
+  ASSERT_HPU_OK(hpuDropout(nullptr, x, 0.5, 0, &ye, &me));  // evaluation: identity
+  keep(ye), keep(me);
+  EXPECT_EQ(read(ye), ones);
+  EXPECT_EQ(read(me), ones);
+}
+
+TEST_F(NnGrad, BadTargetOrIndexFailsTheStream) {
+  // On a stream of its own, whose sticky error goes away with it.
+  hpuStream_t s = nullptr;
+  ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
+  hpuTensor_t loss = nullptr, e = nullptr;
+  ASSERT_HPU_OK(hpuCrossEntropyLoss(s, T(HPU_FLOAT32, {2, 3}, random_values(6, 11)), T(HPU_INT64, {2}, {1, 3}),
+                                    HPU_REDUCTION_MEAN, -100, &loss));
+  keep(loss);
+  EXPECT_HPU_FAIL(hpuStreamSynchronize(s), HPU_ERROR_INVALID_ARGUMENT, "target[1] is 3", "0..2");
+  EXPECT_HPU_OK(hpuStreamDestroy(s));
+  ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
+  ASSERT_HPU_OK(hpuEmbedding(s, T(HPU_FLOAT32, {3, 2}, random_values(6, 12)), T(HPU_INT32, {2}, {0, -1}), -1, &e));
+  keep(e);
+  EXPECT_HPU_FAIL(hpuStreamSynchronize(s), HPU_ERROR_INVALID_ARGUMENT, "indices[1] is -1");
+  EXPECT_HPU_OK(hpuStreamDestroy(s));
+}
+
+TEST_F(NnGrad, BadInput) {
+  hpuTensor_t x = T(HPU_FLOAT32, {2, 3}, random_values(6, 1)), t = T(HPU_INT64, {2}, {0, 1});
+  hpuTensor_t tf = T(HPU_FLOAT32, {2}, {0, 1}), i = T(HPU_INT32, {2, 3}, {0, 1, 2, 0, 1, 2});
+  hpuTensor_t out = reinterpret_cast<hpuTensor_t>(0x1), g = nullptr;
+  EXPECT_HPU_FAIL(hpuSoftmax(nullptr, x, 2, &out), HPU_ERROR_INVALID_ARGUMENT, "dim 2 is out of range");
+  EXPECT_HPU_FAIL(hpuLogSoftmax(nullptr, i, 0, &out), HPU_ERROR_UNSUPPORTED, "x is i32[2, 3]");
+  EXPECT_HPU_FAIL(hpuSoftmaxBackward(nullptr, x, x, 0, static_cast<hpuDataType_t>(77), &g),
+                  HPU_ERROR_INVALID_ARGUMENT, "input_dtype");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, tf, HPU_REDUCTION_MEAN, -100, &out), HPU_ERROR_UNSUPPORTED,
+                  "target is f32[2]");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, T(HPU_INT64, {3}, {0, 1, 2}), HPU_REDUCTION_SUM, -100, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "target is i64[3]", "expected shape [2]");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, t, static_cast<hpuReduction_t>(9), -100, &out), HPU_ERROR_INVALID_ARGUMENT,
+                  "reduction 9");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, x, x, t, HPU_REDUCTION_MEAN, -100, &g),
+                  HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3]");
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {2}, {1, 1}), nullptr, 1e-5, &out, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "weight is f32[2]", "expected shape [3]");
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, -1, &out, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "eps -1");
+  EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, t, t, nullptr, &g, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "mean is i64[2]", "expected f32");
+  EXPECT_HPU_FAIL(hpuDropout(nullptr, x, 1.5, 1, &out, nullptr), HPU_ERROR_INVALID_ARGUMENT, "p 1.5");
+  EXPECT_HPU_FAIL(hpuDropoutBackward(nullptr, x, x, 0.5, HPU_FLOAT32, &g), HPU_ERROR_INVALID_ARGUMENT,
+                  "mask is f32[2, 3]");
+  EXPECT_HPU_FAIL(hpuEmbedding(nullptr, x, tf, -1, &out), HPU_ERROR_UNSUPPORTED, "indices is f32[2]");
+  EXPECT_HPU_FAIL(hpuEmbedding(nullptr, T(HPU_FLOAT32, {4}, {1, 2, 3, 4}), t, -1, &out), HPU_ERROR_INVALID_ARGUMENT,
+                  "weight is f32[4]", "expected 2 dims");
+  EXPECT_HPU_FAIL(hpuEmbedding(nullptr, x, t, 5, &out), HPU_ERROR_INVALID_ARGUMENT, "padding_idx 5");
+  int dims[2] = {0, 0}, bad[1] = {3};
+  EXPECT_HPU_FAIL(hpuSum(nullptr, x, dims, 2, 0, &out), HPU_ERROR_INVALID_ARGUMENT, "dims[1] 0");
+  EXPECT_HPU_FAIL(hpuSum(nullptr, x, bad, 1, 0, &out), HPU_ERROR_INVALID_ARGUMENT, "dims[0] 3 is out of range");
+  EXPECT_HPU_FAIL(hpuSum(nullptr, x, nullptr, 1, 0, &out), HPU_ERROR_INVALID_ARGUMENT, "dims is NULL");
+  EXPECT_HPU_FAIL(hpuMean(nullptr, i, nullptr, 0, 0, &out), HPU_ERROR_UNSUPPORTED, "x is i32[2, 3]");
+  EXPECT_HPU_FAIL(hpuMeanBackward(nullptr, x, x, nullptr, 0, 0, &g), HPU_ERROR_INVALID_ARGUMENT,
+                  "grad_out is f32[2, 3]", "expected shape []");
+  EXPECT_HPU_FAIL(hpuCast(nullptr, x, static_cast<hpuDataType_t>(11), &out), HPU_ERROR_INVALID_ARGUMENT, "dtype");
+  EXPECT_HPU_FAIL(hpuCast(nullptr, nullptr, HPU_FLOAT32, &out), HPU_ERROR_INVALID_HANDLE, "x");
+  EXPECT_EQ(out, reinterpret_cast<hpuTensor_t>(0x1));
+  EXPECT_EQ(g, nullptr);
+
+  hpuTensor_t s = nullptr;  // integer sums give i64
+  ASSERT_HPU_OK(hpuSum(nullptr, i, nullptr, 0, 0, &s));
+  keep(s);
+  EXPECT_EQ(dtype_of(s), HPU_INT64);
+  EXPECT_EQ(read(s), std::vector<double>{6});
+}
