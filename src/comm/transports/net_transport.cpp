@@ -223,6 +223,7 @@ size_t NetTransport::frame_limit(int peer, const Frame &f) const {
 }
 
 void *NetTransport::data_target(int peer, const Frame &f) {
+  if (quiet_) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = receiving_.find(f.b);
   if (it == receiving_.end()) return nullptr;
@@ -232,6 +233,7 @@ void *NetTransport::data_target(int peer, const Frame &f) {
 }
 
 void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
+  if (quiet_ && f.type != Frame::error && f.type != Frame::bye) return;
   std::string err;
   hpuStatus_t status = HPU_ERROR_INVALID_USAGE;
   switch (f.type) {
@@ -349,6 +351,8 @@ void NetTransport::tell_peers(const Frame &f, const std::string &text) {
 }
 
 void NetTransport::on_fail(hpuStatus_t status, const std::string &message) {
+  quiet_ = true;
+  for (auto &e : engines_) e->quiesce();
   Frame f;
   f.type = Frame::error;
   f.a = static_cast<uint64_t>(status);

@@ -15,6 +15,7 @@
 // A link that closes without BYE fails the endpoint with HPU_ERROR_REMOTE.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -66,6 +67,9 @@ class Engine {
   virtual void start() = 0;
   // Progress from a thread waiting for requests; true if anything moved.
   virtual bool poll() { return false; }
+  // After a failure: returns once no thread of the engine writes into user
+  // memory any more (the waiters are about to return it to the caller).
+  virtual void quiesce() = 0;
   // Stops the threads after sending what is queued (BYE included), bounded.
   virtual void shutdown() = 0;
 };
@@ -122,6 +126,7 @@ class NetTransport final : public Transport {
   void tell_peers(const Frame &f, const std::string &text);
 
   std::string name_ = "net";
+  std::atomic<bool> quiet_{false};  // failed: deliver nothing more into user memory
   std::vector<std::unique_ptr<Engine>> engines_;
   std::mutex mu_;
   std::vector<Peer> peers_;

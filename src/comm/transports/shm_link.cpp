@@ -161,10 +161,18 @@ class ShmEngine final : public Engine {
   bool poll() override {
     std::unique_lock<std::mutex> lock(drain_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
+    drainer_ = std::this_thread::get_id();
     bool did = false;
     for (auto &l : links_)
       if (l && !l->dead) did |= drain(*l);
+    drainer_ = std::thread::id();
     return did;
+  }
+
+  // Waits out a drain in progress in another thread (later ones deliver nothing).
+  void quiesce() override {
+    if (drainer_.load() == std::this_thread::get_id()) return;
+    std::lock_guard<std::mutex> lock(drain_mu_);
   }
 
   Segment *mine_ = nullptr;
@@ -213,7 +221,9 @@ class ShmEngine final : public Engine {
       if (::poll(&p, 1, 0) <= 0) continue;
       {
         std::lock_guard<std::mutex> lock(drain_mu_);
+        drainer_ = std::this_thread::get_id();
         drain(*l);  // what it wrote before it died
+        drainer_ = std::thread::id();
       }
       l->dead = true;
       if (!closing_) t_.on_link_closed(l->peer, "its process exited");
@@ -275,6 +285,7 @@ class ShmEngine final : public Engine {
   int rank_, size_;
   std::vector<std::unique_ptr<ShmLink>> links_;
   std::mutex drain_mu_;
+  std::atomic<std::thread::id> drainer_{};
   std::thread thread_;
   std::atomic<bool> closing_{false};
   bool started_ = false;

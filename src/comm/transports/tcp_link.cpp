@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include <condition_variable>
+#include <future>
 #include <cstring>
 #include <thread>
 
@@ -135,6 +136,25 @@ class TcpEngine final : public Engine {
     if (done) done(false);
   }
 
+  void quiesce() override {
+    if (!thread_.joinable() || std::this_thread::get_id() == thread_.get_id()) {
+      redirect_reads();
+      return;
+    }
+    auto done = std::make_shared<std::promise<void>>();
+    auto ready = done->get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+      queue_.push_back([this, done] {
+        redirect_reads();
+        done->set_value();
+      });
+      uv_async_send(&async_);
+    }
+    ready.wait_for(std::chrono::seconds(1));
+  }
+
   void shutdown() override {
     if (!thread_.joinable()) return;
     {
@@ -231,6 +251,15 @@ class TcpEngine final : public Engine {
     s->in_payload = false;
     e->t_.on_frame(s->peer, s->frame, s->target);
     if (s->staging.size() > (1u << 20)) std::vector<uint8_t>().swap(s->staging);
+  }
+
+  // Payloads being read into user memory go on into staging instead.
+  void redirect_reads() {
+    for (Stream *s : streams_) {
+      if (!s->in_payload || s->target == s->staging.data()) continue;
+      s->staging.resize(payload_bytes(s->frame));
+      s->target = s->staging.data();
+    }
   }
 
   // A connection of `s->peer` ended: close every lane of that peer, fail its writes.
