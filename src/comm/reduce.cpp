@@ -2,6 +2,8 @@
 // and AVX2) and picked once at run time.
 #include "comm/reduce.hpp"
 
+#include <immintrin.h>
+
 #include <type_traits>
 
 #include "kernels/convert.hpp"
@@ -92,9 +94,56 @@ __attribute__((always_inline)) inline void loop(void *out, const void *a, const 
   for (size_t i = 0; i < n; ++i) o[i] = Num<T>::store(Op::f(Num<T>::load(x[i]), Num<T>::load(y[i])));
 }
 
+#define HPU_AVX2 __attribute__((target("avx2,f16c")))
+
+// Eight lanes at a time for the 16-bit floats: widen, combine in f32, round to
+// nearest even exactly as kernels/convert.hpp does (NaN stays a quiet NaN).
+template <class Op>
+HPU_AVX2 inline __m256 vop(__m256 a, __m256 b) {
+  if constexpr (std::is_same_v<Op, Sum>) return _mm256_add_ps(a, b);
+  if constexpr (std::is_same_v<Op, Prod>) return _mm256_mul_ps(a, b);
+  __m256 nan_a = _mm256_cmp_ps(a, a, _CMP_UNORD_Q);
+  __m256 pick_a = std::is_same_v<Op, Min> ? _mm256_cmp_ps(a, b, _CMP_LT_OQ) : _mm256_cmp_ps(a, b, _CMP_GT_OQ);
+  return _mm256_blendv_ps(b, a, _mm256_or_ps(pick_a, nan_a));
+}
+
+template <class T>
+HPU_AVX2 inline __m256 load8(const T *p) {
+  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+  if constexpr (std::is_same_v<T, f16>) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+template <class T>
+HPU_AVX2 inline void store8(T *p, __m256 v) {
+  __m128i h;
+  if constexpr (std::is_same_v<T, f16>) {
+    h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  } else {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
+    __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+    __m256i r = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
+    h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(p), h);
+}
+
 template <class T, class Op>
-__attribute__((target("avx2,f16c"))) void loop_avx2(void *out, const void *a, const void *b, size_t n) {
-  loop<T, Op>(out, a, b, n);
+HPU_AVX2 void loop_avx2(void *out, const void *a, const void *b, size_t n) {
+  if constexpr ((std::is_same_v<T, bf16> || std::is_same_v<T, f16>)&&!std::is_same_v<Op, Or> &&
+                !std::is_same_v<Op, And>) {
+    auto *o = static_cast<T *>(out);
+    auto *x = static_cast<const T *>(a);
+    auto *y = static_cast<const T *>(b);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) store8(o + i, vop<Op>(load8(x + i), load8(y + i)));
+    loop<T, Op>(o + i, x + i, y + i, n - i);
+  } else {
+    loop<T, Op>(out, a, b, n);
+  }
 }
 
 template <class T, class Op>

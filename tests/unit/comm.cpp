@@ -2,7 +2,9 @@
 // x reduction x rank count {1,2,3,4,8} x count (0, 1, primes, up to 64 MiB) x
 // in place / out of place. The default suite samples the cross-product so that
 // every value of every axis is covered; HPU_TEST_FULL=1 runs all of it.
+#include <cmath>
 #include <map>
+#include <random>
 #include <thread>
 #include <memory>
 
@@ -398,4 +400,55 @@ TEST(Comm, InitRankFromThreads) {
     HPU_OK(hpuCommDestroy(comms[r]));
     HPU_OK(hpuDeviceClose(devs[r]));
   }
+}
+
+// bf16 and f16 reductions of arbitrary bit patterns (subnormals, infinities,
+// NaN on one side) give exactly the bits of the scalar conversions of
+// kernels/convert.hpp around an f32 operation, whichever vector path runs.
+TEST(Comm, HalfPrecisionBitsMatchScalar) {
+  using hpu::kernels::bf16_to_f32;
+  using hpu::kernels::f16_to_f32;
+  using hpu::kernels::f32_to_bf16;
+  using hpu::kernels::f32_to_f16;
+  Group g(2);
+  std::mt19937 gen(7);
+  for (hpuDataType_t t : {HPU_BFLOAT16, HPU_FLOAT16})
+    for (int o = 0; o < 4; ++o)
+      for (size_t count : {size_t(1003), size_t(200003)}) {
+        auto op = static_cast<hpuRedOp_t>(o);
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + op_name(op) + " count " + std::to_string(count));
+        auto widen = [&](uint16_t h) { return t == HPU_BFLOAT16 ? bf16_to_f32(h) : f16_to_f32(h); };
+        auto is_nan = [&](uint16_t h) { return std::isnan(widen(h)); };
+        std::vector<uint16_t> x[2];
+        for (auto &v : x) v.resize(count);
+        for (size_t i = 0; i < count; ++i) {
+          x[0][i] = static_cast<uint16_t>(gen());
+          // At most one NaN (its payload wins in any order), and no +0/-0 pair
+          // (min and max of equal values keep one operand, order-dependent).
+          do x[1][i] = static_cast<uint16_t>(gen());
+          while ((is_nan(x[0][i]) && is_nan(x[1][i])) || (widen(x[0][i]) == widen(x[1][i]) && x[0][i] != x[1][i]));
+        }
+        std::vector<uint8_t> want(count * 2);
+        for (size_t i = 0; i < count; ++i) {
+          float a = widen(x[0][i]), b = widen(x[1][i]), r;
+          switch (op) {
+            case HPU_SUM: r = a + b; break;
+            case HPU_PROD: r = a * b; break;
+            case HPU_MIN: r = (a < b || a != a) ? a : b; break;
+            default: r = (a > b || a != a) ? a : b; break;
+          }
+          uint16_t h = t == HPU_BFLOAT16 ? f32_to_bf16(r) : f32_to_f16(r);
+          std::memcpy(&want[i * 2], &h, 2);
+        }
+        std::vector<std::unique_ptr<Buffer>> buf;
+        for (int r = 0; r < 2; ++r) {
+          buf.push_back(std::make_unique<Buffer>(g.dev(r), count * 2));
+          std::vector<uint8_t> bytes(count * 2);
+          std::memcpy(bytes.data(), x[r].data(), count * 2);
+          buf.back()->upload(bytes);
+        }
+        for (int r = 0; r < 2; ++r) HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), count, t, op, g.comm(r), g.stream(r)));
+        for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
+        for (int r = 0; r < 2; ++r) expect_bytes(buf[r]->download(), want, 2, "rank " + std::to_string(r));
+      }
 }
