@@ -68,6 +68,7 @@ class TcpLink final : public Link {
   int peer;
   std::vector<Stream *> streams;
   bool closed = false;  // loop thread only
+  bool bye = false;     // the peer said goodbye (lane 0)
 };
 
 class TcpEngine final : public Engine {
@@ -235,6 +236,7 @@ class TcpEngine final : public Engine {
       }
       s->have = 0;
       if (bytes == 0) {
+        if (s->frame.type == Frame::bye) e->links_[static_cast<size_t>(s->peer)]->bye = true;
         e->t_.on_frame(s->peer, s->frame, nullptr);
         return;
       }
@@ -262,10 +264,16 @@ class TcpEngine final : public Engine {
     }
   }
 
-  // A connection of `s->peer` ended: close every lane of that peer, fail its writes.
+  // A connection of `s->peer` ended. Without a goodbye the peer is gone: close
+  // every lane and fail at once. After one, the other lanes may still carry the
+  // peer's last data: the link closes when the last lane has ended.
   void lost(Stream &s, const std::string &why) {
     TcpLink &l = *links_[static_cast<size_t>(s.peer)];
     if (l.closed) return;
+    close_stream(&s);
+    bool all = true;
+    for (Stream *x : l.streams) all = all && !x->open;
+    if (l.bye && !all) return;
     l.closed = true;
     for (Stream *x : l.streams) close_stream(x);
     if (!closing_) t_.on_link_closed(s.peer, why);
