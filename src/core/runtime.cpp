@@ -25,6 +25,7 @@ struct Runtime {
   std::mutex mu;
   std::atomic<bool> ready{false};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> forked{false};  // set in a fork() child by the atfork handler
   pid_t pid = 0;
   Config config;
   std::vector<Hook> hooks;
@@ -55,7 +56,9 @@ const Config &config() { return rt().config; }
 void ensure_init() {
   Runtime &r = rt();
   if (r.ready.load(std::memory_order_acquire)) {
-    if (getpid() != r.pid)
+    // A flag set at fork() rather than getpid() on every call: that is a
+    // system call, and this is the path of every API call.
+    if (r.forked.load(std::memory_order_relaxed))
       fail(HPU_ERROR_INVALID_USAGE,
            "libhpu was initialised in process %d; this fork() child must not use its devices or "
            "communicators (fork before the first libhpu call, or exec a fresh program)",
@@ -78,6 +81,9 @@ void ensure_init() {
   for (const Hook &h : r.hooks)
     if (h.init) h.init(r.config);
   r.pid = getpid();
+  static const bool atfork_registered =
+      pthread_atfork(nullptr, nullptr, [] { rt().forked.store(true, std::memory_order_relaxed); }) == 0;
+  (void)atfork_registered;
   r.ready.store(true, std::memory_order_release);
   HPU_LOG(info, "core", "initialised: %d devices (%s, %s each), compute threads: %s", c.num_devices,
           c.profile.c_str(), format_bytes(c.capacity()).c_str(),

@@ -71,7 +71,7 @@ Allocator::~Allocator() {
 }
 
 Allocator::Block *Allocator::take_free(FreeSet &pool, size_t size) {
-  Block key{0, size, 0, false, false, nullptr, nullptr, nullptr};
+  Block key{0, size, 0, false, false, false, nullptr, nullptr, nullptr};
   auto it = pool.lower_bound(&key);
   if (it == pool.end()) return nullptr;
   Block *b = *it;
@@ -100,7 +100,7 @@ Allocator::Block *Allocator::new_segment(size_t size, bool small) {
   stats_.reserved += size;
   stats_.segment_allocs++;
   HPU_LOG(trace, "alloc", "device %d: mapped segment of %s at %p", device_->ordinal(), format_bytes(size).c_str(), base);
-  return new Block{seg->base, size, 0, false, small, nullptr, nullptr, seg};
+  return new Block{seg->base, size, 0, false, false, small, nullptr, nullptr, seg};
 }
 
 void Allocator::split(Block *b, size_t size) {
@@ -108,7 +108,7 @@ void Allocator::split(Block *b, size_t size) {
   // The small pool splits down to the granularity; the large pool keeps
   // remainders of 1 MiB or less with the block instead of making slivers.
   if (rest < kGranularity || (!b->small && rest <= kSmallLimit)) return;
-  auto *r = new Block{b->addr + size, rest, 0, false, b->small, b, b->next, b->segment};
+  auto *r = new Block{b->addr + size, rest, 0, false, false, b->small, b, b->next, b->segment};
   if (b->next) b->next->prev = r;
   b->next = r;
   b->size = size;
@@ -126,18 +126,23 @@ void *Allocator::allocate(size_t bytes) {
     fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested (%s rounded), device %d has %s, %s in use",
          bytes, format_bytes(size).c_str(), device_->ordinal(), format_bytes(stats_.limit).c_str(),
          format_bytes(stats_.in_use).c_str());
-  bool small = size <= kSmallLimit;
-  Block *b = take_free(small ? small_free_ : large_free_, size);
+  Block *b = take_parked(size);
   if (!b) {
-    size_t seg = small ? kSmallSegment
-                 : size <= kMediumLimit ? kMediumSegment
-                                        : (size + kLargeStep - 1) / kLargeStep * kLargeStep;
-    b = new_segment(seg, small);
+    bool small = size <= kSmallLimit;
+    FreeSet &pool = small ? small_free_ : large_free_;
+    unpark_all();  // a miss: let every freed block merge before choosing
+    b = take_free(pool, size);
+    if (!b) {
+      size_t seg = small ? kSmallSegment
+                   : size <= kMediumLimit ? kMediumSegment
+                                          : (size + kLargeStep - 1) / kLargeStep * kLargeStep;
+      b = new_segment(seg, small);
+    }
+    split(b, size);
+    b->allocated = true;
+    b->requested = size;
+    live_.emplace(b->addr, b);
   }
-  split(b, size);
-  b->allocated = true;
-  b->requested = size;
-  live_.emplace(b->addr, b);
   stats_.in_use += size;
   stats_.max_in_use = std::max(stats_.max_in_use, stats_.in_use);
   stats_.max_alloc_size = std::max<uint64_t>(stats_.max_alloc_size, size);
@@ -169,24 +174,58 @@ void Allocator::merge_into_free(Block *b) {
 void Allocator::free(void *ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == live_.end())
+  if (it == live_.end() || it->second->parked)
     fail(HPU_ERROR_INVALID_HANDLE, "ptr %p is not a live allocation of device %d (already freed, "
          "an interior pointer, or another device's)", ptr, device_->ordinal());
   Block *b = it->second;
-  live_.erase(it);
-  b->allocated = false;
   stats_.in_use -= b->requested;
   stats_.num_frees++;
   stats_.total_frees++;
+  std::vector<Block *> &same_size = parked_[b->requested];
+  if (same_size.size() < kParkedPerSize) {
+    b->parked = true;
+    same_size.push_back(b);
+    parked_count_++;
+    return;
+  }
+  live_.erase(it);
+  b->allocated = false;
   merge_into_free(b);
+}
+
+Allocator::Block *Allocator::take_parked(size_t size) {
+  if (parked_count_ == 0) return nullptr;
+  auto it = parked_.find(size);
+  if (it == parked_.end() || it->second.empty()) return nullptr;
+  Block *b = it->second.back();
+  it->second.pop_back();
+  parked_count_--;
+  b->parked = false;
+  return b;
+}
+
+void Allocator::unpark_all() {
+  if (parked_count_ == 0) return;
+  for (auto &kv : parked_) {
+    for (Block *b : kv.second) {
+      live_.erase(b->addr);
+      b->parked = false;
+      b->allocated = false;
+      merge_into_free(b);
+    }
+    kv.second.clear();
+  }
+  parked_count_ = 0;
 }
 
 bool Allocator::owns(const void *ptr) {
   std::lock_guard<std::mutex> lock(mu_);
-  return live_.count(reinterpret_cast<uintptr_t>(ptr)) != 0;
+  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+  return it != live_.end() && !it->second->parked;
 }
 
 void Allocator::release_free_segments() {
+  unpark_all();
   for (FreeSet *pool : {&small_free_, &large_free_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block *b = *it;
@@ -234,7 +273,7 @@ void Allocator::reset_accumulated() {
 
 size_t Allocator::live_allocations() {
   std::lock_guard<std::mutex> lock(mu_);
-  return live_.size();
+  return live_.size() - parked_count_;
 }
 
 }  // namespace hpu

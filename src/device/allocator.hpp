@@ -9,6 +9,11 @@
 // Free blocks are kept per pool, best fit first, split on allocation and merged
 // with free neighbours on free. Whole free segments stay cached until
 // empty_cache(), so a steady loop reaches a state with no system calls.
+// A freed block is first parked (up to kParkedPerSize per size) and handed
+// straight back to the next request of its size: the common loop of equal
+// sizes then costs a hash lookup instead of a split and a merge. A request
+// that finds no parked block of its size first returns every parked block to
+// its pool (merging it), so placement is what it would be without parking.
 //
 // Statistics follow Habana's semantics and count rounded sizes. An allocation
 // fails with HPU_ERROR_OUT_OF_MEMORY exactly when InUse + rounded > Limit.
@@ -20,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 namespace hpu {
 
@@ -45,6 +51,7 @@ class Allocator {
   static constexpr size_t kMediumLimit = size_t(10) << 20;
   static constexpr size_t kMediumSegment = size_t(20) << 20;
   static constexpr size_t kLargeStep = size_t(2) << 20;
+  static constexpr size_t kParkedPerSize = 16;
 
   static size_t round(size_t bytes) { return (bytes + kGranularity - 1) & ~(kGranularity - 1); }
 
@@ -66,7 +73,8 @@ class Allocator {
     uintptr_t addr;
     size_t size;       // bytes this block spans
     size_t requested;  // rounded request, what the statistics count
-    bool allocated = false;
+    bool allocated = false;  // not in a free pool: live, or parked
+    bool parked = false;     // freed, held for the next request of its size
     bool small;
     Block *prev = nullptr, *next = nullptr;  // neighbours within the segment
     Segment *segment;
@@ -83,6 +91,8 @@ class Allocator {
   using FreeSet = std::set<Block *, BySize>;
 
   Block *take_free(FreeSet &pool, size_t size);
+  Block *take_parked(size_t size);
+  void unpark_all();
   Block *new_segment(size_t size, bool small);
   void release_free_segments();
   void split(Block *block, size_t size);
@@ -92,7 +102,9 @@ class Allocator {
   std::mutex mu_;
   MemStats stats_;
   FreeSet small_free_, large_free_;
-  std::unordered_map<uintptr_t, Block *> live_;
+  std::unordered_map<uintptr_t, Block *> live_;  // live and parked blocks by address
+  std::unordered_map<size_t, std::vector<Block *>> parked_;  // by rounded size
+  size_t parked_count_ = 0;
 };
 
 // Which open device's memory holds [ptr, ptr + bytes)? nullptr when no segment

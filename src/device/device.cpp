@@ -141,9 +141,11 @@ void *Device::allocate(size_t bytes) {
 void Device::free(void *ptr) {
   if (has_deferred_.load(std::memory_order_relaxed)) collect_deferred();
   Deferred d{ptr, {}};
-  for (auto &s : Stream::all()) {
-    uint64_t queued = s->enqueued();
-    if (s->completed() < queued && Stream::current() != s.get()) d.waits.emplace_back(s, queued);
+  if (Stream::pending_anywhere() > 0) {  // else no queued work can use the memory
+    for (auto &s : Stream::all()) {
+      uint64_t queued = s->enqueued();
+      if (s->completed() < queued && Stream::current() != s.get()) d.waits.emplace_back(s, queued);
+    }
   }
   if (d.waits.empty()) {
     allocator_.free(ptr);

@@ -26,6 +26,8 @@ StreamList &stream_list() {
 
 thread_local Stream *t_current = nullptr;
 
+std::atomic<int64_t> g_pending{0};  // see Stream::pending_anywhere()
+
 }  // namespace
 
 Stream::Stream(Device *device, bool is_default) : device_(device), is_default_(is_default) {
@@ -55,6 +57,8 @@ std::vector<std::shared_ptr<Stream>> Stream::all() {
 
 Stream *Stream::current() { return t_current; }
 
+int64_t Stream::pending_anywhere() { return g_pending.load(std::memory_order_acquire); }
+
 void Stream::throw_if_error() {
   if (error_ != HPU_SUCCESS) throw Error(error_, error_message_);
 }
@@ -73,6 +77,7 @@ void Stream::enqueue(std::function<void()> fn, OpKind kind) {
   prof::take_annotation(&op.bytes, &op.flops);
   if (!op.name) op.name = "operation";
   queue_.push_back(std::move(op));
+  g_pending.fetch_add(1, std::memory_order_acq_rel);
   enqueued_.fetch_add(1, std::memory_order_release);
   lock.unlock();
   work_cv_.notify_one();
@@ -127,10 +132,12 @@ void Stream::run() {
       HPU_LOG(debug, "stream", "device %d: queued operation failed: %s", device_->ordinal(), message.c_str());
     }
     completed_.fetch_add(1, std::memory_order_release);
+    g_pending.fetch_sub(1, std::memory_order_acq_rel);
     done_cv_.notify_all();
   }
   // Discarded work counts as done so that no waiter blocks forever.
   completed_.fetch_add(queue_.size(), std::memory_order_release);
+  g_pending.fetch_sub(static_cast<int64_t>(queue_.size()), std::memory_order_acq_rel);
   queue_.clear();
   done_cv_.notify_all();
 }

@@ -60,6 +60,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // All streams alive in the process (for deferred frees and shutdown).
   static std::vector<std::shared_ptr<Stream>> all();
+  // Operations queued on any stream of the process and not yet done: when 0,
+  // a free need not look at every stream.
+  static int64_t pending_anywhere();
   // The stream whose worker is running the calling thread's operation, if any.
   static Stream *current();
 

@@ -178,6 +178,7 @@ TEST_F(StreamInternal, BlockedStreamIsNotReady) {
   }
   EXPECT_HPU_OK(hpuEventSynchronize(end));
   EXPECT_HPU_OK(hpuEventQuery(end));
+  EXPECT_HPU_OK(hpuStreamSynchronize(stream));  // the record has run; its stream may still be finishing it
   EXPECT_HPU_OK(hpuStreamQuery(stream));
   EXPECT_HPU_OK(hpuEventDestroy(start));
   EXPECT_HPU_OK(hpuEventDestroy(end));
