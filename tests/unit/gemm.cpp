@@ -1,0 +1,169 @@
+// GEMM against a double-precision reference written here, per dtype, with
+// transposes, leading dimensions, alpha/beta, f32 results from 16-bit inputs,
+// batches, and the parallel row and column splits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "device/compute_budget.hpp"
+#include "kernels/convert.hpp"
+#include "kernels/gemm.hpp"
+
+using namespace hpu::kernels;
+
+namespace {
+
+// A matrix stored as dtype, with its values as double for the reference.
+struct Mat {
+  hpuDataType_t dt;
+  int64_t rows, cols, ld;
+  std::vector<unsigned char> bytes;
+  size_t es() const { return dt == HPU_FLOAT64 ? 8 : dt == HPU_FLOAT32 ? 4 : 2; }
+
+  Mat(hpuDataType_t t, int64_t r, int64_t c, int64_t pad, std::mt19937 &rng)
+      : dt(t), rows(r), cols(c), ld(c + pad), bytes(static_cast<size_t>(r * (c + pad)) * es()) {
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < ld; ++j) set(i, j, u(rng));
+  }
+  void set(int64_t i, int64_t j, double v) {
+    void *p = bytes.data() + static_cast<size_t>(i * ld + j) * es();
+    if (dt == HPU_FLOAT64) *static_cast<double *>(p) = v;
+    else if (dt == HPU_FLOAT32) *static_cast<float *>(p) = static_cast<float>(v);
+    else if (dt == HPU_BFLOAT16) *static_cast<uint16_t *>(p) = f32_to_bf16(static_cast<float>(v));
+    else *static_cast<uint16_t *>(p) = f32_to_f16(static_cast<float>(v));
+  }
+  double at(int64_t i, int64_t j) const {
+    const void *p = bytes.data() + static_cast<size_t>(i * ld + j) * es();
+    if (dt == HPU_FLOAT64) return *static_cast<const double *>(p);
+    if (dt == HPU_FLOAT32) return *static_cast<const float *>(p);
+    if (dt == HPU_BFLOAT16) return bf16_to_f32(*static_cast<const uint16_t *>(p));
+    return f16_to_f32(*static_cast<const uint16_t *>(p));
+  }
+  void *data() { return bytes.data(); }
+};
+
+// Relative precision of a result stored in dt.
+double unit_roundoff(hpuDataType_t dt) {
+  switch (dt) {
+    case HPU_FLOAT64: return 1.2e-16;
+    case HPU_FLOAT32: return 6e-8;
+    case HPU_BFLOAT16: return 1.0 / 256;
+    default: return 1.0 / 2048;
+  }
+}
+
+struct Case {
+  hpuDataType_t dt, c_dt;
+  int64_t m, n, k;
+  bool ta, tb;
+  float alpha, beta;
+};
+
+void check(const Case &cs, int64_t batch = 1) {
+  std::mt19937 rng(static_cast<unsigned>(cs.m * 131 + cs.n * 7 + cs.k + cs.ta * 3 + cs.tb * 5));
+  const int64_t ar = cs.ta ? cs.k : cs.m, ac = cs.ta ? cs.m : cs.k;
+  const int64_t br = cs.tb ? cs.n : cs.k, bc = cs.tb ? cs.k : cs.n;
+  // Batches are stacked as rows of one matrix each.
+  Mat a(cs.dt, ar * batch, ac, 3, rng), b(cs.dt, br * batch, bc, 1, rng), c(cs.c_dt, cs.m * batch, cs.n, 2, rng);
+  Mat c0 = c;
+  GemmShape s{cs.m, cs.n, cs.k, cs.ta, cs.tb};
+  if (batch == 1)
+    gemm(cs.dt, s, cs.alpha, a.data(), a.ld, b.data(), b.ld, cs.beta, c.data(), c.ld, cs.c_dt);
+  else
+    gemm_batched(cs.dt, s, batch, cs.alpha, a.data(), a.ld, ar * a.ld, b.data(), b.ld, br * b.ld, cs.beta, c.data(),
+                 c.ld, cs.m * c.ld, cs.c_dt);
+  const double acc = cs.dt == HPU_FLOAT64 ? 1.2e-16 : 6e-8;  // accumulation precision
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t l = 0; l < cs.k; ++l) {
+          double x = cs.ta ? a.at(p * ar + l, i) : a.at(p * ar + i, l);
+          double y = cs.tb ? b.at(p * br + j, l) : b.at(p * br + l, j);
+          sum += x * y;
+          mag += std::fabs(x * y);
+        }
+        double old = c0.at(p * cs.m + i, j);
+        double want = cs.alpha * sum + cs.beta * old;
+        double bound = unit_roundoff(cs.c_dt) * std::fabs(want) +
+                       4 * acc * (cs.k + 2) * (std::fabs(cs.alpha) * mag + std::fabs(cs.beta * old)) + 1e-300;
+        double got = c.at(p * cs.m + i, j);
+        ASSERT_LE(std::fabs(got - want), bound)
+            << "dtype " << cs.dt << " m " << cs.m << " n " << cs.n << " k " << cs.k << " ta " << cs.ta << " tb "
+            << cs.tb << " at batch " << p << " (" << i << ", " << j << "): got " << got << " want " << want;
+      }
+  // Padding after each row of C is untouched.
+  for (int64_t i = 0; i < cs.m * batch; ++i)
+    for (int64_t j = cs.n; j < c.ld; ++j) ASSERT_EQ(c.at(i, j), c0.at(i, j));
+}
+
+const hpuDataType_t kTypes[] = {HPU_FLOAT32, HPU_FLOAT64, HPU_BFLOAT16, HPU_FLOAT16};
+
+}  // namespace
+
+TEST(Gemm, EveryTypeAndTranspose) {
+  for (hpuDataType_t dt : kTypes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        check({dt, dt, 7, 5, 9, ta, tb, 1.0f, 0.0f});
+        check({dt, dt, 33, 17, 65, ta, tb, 0.5f, 2.0f});
+      }
+}
+
+TEST(Gemm, F32ResultFrom16BitInputs) {
+  for (hpuDataType_t dt : {HPU_BFLOAT16, HPU_FLOAT16})
+    for (bool ta : {false, true}) check({dt, HPU_FLOAT32, 19, 23, 40, ta, !ta, 1.5f, 1.0f});
+}
+
+TEST(Gemm, EdgeSizes) {
+  for (hpuDataType_t dt : kTypes) {
+    check({dt, dt, 1, 1, 1, false, false, 1.0f, 0.0f});
+    check({dt, dt, 4, 3, 0, false, false, 1.0f, 0.5f});  // k == 0: C = beta C
+    check({dt, dt, 0, 3, 4, false, false, 1.0f, 0.0f});
+    check({dt, dt, 64, 10, 1, false, true, 1.0f, 0.0f});
+  }
+}
+
+TEST(Gemm, ParallelRowAndColumnSplits) {
+  hpu::ComputeBudget::instance().configure(2);
+  for (hpuDataType_t dt : {HPU_FLOAT32, HPU_BFLOAT16}) {
+    check({dt, dt, 300, 200, 100, false, false, 1.0f, 0.0f});  // rows
+    check({dt, dt, 256, 96, 130, true, true, 1.0f, 1.0f});
+    check({dt, dt, 5, 900, 300, false, false, 1.0f, 0.0f});   // columns of a short, wide C
+    check({dt, dt, 6, 700, 200, true, true, 1.0f, 0.5f});
+  }
+}
+
+TEST(Gemm, Batched) {
+  hpu::ComputeBudget::instance().configure(2);
+  for (hpuDataType_t dt : kTypes) {
+    check({dt, dt, 6, 5, 4, false, true, 1.0f, 0.0f}, 7);
+    check({dt, dt, 70, 60, 50, true, false, 1.0f, 0.0f}, 3);
+  }
+}
+
+TEST(Gemm, SharedMatrixWithStrideZero) {
+  // A weight shared by every batch entry (stride_b = 0).
+  std::vector<float> a(2 * 3 * 4), b(4 * 5), c(2 * 3 * 5, -1.0f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2;
+  gemm_batched(HPU_FLOAT32, {3, 5, 4}, 2, 1.0f, a.data(), 4, 12, b.data(), 5, 0, 0.0f, c.data(), 5, 15, HPU_FLOAT32);
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) {
+        float want = 0;
+        for (int l = 0; l < 4; ++l) want += a[p * 12 + i * 4 + l] * b[l * 5 + j];
+        EXPECT_EQ(c[p * 15 + i * 5 + j], want);
+      }
+}
+
+TEST(Gemm, UnsupportedTypes) {
+  EXPECT_FALSE(gemm_supports(HPU_INT32));
+  float x = 0;
+  EXPECT_THROW(gemm(HPU_INT32, {1, 1, 1}, 1, &x, 1, &x, 1, 0, &x, 1, HPU_INT32), hpu::Error);
+  EXPECT_THROW(gemm(HPU_FLOAT32, {1, 1, 1}, 1, &x, 1, &x, 1, 0, &x, 1, HPU_BFLOAT16), hpu::Error);
+}
