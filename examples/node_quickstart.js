@@ -47,3 +47,21 @@ try {
   if (!(e instanceof hpu.HpuError)) throw e;
   console.log(`caught ${e.code}: ${e.message}`);
 }
+
+// Tensors from typed arrays or nested arrays; bfloat16 rounded on the device.
+const x = hpu.tensor([[1, 2, 3], [4, 5, 6]]);
+console.log(`x = ${JSON.stringify(x.toList())}, x^T = ${JSON.stringify(x.transpose(0, 1).toList())}`);
+console.log(`as bfloat16: ${x.to('bfloat16').bytes().toString('hex')} (raw bits)`);
+
+// Collectives over four devices of this process, with torch.distributed's names.
+const comms = hpu.Comm.initAll([0, 1, 2, 3]);
+const grads = comms.map((c, r) => hpu.tensor(new Float32Array(4).fill(r + 1), { device: r }));
+comms.forEach((c, r) => c.allReduce(grads[r], 'avg'));
+comms.forEach((c) => c.synchronize());
+console.log(`allReduce(avg) over ${comms.length} ranks: ${JSON.stringify(grads[3].toList())}`);
+comms.forEach((c) => c.destroy());
+
+// Ops under autocast: mm is in Habana's lower-precision list, so it runs in bfloat16.
+const w = hpu.tensor([[0.5, -1], [2, 0.25], [1, 1]]);
+const y = hpu.autocast({ dtype: 'bfloat16' }, () => hpu.relu(hpu.mm(x, w)));
+console.log(`relu(x @ w) under autocast: ${JSON.stringify(y.toList())} (${y.dtype})`);

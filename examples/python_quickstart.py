@@ -44,3 +44,26 @@ try:
     hpu.mem_alloc(hpu.mem_get_info()[1] + 1)
 except hpu.OutOfMemoryError as e:
     print(f"caught {e.status_name}: {e.message}")
+
+# Tensors: from lists (or numpy arrays, or bytes), bfloat16 rounded on the device.
+x = hpu.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+print(f"x = {x.tolist()}, x.T[1] = {x.T[1].tolist()}")
+b = x.to(hpu.bfloat16)
+print(f"as bfloat16: {b.tobytes().hex()} (raw bits), back: {b.tolist()}")
+
+# Collectives over four devices of this process, with torch.distributed's names.
+comms = hpu.Comm.init_all([0, 1, 2, 3])
+grads = [hpu.tensor([float(r + 1)] * 4, device=r) for r in range(4)]
+for comm, grad in zip(comms, grads):
+    comm.all_reduce(grad, op=hpu.ReduceOp.AVG)
+for comm in comms:
+    comm.synchronize()
+print(f"all_reduce(avg) over {len(comms)} ranks: {grads[3].tolist()}")
+for comm in comms:
+    comm.destroy()
+
+# Ops under autocast: mm is in Habana's lower-precision list, so it runs in bfloat16.
+w = hpu.tensor([[0.5, -1.0], [2.0, 0.25], [1.0, 1.0]])
+with hpu.autocast(dtype=hpu.bfloat16):
+    y = hpu.relu(x @ w)
+print(f"relu(x @ w) under autocast: {y.tolist()} ({y.dtype})")

@@ -212,3 +212,49 @@ export declare class Comm {
   abort(): void;
   destroy(): void;
 }
+
+type Out = Tensor;
+/** The ops, with their backward (`hpu.ops.mmBackward`, ...) and the fused optimizer steps. */
+export declare const ops: {
+  mm(a: Tensor, b: Tensor): Out; mmBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  bmm(a: Tensor, b: Tensor): Out; bmmBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  matmul(a: Tensor, b: Tensor): Out; matmulBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  addmm(bias: Tensor, a: Tensor, b: Tensor, options?: { beta?: number; alpha?: number }): Out;
+  addmmBackward(g: Tensor, bias: Tensor, a: Tensor, b: Tensor, options?: { beta?: number; alpha?: number }): [Out, Out, Out];
+  linear(x: Tensor, w: Tensor, bias?: Tensor | null): Out;
+  linearBackward(g: Tensor, x: Tensor, w: Tensor, bias?: boolean): [Out, Out, Out | null];
+  add(a: Tensor | number, b: Tensor | number): Out; addBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  sub(a: Tensor | number, b: Tensor | number): Out; subBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  mul(a: Tensor | number, b: Tensor | number): Out; mulBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  div(a: Tensor | number, b: Tensor | number): Out; divBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
+  addInplace(dst: Tensor, src: Tensor, alpha?: number): Tensor;
+  exp(x: Tensor): Out; log(x: Tensor): Out; tan(x: Tensor): Out; relu(x: Tensor): Out; gelu(x: Tensor): Out;
+  tanh(x: Tensor): Out; sigmoid(x: Tensor): Out;
+  expBackward(g: Tensor, x: Tensor): Out; logBackward(g: Tensor, x: Tensor): Out; tanBackward(g: Tensor, x: Tensor): Out;
+  reluBackward(g: Tensor, x: Tensor): Out; geluBackward(g: Tensor, x: Tensor): Out; tanhBackward(g: Tensor, x: Tensor): Out;
+  sigmoidBackward(g: Tensor, x: Tensor): Out;
+  softmax(x: Tensor, dim?: number): Out; softmaxBackward(g: Tensor, out: Tensor, dim?: number, inputDtype?: DType): Out;
+  logSoftmax(x: Tensor, dim?: number): Out; logSoftmaxBackward(g: Tensor, out: Tensor, dim?: number, inputDtype?: DType): Out;
+  nllLoss(input: Tensor, target: Tensor, options?: LossOptions): Out;
+  nllLossBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
+  crossEntropy(input: Tensor, target: Tensor, options?: LossOptions): Out;
+  crossEntropyBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
+  layerNorm(x: Tensor, options?: { weight?: Tensor | null; bias?: Tensor | null; eps?: number; returnStats?: boolean }): Out | [Out, Out, Out];
+  layerNormBackward(g: Tensor, x: Tensor, mean: Tensor, rstd: Tensor, weight?: Tensor | null): [Out, Out | null, Out | null];
+  dropout(x: Tensor, options?: { p?: number; training?: boolean; returnMask?: boolean }): Out | [Out, Out];
+  dropoutBackward(g: Tensor, mask: Tensor, p: number, inputDtype?: DType): Out;
+  embedding(indices: Tensor, weight: Tensor, paddingIdx?: number): Out;
+  embeddingBackward(g: Tensor, indices: Tensor, weight: Tensor, paddingIdx?: number): Out;
+  sum(x: Tensor, options?: ReduceOptions): Out; sumBackward(g: Tensor, x: Tensor, options?: ReduceOptions): Out;
+  mean(x: Tensor, options?: ReduceOptions): Out; meanBackward(g: Tensor, x: Tensor, options?: ReduceOptions): Out;
+  cast(x: Tensor, dtype: DType): Out; castBackward(g: Tensor, x: Tensor): Out;
+  sgdStep(param: Tensor, grad: Tensor, momentumBuffer: Tensor | null, options: { step: number; lr?: number;
+    momentum?: number; dampening?: number; weightDecay?: number; nesterov?: boolean }): void;
+  adamwStep(param: Tensor, grad: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number; lr?: number;
+    betas?: [number, number]; eps?: number; weightDecay?: number }): void;
+};
+export interface LossOptions { reduction?: 'none' | 'mean' | 'sum'; ignoreIndex?: number }
+export interface ReduceOptions { dim?: number | number[]; keepdim?: boolean }
+export declare const mm: typeof ops.mm, matmul: typeof ops.matmul, linear: typeof ops.linear, add: typeof ops.add,
+  sub: typeof ops.sub, mul: typeof ops.mul, div: typeof ops.div, relu: typeof ops.relu, gelu: typeof ops.gelu,
+  softmax: typeof ops.softmax, crossEntropy: typeof ops.crossEntropy;

@@ -13,6 +13,7 @@ const autocast = require('./autocast');
 const diagnostics = require('./diagnostics');
 const tensor = require('./tensor');
 const comm = require('./comm');
+const ops = require('./ops');
 
 /** libhpu's version, "major.minor.patch". */
 function libraryVersion() {
@@ -62,6 +63,18 @@ module.exports = {
   manualSeed: tensor.manualSeed,
   getRngState: tensor.getRngState,
   setRngState: tensor.setRngState,
+  ops,
+  mm: ops.mm,
+  matmul: ops.matmul,
+  linear: ops.linear,
+  add: ops.add,
+  sub: ops.sub,
+  mul: ops.mul,
+  div: ops.div,
+  relu: ops.relu,
+  gelu: ops.gelu,
+  softmax: ops.softmax,
+  crossEntropy: ops.crossEntropy,
   ReduceOp: comm.ReduceOp,
   Comm: comm.Comm,
   getUniqueId: comm.getUniqueId,

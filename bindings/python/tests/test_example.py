@@ -17,6 +17,10 @@ class Example(unittest.TestCase):
         self.assertIn("  InUse              1048576", out)
         self.assertIn("after reset_peak_memory_stats: MaxInUse=0", out)
         self.assertIn("caught HPU_ERROR_OUT_OF_MEMORY: hpuMemAlloc:", out)
+        self.assertIn("x.T[1] = [2.0, 5.0]", out)
+        self.assertIn("as bfloat16: 803f004040408040a040c040 (raw bits)", out)
+        self.assertIn("all_reduce(avg) over 4 ranks: [2.5, 2.5, 2.5, 2.5]", out)
+        self.assertIn("relu(x @ w) under autocast: [[7.5, 2.5], [18.0, 3.25]] (hpu.bfloat16)", out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,334 @@
+'use strict';
+// The ops (Habana/ATen names in camelCase), each with its backward, and the fused
+// optimizer steps. Every op checks devices, shapes and dtypes before calling
+// libhpu, runs under the caller's autocast region (autocast()), queues the work
+// on the device's stream (withStream, else the default) and returns new tensors.
+
+const { koffi, declare, sized } = require('./native');
+const { invalidArgument } = require('./errors');
+const { DTYPES, dtypeInfo } = require('./dtypes');
+const { streamFor } = require('./stream');
+const { underAutocast } = require('./autocast');
+const { Tensor, tensor } = require('./tensor');
+
+const SgdOptions = koffi.struct('hpuSgdOptions_t', {
+  struct_size: 'size_t', lr: 'double', momentum: 'double', dampening: 'double', weight_decay: 'double', nesterov: 'int',
+});
+const AdamwOptions = koffi.struct('hpuAdamwOptions_t', {
+  struct_size: 'size_t', lr: 'double', beta1: 'double', beta2: 'double', eps: 'double', weight_decay: 'double',
+});
+
+const T = 'hpuHandle';
+const O = '_Out_ hpuHandle *';
+const UNARY = ['exp', 'log', 'tan', 'relu', 'gelu', 'tanh', 'sigmoid'];
+const BINARY = ['add', 'sub', 'mul', 'div'];
+const cap = (s) => s[0].toUpperCase() + s.slice(1);
+const prototypes = {
+  Mm: `${T} a, ${T} b, ${O}out`, MmBackward: `${T} g, ${T} a, ${T} b, ${O}ga, ${O}gb`,
+  Bmm: `${T} a, ${T} b, ${O}out`, BmmBackward: `${T} g, ${T} a, ${T} b, ${O}ga, ${O}gb`,
+  Matmul: `${T} a, ${T} b, ${O}out`, MatmulBackward: `${T} g, ${T} a, ${T} b, ${O}ga, ${O}gb`,
+  Addmm: `${T} bias, ${T} a, ${T} b, double beta, double alpha, ${O}out`,
+  AddmmBackward: `${T} g, ${T} bias, ${T} a, ${T} b, double beta, double alpha, ${O}gbias, ${O}ga, ${O}gb`,
+  Linear: `${T} x, ${T} w, ${T} bias, ${O}y`, LinearBackward: `${T} g, ${T} x, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
+  AddInplace: `${T} src, double alpha, ${T} dst`,
+  Softmax: `${T} x, int dim, ${O}out`, SoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
+  LogSoftmax: `${T} x, int dim, ${O}out`, LogSoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
+  NllLoss: `${T} input, ${T} target, int reduction, int64_t ignore, ${O}loss`,
+  NllLossBackward: `${T} g, ${T} input, ${T} target, int reduction, int64_t ignore, ${O}gi`,
+  CrossEntropyLoss: `${T} input, ${T} target, int reduction, int64_t ignore, ${O}loss`,
+  CrossEntropyLossBackward: `${T} g, ${T} input, ${T} target, int reduction, int64_t ignore, ${O}gi`,
+  LayerNorm: `${T} x, ${T} w, ${T} b, double eps, ${O}y, ${O}mean, ${O}rstd`,
+  LayerNormBackward: `${T} g, ${T} x, ${T} mean, ${T} rstd, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
+  Dropout: `${T} x, double p, int train, ${O}out, ${O}mask`,
+  DropoutBackward: `${T} g, ${T} mask, double p, int dtype, ${O}gx`,
+  Embedding: `${T} w, ${T} idx, int64_t pad, ${O}out`, EmbeddingBackward: `${T} g, ${T} idx, ${T} w, int64_t pad, ${O}gw`,
+  Sum: `${T} x, const int *dims, int n, int keep, ${O}out`, SumBackward: `${T} g, ${T} x, const int *dims, int n, int keep, ${O}gx`,
+  Mean: `${T} x, const int *dims, int n, int keep, ${O}out`, MeanBackward: `${T} g, ${T} x, const int *dims, int n, int keep, ${O}gx`,
+  Cast: `${T} x, int dtype, ${O}out`, CastBackward: `${T} g, ${T} x, ${O}gx`,
+  SgdStep: `${T} p, ${T} g, ${T} buf, int64_t step, const hpuSgdOptions_t *o`,
+  AdamwStep: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o`,
+};
+for (const op of BINARY) {
+  prototypes[cap(op)] = `${T} a, ${T} b, ${O}out`;
+  prototypes[`${cap(op)}Backward`] = `${T} g, ${T} a, ${T} b, ${O}ga, ${O}gb`;
+}
+for (const op of UNARY) {
+  prototypes[cap(op)] = `${T} x, ${O}out`;
+  prototypes[`${cap(op)}Backward`] = `${T} g, ${T} x, ${O}gx`;
+}
+const C = declare(Object.fromEntries(Object.entries(prototypes).map(
+  ([name, args]) => [name, `int hpu${name}(${T} stream, ${args})`])));
+
+const REDUCTIONS = { none: 0, mean: 1, sum: 2 };
+
+// ---- checks made before the call -------------------------------------------------
+/** Checks that the named arguments are tensors on one device; returns its index. */
+function onOneDevice(op, named) {
+  let first;
+  for (const [name, t] of Object.entries(named)) {
+    if (t === null || t === undefined) continue;
+    if (!(t instanceof Tensor)) throw new TypeError(`${op}: ${name} must be an hpu.Tensor`);
+    if (!first) first = [name, t];
+    else if (!t.device.equals(first[1].device)) {
+      throw invalidArgument(`${op}: ${name} is on ${t.device} but ${first[0]} on ${first[1].device}; an op's tensors share a device`);
+    }
+  }
+  if (!first) throw invalidArgument(`${op}: no tensor argument`);
+  return first[1].device.index;
+}
+
+function floating(op, named) {
+  for (const [name, t] of Object.entries(named)) {
+    if (t && !DTYPES[t.dtype].floating) throw invalidArgument(`${op}: ${name} has dtype ${t.dtype}; a floating type is needed`);
+  }
+}
+
+function ndim(op, name, t, ...allowed) {
+  if (!allowed.includes(t.ndim)) {
+    throw invalidArgument(`${op}: ${name} has shape [${t.shape}] (${t.ndim} dims); ${allowed.join(' or ')} dims are needed`);
+  }
+}
+
+function same(op, what, [an, a], [bn, b]) {
+  if (a !== b) throw invalidArgument(`${op}: ${what}: ${an} is ${a} but ${bn} is ${b}`);
+}
+
+function shapeIs(op, name, t, shape) {
+  if (t.shape.join() !== shape.join()) throw invalidArgument(`${op}: ${name} has shape [${t.shape}]; [${shape}] is needed`);
+}
+
+function indices(op, name, t) {
+  if (t.dtype !== 'int32' && t.dtype !== 'int64') throw invalidArgument(`${op}: ${name} has dtype ${t.dtype}; int32 or int64 is needed`);
+}
+
+function broadcastable(op, a, b) {
+  const n = Math.min(a.ndim, b.ndim);
+  for (let i = 1; i <= n; i++) {
+    const x = a.shape[a.ndim - i];
+    const y = b.shape[b.ndim - i];
+    if (x !== y && x !== 1 && y !== 1) throw invalidArgument(`${op}: shapes [${a.shape}] and [${b.shape}] do not broadcast`);
+  }
+}
+
+function dimOf(op, x, dim) {
+  const n = Math.max(x.ndim, 1);
+  if (!Number.isInteger(dim) || dim < -n || dim >= n) throw invalidArgument(`${op}: dim ${dim} is out of range for shape [${x.shape}]`);
+  return dim;
+}
+
+// ---- calling -----------------------------------------------------------------------
+/** Calls hpu<name>(stream, ...args, &out...) under autocast; wraps each wanted output (false: NULL). */
+function call(name, device, args, wanted = [true]) {
+  const outs = wanted.map((w) => (w ? [null] : null));
+  underAutocast(() => C[name](streamFor(device), ...args, ...outs));
+  const result = outs.map((o) => (o ? new Tensor(o[0]) : null));
+  return wanted.length === 1 ? result[0] : result;
+}
+
+const h = (t) => (t ? t.handle : null);
+
+function checkMm(op, a, b) {
+  const dev = onOneDevice(op, { a, b });
+  floating(op, { a, b });
+  ndim(op, 'a', a, 2);
+  ndim(op, 'b', b, 2);
+  same(op, 'inner dims differ', ['a.shape[1]', a.shape[1]], ['b.shape[0]', b.shape[0]]);
+  return dev;
+}
+
+function checkBmm(op, a, b) {
+  const dev = onOneDevice(op, { a, b });
+  floating(op, { a, b });
+  ndim(op, 'a', a, 3);
+  ndim(op, 'b', b, 3);
+  same(op, 'batch sizes differ', ['a.shape[0]', a.shape[0]], ['b.shape[0]', b.shape[0]]);
+  same(op, 'inner dims differ', ['a.shape[2]', a.shape[2]], ['b.shape[1]', b.shape[1]]);
+  return dev;
+}
+
+function checkMatmul(op, a, b) {
+  const dev = onOneDevice(op, { a, b });
+  floating(op, { a, b });
+  if (a.ndim === 0 || b.ndim === 0) throw invalidArgument(`${op}: a [${a.shape}] and b [${b.shape}] need at least 1 dim each`);
+  same(op, 'inner dims differ', ['a.shape[-1]', a.shape[a.ndim - 1]], ['the contracted dim of b', b.ndim === 1 ? b.shape[0] : b.shape[b.ndim - 2]]);
+  return dev;
+}
+
+function checkLinear(op, x, w, bias) {
+  const dev = onOneDevice(op, { x, w, bias });
+  floating(op, { x, w, bias });
+  ndim(op, 'w', w, 2);
+  if (x.ndim === 0) throw invalidArgument(`${op}: x needs at least 1 dim`);
+  same(op, 'in_features differ', ['x.shape[-1]', x.shape[x.ndim - 1]], ['w.shape[1]', w.shape[1]]);
+  if (bias) shapeIs(op, 'bias', bias, [w.shape[0]]);
+  return dev;
+}
+
+const ops = {
+  mm: (a, b) => call('Mm', checkMm('mm', a, b), [a.handle, b.handle]),
+  mmBackward: (g, a, b) => call('MmBackward', checkMm('mmBackward', a, b), [g.handle, a.handle, b.handle], [true, true]),
+  bmm: (a, b) => call('Bmm', checkBmm('bmm', a, b), [a.handle, b.handle]),
+  bmmBackward: (g, a, b) => call('BmmBackward', checkBmm('bmmBackward', a, b), [g.handle, a.handle, b.handle], [true, true]),
+  matmul: (a, b) => call('Matmul', checkMatmul('matmul', a, b), [a.handle, b.handle]),
+  matmulBackward: (g, a, b) => call('MatmulBackward', checkMatmul('matmulBackward', a, b), [g.handle, a.handle, b.handle], [true, true]),
+  /** beta bias + alpha a @ b. */
+  addmm(bias, a, b, { beta = 1, alpha = 1 } = {}) {
+    const dev = checkMm('addmm', a, b);
+    onOneDevice('addmm', { bias, a });
+    return call('Addmm', dev, [bias.handle, a.handle, b.handle, beta, alpha]);
+  },
+  addmmBackward(g, bias, a, b, { beta = 1, alpha = 1 } = {}) {
+    return call('AddmmBackward', checkMm('addmmBackward', a, b), [g.handle, bias.handle, a.handle, b.handle, beta, alpha], [true, true, true]);
+  },
+  /** x @ w^T + bias. */
+  linear: (x, w, bias = null) => call('Linear', checkLinear('linear', x, w, bias), [x.handle, w.handle, h(bias)]),
+  /** [gradX, gradW, gradBias] (gradBias null when bias is false). */
+  linearBackward: (g, x, w, bias = true) => call('LinearBackward', checkLinear('linearBackward', x, w, null), [g.handle, x.handle, w.handle], [true, true, bias]),
+  /** dst += alpha src, in place; returns dst. */
+  addInplace(dst, src, alpha = 1) {
+    const dev = onOneDevice('addInplace', { dst, src });
+    floating('addInplace', { dst, src });
+    shapeIs('addInplace', 'src', src, dst.shape);
+    underAutocast(() => C.AddInplace(streamFor(dev), src.handle, alpha, dst.handle));
+    return dst;
+  },
+  softmax(x, dim = -1) {
+    const dev = onOneDevice('softmax', { x });
+    floating('softmax', { x });
+    return call('Softmax', dev, [x.handle, dimOf('softmax', x, dim)]);
+  },
+  softmaxBackward: (g, out, dim = -1, inputDtype = out.dtype) => call('SoftmaxBackward', onOneDevice('softmaxBackward', { g, out }), [g.handle, out.handle, dimOf('softmaxBackward', out, dim), dtypeInfo(inputDtype).value]),
+  logSoftmax(x, dim = -1) {
+    const dev = onOneDevice('logSoftmax', { x });
+    floating('logSoftmax', { x });
+    return call('LogSoftmax', dev, [x.handle, dimOf('logSoftmax', x, dim)]);
+  },
+  logSoftmaxBackward: (g, out, dim = -1, inputDtype = out.dtype) => call('LogSoftmaxBackward', onOneDevice('logSoftmaxBackward', { g, out }), [g.handle, out.handle, dimOf('logSoftmaxBackward', out, dim), dtypeInfo(inputDtype).value]),
+  /** Layer norm over the last dim: y, or [y, mean, rstd] with returnStats. */
+  layerNorm(x, { weight = null, bias = null, eps = 1e-5, returnStats = false } = {}) {
+    const dev = onOneDevice('layerNorm', { x, weight, bias });
+    floating('layerNorm', { x, weight, bias });
+    if (x.ndim === 0) throw invalidArgument('layerNorm: x needs at least 1 dim');
+    if (weight) shapeIs('layerNorm', 'weight', weight, [x.shape[x.ndim - 1]]);
+    if (bias) shapeIs('layerNorm', 'bias', bias, [x.shape[x.ndim - 1]]);
+    const r = call('LayerNorm', dev, [x.handle, h(weight), h(bias), eps], [true, returnStats, returnStats]);
+    return returnStats ? r : r[0];
+  },
+  layerNormBackward(g, x, mean, rstd, weight = null) {
+    const dev = onOneDevice('layerNormBackward', { g, x, mean, rstd, weight });
+    return call('LayerNormBackward', dev, [g.handle, x.handle, mean.handle, rstd.handle, h(weight)], [true, !!weight, !!weight]);
+  },
+  /** out, or [out, mask] with returnMask. */
+  dropout(x, { p = 0.5, training = true, returnMask = false } = {}) {
+    const dev = onOneDevice('dropout', { x });
+    floating('dropout', { x });
+    if (!(p >= 0 && p < 1)) throw invalidArgument(`dropout: p ${p} is not in [0, 1)`);
+    const r = call('Dropout', dev, [x.handle, p, training ? 1 : 0], [true, returnMask]);
+    return returnMask ? r : r[0];
+  },
+  dropoutBackward: (g, mask, p, inputDtype = g.dtype) => call('DropoutBackward', onOneDevice('dropoutBackward', { g, mask }), [g.handle, mask.handle, p, dtypeInfo(inputDtype).value]),
+  /** Rows of weight [V, D] at indices. */
+  embedding(idx, weight, paddingIdx = -1) {
+    const dev = onOneDevice('embedding', { idx, weight });
+    indices('embedding', 'indices', idx);
+    ndim('embedding', 'weight', weight, 2);
+    return call('Embedding', dev, [weight.handle, idx.handle, paddingIdx]);
+  },
+  embeddingBackward: (g, idx, weight, paddingIdx = -1) => call('EmbeddingBackward', onOneDevice('embeddingBackward', { g, idx, weight }), [g.handle, idx.handle, weight.handle, paddingIdx]),
+  cast: (x, dtype) => call('Cast', onOneDevice('cast', { x }), [x.handle, dtypeInfo(dtype).value]),
+  castBackward: (g, x) => call('CastBackward', onOneDevice('castBackward', { g, x }), [g.handle, x.handle]),
+  /** One torch.optim.SGD step on param, in place. */
+  sgdStep(param, grad, momentumBuffer, { step, lr = 0.01, momentum = 0, dampening = 0, weightDecay = 0, nesterov = false }) {
+    const dev = checkStep('sgdStep', param, grad, step, { momentumBuffer });
+    const o = { ...sized(SgdOptions), lr, momentum, dampening, weight_decay: weightDecay, nesterov: nesterov ? 1 : 0 };
+    C.SgdStep(streamFor(dev), param.handle, grad.handle, h(momentumBuffer), step, o);
+  },
+  /** One torch.optim.AdamW step on param, in place. */
+  adamwStep(param, grad, expAvg, expAvgSq, { step, lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8, weightDecay = 1e-2 }) {
+    const dev = checkStep('adamwStep', param, grad, step, { expAvg, expAvgSq });
+    const o = { ...sized(AdamwOptions), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay };
+    C.AdamwStep(streamFor(dev), param.handle, grad.handle, expAvg.handle, expAvgSq.handle, step, o);
+  },
+};
+
+function checkStep(op, param, grad, step, state) {
+  const dev = onOneDevice(op, { param, grad, ...state });
+  if (param.dtype !== 'float32') throw invalidArgument(`${op}: param has dtype ${param.dtype}; float32 master weights are needed`);
+  floating(op, { grad });
+  for (const [name, t] of Object.entries({ grad, ...state })) if (t) shapeIs(op, name, t, param.shape);
+  if (!Number.isInteger(step) || step < 1) throw invalidArgument(`${op}: step ${step} is not an integer >= 1`);
+  return dev;
+}
+
+function checkLoss(op, input, target, reduction) {
+  const dev = onOneDevice(op, { input, target });
+  floating(op, { input });
+  ndim(op, 'input', input, 2);
+  ndim(op, 'target', target, 1);
+  indices(op, 'target', target);
+  same(op, 'batch sizes differ', ['input.shape[0]', input.shape[0]], ['target.shape[0]', target.shape[0]]);
+  if (!(reduction in REDUCTIONS)) throw invalidArgument(`${op}: reduction '${reduction}' is not 'none', 'mean' or 'sum'`);
+  return dev;
+}
+
+for (const [js, c] of [['nllLoss', 'NllLoss'], ['crossEntropy', 'CrossEntropyLoss']]) {
+  ops[js] = (input, target, { reduction = 'mean', ignoreIndex = -100 } = {}) =>
+    call(c, checkLoss(js, input, target, reduction), [input.handle, target.handle, REDUCTIONS[reduction], ignoreIndex]);
+  ops[`${js}Backward`] = (g, input, target, { reduction = 'mean', ignoreIndex = -100 } = {}) =>
+    call(`${c}Backward`, checkLoss(`${js}Backward`, input, target, reduction), [g.handle, input.handle, target.handle, REDUCTIONS[reduction], ignoreIndex]);
+}
+
+function operand(x, like) {
+  if (x instanceof Tensor) return x;
+  if (typeof x === 'number') return tensor(x, { dtype: like.dtype, device: like.device });
+  throw new TypeError('operand must be an hpu.Tensor or a number');
+}
+
+for (const op of BINARY) {
+  ops[op] = (a, b) => {
+    const ta = a instanceof Tensor ? a : operand(a, b);
+    const tb = operand(b, ta);
+    const dev = onOneDevice(op, { a: ta, b: tb });
+    broadcastable(op, ta, tb);
+    return call(cap(op), dev, [ta.handle, tb.handle]);
+  };
+  ops[`${op}Backward`] = (g, a, b) => call(`${cap(op)}Backward`, onOneDevice(`${op}Backward`, { g, a, b }), [g.handle, a.handle, b.handle], [true, true]);
+}
+for (const op of UNARY) {
+  ops[op] = (x) => {
+    const dev = onOneDevice(op, { x });
+    floating(op, { x });
+    return call(cap(op), dev, [x.handle]);
+  };
+  ops[`${op}Backward`] = (g, x) => {
+    const dev = onOneDevice(`${op}Backward`, { g, x });
+    shapeIs(`${op}Backward`, 'the gradient', g, x.shape);
+    return call(`${cap(op)}Backward`, dev, [g.handle, x.handle]);
+  };
+}
+for (const op of ['sum', 'mean']) {
+  const dimsOf = (name, x, dim) => {
+    const dims = dim === undefined || dim === null ? [] : [].concat(dim);
+    dims.forEach((d) => dimOf(name, x, d));
+    if (new Set(dims.map((d) => (d + Math.max(x.ndim, 1)) % Math.max(x.ndim, 1))).size !== dims.length) {
+      throw invalidArgument(`${name}: dims [${dims}] list one twice`);
+    }
+    return [Int32Array.from(dims.length ? dims : [0]), dims.length];
+  };
+  ops[op] = (x, { dim, keepdim = false } = {}) => {
+    const dev = onOneDevice(op, { x });
+    if (op === 'mean') floating(op, { x });
+    return call(cap(op), dev, [x.handle, ...dimsOf(op, x, dim), keepdim ? 1 : 0]);
+  };
+  ops[`${op}Backward`] = (g, x, { dim, keepdim = false } = {}) => {
+    const dev = onOneDevice(`${op}Backward`, { g, x });
+    return call(`${cap(op)}Backward`, dev, [g.handle, x.handle, ...dimsOf(`${op}Backward`, x, dim), keepdim ? 1 : 0]);
+  };
+}
+
+// Tensor methods for the common ops.
+for (const name of ['mm', 'bmm', 'matmul', 'add', 'sub', 'mul', 'div', ...UNARY, 'softmax', 'logSoftmax', 'sum', 'mean']) {
+  Tensor.prototype[name] = function method(...args) { return ops[name](this, ...args); };
+}
+
+module.exports = ops;

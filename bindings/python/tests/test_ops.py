@@ -1,0 +1,259 @@
+"""Ops against numpy references, their autocast dtypes, and the checks made before each call."""
+import math
+import unittest
+
+import numpy as np
+
+import hpu
+
+rng = np.random.default_rng(7)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def close(test, got, want, tol=1e-4):
+    np.testing.assert_allclose(got.numpy() if isinstance(got, hpu.Tensor) else got, want, rtol=tol, atol=tol)
+
+
+class MatrixProducts(unittest.TestCase):
+    def test_mm_bmm_matmul_addmm_linear(self):
+        a, b = randn(5, 7), randn(7, 3)
+        close(self, hpu.mm(hpu.tensor(a), hpu.tensor(b)), a @ b)
+        close(self, hpu.tensor(a) @ hpu.tensor(b), a @ b)
+        ba, bb = randn(4, 5, 7), randn(4, 7, 3)
+        close(self, hpu.bmm(hpu.tensor(ba), hpu.tensor(bb)), ba @ bb)
+        close(self, hpu.matmul(hpu.tensor(ba), hpu.tensor(b)), ba @ b)
+        v = randn(7)
+        close(self, hpu.matmul(hpu.tensor(a), hpu.tensor(v)), a @ v)
+        bias = randn(3)
+        close(self, hpu.addmm(hpu.tensor(bias), hpu.tensor(a), hpu.tensor(b), beta=0.5, alpha=2.0),
+              0.5 * bias + 2.0 * (a @ b))
+        x, w = randn(6, 7), randn(3, 7)
+        close(self, hpu.linear(hpu.tensor(x), hpu.tensor(w), hpu.tensor(bias)), x @ w.T + bias)
+        close(self, hpu.linear(hpu.tensor(x), hpu.tensor(w)), x @ w.T)
+
+    def test_backward(self):
+        a, b, g = randn(5, 7), randn(7, 3), randn(5, 3)
+        ga, gb = hpu.ops.mm_backward(hpu.tensor(g), hpu.tensor(a), hpu.tensor(b))
+        close(self, ga, g @ b.T)
+        close(self, gb, a.T @ g)
+        x, w, gy = randn(6, 7), randn(3, 7), randn(6, 3)
+        gx, gw, gbias = hpu.ops.linear_backward(hpu.tensor(gy), hpu.tensor(x), hpu.tensor(w))
+        close(self, gx, gy @ w)
+        close(self, gw, gy.T @ x)
+        close(self, gbias, gy.sum(0))
+        self.assertIsNone(hpu.ops.linear_backward(hpu.tensor(gy), hpu.tensor(x), hpu.tensor(w), bias=False)[2])
+
+    def test_checks(self):
+        a = hpu.zeros(2, 3)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.mm(a, hpu.zeros(2, 3))
+        self.assertEqual(cm.exception.message, "mm: inner dims differ: a.shape[1] is 3 but b.shape[0] is 2")
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.mm(a, hpu.zeros(3))
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.mm(hpu.zeros(2, 3, dtype=hpu.int32), hpu.zeros(3, 2))
+        self.assertIn("a has dtype hpu.int32", cm.exception.message)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.mm(a, hpu.zeros(3, 2, device=1))
+        self.assertIn("b is on hpu:1 but a on hpu:0", cm.exception.message)
+        with self.assertRaises(TypeError):
+            hpu.mm(a, [[1.0]])
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.linear(hpu.zeros(2, 3), hpu.zeros(4, 3), hpu.zeros(3))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.bmm(hpu.zeros(2, 3, 4), hpu.zeros(3, 4, 5))
+
+
+class Elementwise(unittest.TestCase):
+    def test_binary_with_broadcasting_and_scalars(self):
+        a, b = randn(4, 1, 3), randn(5, 3)
+        ta, tb = hpu.tensor(a), hpu.tensor(b)
+        close(self, ta + tb, a + b)
+        close(self, ta - tb, a - b)
+        close(self, ta * tb, a * b)
+        close(self, ta / (tb * tb + 1), a / (b * b + 1))
+        close(self, ta * 2 + 1, a * 2 + 1)
+        close(self, 1 - ta, 1 - a)
+        close(self, -ta, -a)
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.add(hpu.zeros(2, 3), hpu.zeros(4))
+
+    def test_binary_backward_sums_to_shapes(self):
+        a, b, g = randn(4, 1, 3), randn(5, 3), randn(4, 5, 3)
+        ga, gb = hpu.ops.mul_backward(hpu.tensor(g), hpu.tensor(a), hpu.tensor(b))
+        close(self, ga, (g * b).sum(1, keepdims=True))
+        close(self, gb, (g * a).sum(0))
+
+    def test_unary_and_backward(self):
+        x = randn(100)
+        pos = np.abs(x) + 0.1
+        gelu = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+        cases = {"exp": (x, np.exp(x)), "log": (pos, np.log(pos)), "tan": (x * 0.5, np.tan(x * 0.5)),
+                 "relu": (x, np.maximum(x, 0)), "gelu": (x, gelu), "tanh": (x, np.tanh(x)),
+                 "sigmoid": (x, 1 / (1 + np.exp(-x)))}
+        for name, (inp, want) in cases.items():
+            close(self, getattr(hpu, name)(hpu.tensor(inp)), want, 1e-4)
+        g = randn(100)
+        close(self, hpu.ops.tanh_backward(hpu.tensor(g), hpu.tensor(x)), g * (1 - np.tanh(x) ** 2))
+        close(self, hpu.ops.relu_backward(hpu.tensor(g), hpu.tensor(x)), g * (x > 0))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.relu(hpu.zeros(3, dtype=hpu.int64))
+
+    def test_add_in_place(self):
+        dst = hpu.tensor(np.ones(4, np.float32))
+        dst.add_(hpu.tensor(np.arange(4, dtype=np.float32)).to(hpu.bfloat16), alpha=0.5)
+        close(self, dst, 1 + 0.5 * np.arange(4))
+
+
+class Losses(unittest.TestCase):
+    def test_softmax_and_log_softmax(self):
+        x = randn(4, 10)
+        e = np.exp(x - x.max(1, keepdims=True))
+        sm = e / e.sum(1, keepdims=True)
+        close(self, hpu.softmax(hpu.tensor(x), dim=1), sm)
+        close(self, hpu.log_softmax(hpu.tensor(x), -1), np.log(sm))
+        g = randn(4, 10)
+        out = hpu.softmax(hpu.tensor(x), 1)
+        close(self, hpu.ops.softmax_backward(hpu.tensor(g), out, 1), sm * (g - (g * sm).sum(1, keepdims=True)))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.softmax(hpu.tensor(x), 2)
+
+    def test_cross_entropy_and_nll(self):
+        logits, target = randn(8, 5), np.array([0, 1, 2, 3, 4, 0, -100, 2], dtype=np.int64)
+        logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+        keep = target != -100
+        per = -logp[np.arange(8)[keep], target[keep]]
+        close(self, hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target)), per.mean())
+        close(self, hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target), reduction="sum"), per.sum())
+        close(self, hpu.nll_loss(hpu.tensor(logp), hpu.tensor(target), reduction="mean"), per.mean())
+        grad = hpu.ops.cross_entropy_backward(hpu.tensor(np.float32(1.0)), hpu.tensor(logits), hpu.tensor(target))
+        want = np.exp(logp)
+        want[np.arange(8)[keep], target[keep]] -= 1
+        want[~keep] = 0
+        close(self, grad, want / keep.sum())
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target.astype(np.float32)))
+        self.assertIn("target has dtype hpu.float32", cm.exception.message)
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target[:3]))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target), reduction="avg")
+
+    def test_layer_norm(self):
+        x, w, b = randn(6, 16), randn(16), randn(16)
+        mu, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+        want = (x - mu) / np.sqrt(var + 1e-5) * w + b
+        close(self, hpu.layer_norm(hpu.tensor(x), hpu.tensor(w), hpu.tensor(b)), want, 1e-3)
+        y, mean, rstd = hpu.layer_norm(hpu.tensor(x), return_stats=True)
+        close(self, mean, mu[:, 0])
+        close(self, rstd, 1 / np.sqrt(var[:, 0] + 1e-5), 1e-3)
+        gx, gw, gb = hpu.ops.layer_norm_backward(hpu.tensor(np.ones_like(x)), hpu.tensor(x), mean, rstd, hpu.tensor(w))
+        close(self, gb, np.full(16, 6.0))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.layer_norm(hpu.tensor(x), hpu.zeros(15))
+
+    def test_dropout_and_embedding(self):
+        x = hpu.ones(10000)
+        out, mask = hpu.dropout(x, p=0.25, return_mask=True)
+        o, m = out.numpy(), mask.numpy()
+        self.assertIs(mask.dtype, hpu.uint8)
+        np.testing.assert_allclose(o, m / 0.75, rtol=1e-6)
+        self.assertLess(abs(m.mean() - 0.75), 0.05)
+        close(self, hpu.dropout(x, p=0.5, training=False), np.ones(10000))
+        weight, idx = randn(10, 4), np.array([[1, 9], [0, 1]], dtype=np.int32)
+        close(self, hpu.embedding(hpu.tensor(idx), hpu.tensor(weight)), weight[idx])
+        gw = hpu.ops.embedding_backward(hpu.tensor(np.ones((2, 2, 4), np.float32)), hpu.tensor(idx),
+                                        hpu.tensor(weight), padding_idx=9)
+        want = np.zeros((10, 4), np.float32)
+        want[1], want[0] = 2, 1
+        close(self, gw, want)
+
+
+class Reductions(unittest.TestCase):
+    def test_sum_mean_cast(self):
+        x = randn(3, 4, 5)
+        close(self, hpu.sum(hpu.tensor(x)), x.sum(), 1e-3)
+        close(self, hpu.tensor(x).sum(dim=(0, 2)), x.sum((0, 2)), 1e-4)
+        close(self, hpu.mean(hpu.tensor(x), dim=-1, keepdim=True), x.mean(-1, keepdims=True))
+        s = hpu.sum(hpu.tensor(np.arange(10, dtype=np.int32)))
+        self.assertEqual((s.dtype, s.item()), (hpu.int64, 45))
+        self.assertIs(hpu.cast(hpu.tensor(x), hpu.bfloat16).dtype, hpu.bfloat16)
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.sum(hpu.tensor(x), dim=(0, -3))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.mean(hpu.tensor(np.arange(3)))
+
+
+class Autocast(unittest.TestCase):
+    def test_output_dtypes_follow_the_op_lists(self):
+        a, b = hpu.tensor(randn(4, 4)), hpu.tensor(randn(4, 4))
+        with hpu.autocast(dtype=hpu.bfloat16):
+            self.assertIs(hpu.mm(a, b).dtype, hpu.bfloat16)                      # lower precision
+            self.assertIs(hpu.linear(a, b).dtype, hpu.bfloat16)
+            self.assertIs(hpu.tan(a.to(hpu.bfloat16)).dtype, hpu.float32)       # fp32 list
+            self.assertIs(hpu.add(a.to(hpu.bfloat16), b).dtype, hpu.float32)    # promote: widest
+            self.assertIs(hpu.relu(a).dtype, hpu.float32)                       # not listed
+            with hpu.autocast(enabled=False):
+                self.assertIs(hpu.mm(a, b).dtype, hpu.float32)
+        self.assertIs(hpu.mm(a, b).dtype, hpu.float32)
+
+    def test_bfloat16_matches_a_rounded_reference(self):
+        a, b = randn(16, 32), randn(32, 8)
+        with hpu.autocast():
+            out = hpu.mm(hpu.tensor(a), hpu.tensor(b)).numpy()
+        ra = hpu.tensor(a, dtype=hpu.bfloat16).numpy()
+        rb = hpu.tensor(b, dtype=hpu.bfloat16).numpy()
+        np.testing.assert_allclose(out, ra @ rb, rtol=2e-2, atol=2e-2)
+
+    def test_decorated_function(self):
+        @hpu.autocast()
+        def step(x, w):
+            return hpu.linear(x, w)
+        self.assertIs(step(hpu.tensor(randn(2, 3)), hpu.tensor(randn(4, 3))).dtype, hpu.bfloat16)
+
+    def test_op_list_override_changes_ops(self):
+        saved = hpu.get_autocast_op_list("lower_precision")
+        try:
+            hpu.set_autocast_op_list("lower_precision", ["relu"])
+            with hpu.autocast():
+                self.assertIs(hpu.relu(hpu.tensor(randn(3))).dtype, hpu.bfloat16)
+                self.assertIs(hpu.mm(hpu.tensor(randn(2, 2)), hpu.tensor(randn(2, 2))).dtype, hpu.float32)
+        finally:
+            hpu.set_autocast_op_list("lower_precision", saved)
+
+
+class Optimizers(unittest.TestCase):
+    def test_sgd_with_momentum(self):
+        p, g = randn(10), randn(10)
+        param, buf = hpu.tensor(p), hpu.zeros(10)
+        for step in (1, 2):
+            hpu.sgd_step(param, hpu.tensor(g), buf, step=step, lr=0.1, momentum=0.9, weight_decay=0.01)
+        d = g + 0.01 * p
+        b1 = d
+        p1 = p - 0.1 * b1
+        d2 = g + 0.01 * p1
+        b2 = 0.9 * b1 + d2
+        close(self, param, p1 - 0.1 * b2)
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.sgd_step(param, hpu.tensor(g), None, step=1, momentum=0.9)
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.sgd_step(param, hpu.tensor(g), buf, step=0)
+
+    def test_adamw(self):
+        p, g = randn(10), randn(10)
+        param, m, v = hpu.tensor(p), hpu.zeros(10), hpu.zeros(10)
+        hpu.adamw_step(param, hpu.tensor(g).to(hpu.bfloat16), m, v, step=1, lr=1e-2)
+        gb = hpu.tensor(g, dtype=hpu.bfloat16).numpy()
+        p1 = p * (1 - 1e-2 * 1e-2)
+        mh, vh = gb, gb * gb  # bias-corrected first step
+        close(self, param, p1 - 1e-2 * mh / (np.sqrt(vh) + 1e-8), 1e-4)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.adamw_step(param.to(hpu.bfloat16), hpu.tensor(g), m, v, step=1)
+        self.assertIn("float32 master weights", cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main()
