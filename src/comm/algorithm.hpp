@@ -83,7 +83,7 @@ inline Piece split(size_t count, size_t parts, size_t i) {
 
 // Pipelining: messages of at most this many bytes, so that a rank forwards the
 // first piece while the next is still on its way.
-constexpr size_t kSegmentBytes = size_t(256) << 10;
+constexpr size_t kSegmentBytes = size_t(1) << 20;
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
