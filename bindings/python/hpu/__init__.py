@@ -23,7 +23,7 @@ from .autocast import (AUTOCAST_LISTS, autocast, autocast_op_dtype, get_autocast
 from .device import (Device, DeviceLike, DeviceProperties, current_device, device_count,
                      get_device_name, get_device_properties, is_available, set_device, synchronize)
 from .diagnostics import (LOG_LEVELS, get_log_level, profile, profiler_start, profiler_stop, profiler_summary,
-                          set_log_level)
+                          set_log_callback, set_log_level)
 from .dtypes import (DType, DTypeLike, bfloat16, bool_, double, float16, float32, float64, half, int8, int32,
                      int64, long, uint8, uint32, uint64)
 from .errors import (AbortedError, AddressInUseError, BusyError, ConfigError, HpuError, InternalError,

@@ -5,6 +5,7 @@ import tempfile
 import unittest
 
 import hpu
+from support import run_python
 
 
 class LogLevel(unittest.TestCase):
@@ -18,6 +19,48 @@ class LogLevel(unittest.TestCase):
             hpu.set_log_level(saved)
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.set_log_level("loud")
+
+
+class LogCallback(unittest.TestCase):
+    def test_lines_reach_python(self):
+        lines = []
+        saved = hpu.get_log_level()
+        hpu.set_log_level("debug")
+        try:
+            hpu.set_log_callback(lambda level, line: lines.append((level, line)))
+            with self.assertRaises(hpu.NotFoundError):
+                hpu.Device(77)
+            hpu.set_log_callback(None)
+            count = len(lines)
+            with self.assertRaises(hpu.NotFoundError):
+                hpu.Device(78)
+        finally:
+            hpu.set_log_callback(None)
+            hpu.set_log_level(saved)
+        self.assertTrue(any("ordinal 77" in line for _, line in lines), lines)
+        self.assertTrue(all(level in hpu.LOG_LEVELS for level, _ in lines))
+        self.assertEqual(len(lines), count)  # nothing after the callback was removed
+
+    def test_exceptions_in_the_callback_are_dropped(self):
+        def boom(level, line):
+            raise RuntimeError("not into libhpu")
+        saved = hpu.get_log_level()
+        hpu.set_log_level("debug")
+        try:
+            hpu.set_log_callback(boom)
+            with self.assertRaises(hpu.NotFoundError):
+                hpu.Device(79)
+        finally:
+            hpu.set_log_callback(None)
+            hpu.set_log_level(saved)
+
+
+    def test_process_exits_cleanly_with_a_callback_set(self):
+        r = run_python("import hpu\nhpu.set_log_level('trace')\n"
+                       "hpu.set_log_callback(lambda level, line: print(level, line))\n"
+                       "s = hpu.Stream(); m = hpu.mem_alloc(1 << 20); m.fill(1, stream=s)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("debug ", r.stdout)
 
 
 class Profiler(unittest.TestCase):
