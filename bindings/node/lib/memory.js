@@ -1,7 +1,7 @@
 'use strict';
 // Device memory: Habana's memory statistics and raw allocations.
 
-const { C, sized, MemStats, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } = require('./native');
+const { koffi, C, MemStats, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } = require('./native');
 const { Status, HpuError, invalidArgument } = require('./errors');
 const { resolve } = require('./device');
 
@@ -14,9 +14,18 @@ const FIELDS = ['limit', 'in_use', 'max_in_use', 'num_allocs', 'num_frees', 'act
   'total_system_allocs', 'total_system_frees', 'total_active_allocs', 'reserved_bytes', 'segment_allocs',
   'segment_frees'];
 
+// hpuMemStats_t read from a Buffer: struct_size, then 13 64-bit figures (two of them signed).
+const STATS_BYTES = koffi.sizeof(MemStats);
+const SIGNED = new Set(['active_allocs', 'total_active_allocs']);
+
 function stats(device) {
-  const s = sized(MemStats);
-  C.hpuMemStats(resolve(device).handle, s);
+  const buf = Buffer.alloc(STATS_BYTES);
+  buf.writeBigUInt64LE(BigInt(STATS_BYTES), 0);
+  C.hpuMemStats(resolve(device).handle, buf);
+  const s = {};
+  FIELDS.forEach((f, i) => {
+    s[f] = Number(SIGNED.has(f) ? buf.readBigInt64LE(8 + 8 * i) : buf.readBigUInt64LE(8 + 8 * i));
+  });
   return s;
 }
 

@@ -141,7 +141,7 @@ const C = declare({
   hpuMemsetAsync: 'int hpuMemsetAsync(void *dst, int value, size_t bytes, hpuHandle stream)',
   hpuMemGetInfo: 'int hpuMemGetInfo(hpuHandle dev, _Out_ size_t *free_bytes, _Out_ size_t *total_bytes)',
   hpuMemEmptyCache: 'int hpuMemEmptyCache(hpuHandle dev)',
-  hpuMemStats: 'int hpuMemStats(hpuHandle dev, _Inout_ hpuMemStats_t *stats)',
+  hpuMemStats: 'int hpuMemStats(hpuHandle dev, void *stats)', // a Buffer: faster than koffi's struct conversion
   hpuMemResetPeakStats: 'int hpuMemResetPeakStats(hpuHandle dev)',
   hpuMemResetAccumulatedStats: 'int hpuMemResetAccumulatedStats(hpuHandle dev)',
 });
