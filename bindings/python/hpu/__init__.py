@@ -52,3 +52,11 @@ def library_version() -> str:
     """libhpu's version, "major.minor.patch", from ``hpuGetVersion()``."""
     v = _lib.version_number
     return f"{v >> 16}.{(v >> 8) & 0xFF}.{v & 0xFF}"
+
+
+# What `from hpu import *` gives: the public names, but not those that would shadow a
+# builtin (hpu.sum, hpu.TimeoutError stay reachable as attributes).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and name != "annotations" and not hasattr(__builtins__, name)
+           and not (isinstance(__builtins__, dict) and name in __builtins__)
+           and (not isinstance(value, type(_lib)) or name in ("ops", "dtypes", "errors"))]

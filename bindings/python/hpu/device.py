@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple, Union
 
 from . import _lib
 from .errors import InvalidArgumentError

@@ -1,9 +1,12 @@
 """Data types (``hpuDataType_t``), named as in torch: ``hpu.float32``, ``hpu.bfloat16``, ..."""
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    import numpy
 
 __all__ = ["DType", "DTypeLike", "bool_", "uint8", "int8", "int32", "uint32", "int64", "uint64",
            "float16", "bfloat16", "float32", "float64", "half", "float", "double", "int", "long"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
 from . import _lib, dtypes
 from ._buffer import host_buffer
@@ -21,6 +21,9 @@ from .device import Device, DeviceLike, device_of_handle, resolve
 from .dtypes import DType, DTypeLike
 from .errors import InvalidArgumentError
 from .stream import stream_for
+
+if TYPE_CHECKING:
+    import numpy
 
 __all__ = ["Tensor", "tensor", "from_numpy", "frombuffer", "empty", "zeros", "ones", "full", "rand", "randn",
            "manual_seed", "get_rng_state", "set_rng_state", "MAX_DIMS"]

@@ -105,6 +105,14 @@ class Library(unittest.TestCase):
     def test_version(self):
         self.assertEqual(hpu.library_version(), hpu.__version__)
 
+    def test_star_import_shadows_no_builtin(self):
+        import builtins
+        self.assertIn("Device", hpu.__all__)
+        self.assertIn("mm", hpu.__all__)
+        self.assertEqual([n for n in hpu.__all__ if hasattr(builtins, n)], [])
+        for name in hpu.__all__:
+            self.assertTrue(hasattr(hpu, name), name)
+
     def test_explicit_library_that_does_not_load(self):
         r = run_python("import hpu", env={"HPU_LIBRARY": "/nonexistent/libhpu.so.0"})
         self.assertNotEqual(r.returncode, 0)

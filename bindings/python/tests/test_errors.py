@@ -1,6 +1,5 @@
 """Statuses map to exception classes carrying the status name and libhpu's message."""
 import builtins
-import ctypes
 import unittest
 
 import hpu

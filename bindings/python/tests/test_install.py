@@ -7,7 +7,7 @@ import sys
 import tempfile
 import unittest
 
-from support import PACKAGE_ROOT, require_env, run_python
+from support import PACKAGE_ROOT, require_env
 
 PROBE = "import hpu; print(hpu.__file__); print(hpu.library_path()); print(hpu.device_count())"
 NO_LIBRARY_HINTS = {"HPU_LIBRARY": "", "LD_LIBRARY_PATH": "", "PYTHONPATH": ""}
