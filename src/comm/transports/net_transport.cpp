@@ -27,7 +27,10 @@ struct NetTransport::RecvReq : Request {
   std::atomic<size_t> received{0};
 };
 
-NetTransport::NetTransport(int rank, int size) : Transport(rank, size), peers_(static_cast<size_t>(size)) {}
+NetTransport::NetTransport(int rank, int size) : Transport(rank, size), peers_(static_cast<size_t>(size)) {
+  peers_[static_cast<size_t>(rank)].link = &self_;
+  peers_[static_cast<size_t>(rank)].eager_limit = SIZE_MAX;
+}
 
 NetTransport::~NetTransport() {
   for (auto &e : engines_) e->shutdown();
@@ -56,7 +59,7 @@ MemoryRegionPtr NetTransport::register_memory(void *base, size_t bytes) {
 
 RequestPtr NetTransport::isend(const SendDesc &d) {
   throw_if_failed();
-  if (d.peer < 0 || d.peer >= size() || d.peer == rank() || !peers_[static_cast<size_t>(d.peer)].link)
+  if (d.peer < 0 || d.peer >= size() || !peers_[static_cast<size_t>(d.peer)].link)
     hpu::fail(HPU_ERROR_INTERNAL, "%s transport of rank %d: no link to rank %d", name(), rank(), d.peer);
   Peer &p = peers_[static_cast<size_t>(d.peer)];
   auto s = std::make_shared<SendReq>(d);
@@ -88,7 +91,7 @@ RequestPtr NetTransport::isend(const SendDesc &d) {
 
 RequestPtr NetTransport::irecv(const RecvDesc &d) {
   throw_if_failed();
-  if (d.peer < 0 || d.peer >= size() || d.peer == rank() || !peers_[static_cast<size_t>(d.peer)].link)
+  if (d.peer < 0 || d.peer >= size() || !peers_[static_cast<size_t>(d.peer)].link)
     hpu::fail(HPU_ERROR_INTERNAL, "%s transport of rank %d: no link to rank %d", name(), rank(), d.peer);
   auto r = std::make_shared<RecvReq>(d);
   std::string err;
@@ -346,8 +349,10 @@ void NetTransport::on_link_closed(int peer, const std::string &why) {
 
 void NetTransport::tell_peers(const Frame &f, const std::string &text) {
   auto keep = std::make_shared<std::string>(text);
-  for (auto &p : peers_)
-    if (p.link && !p.left) p.link->send(f, keep->data(), keep->size(), 0, [keep](bool) {});
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    Peer &p = peers_[i];
+    if (p.link && !p.left && static_cast<int>(i) != rank()) p.link->send(f, keep->data(), keep->size(), 0, [keep](bool) {});
+  }
 }
 
 void NetTransport::on_fail(hpuStatus_t status, const std::string &message) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -125,7 +126,20 @@ class NetTransport final : public Transport {
   void deliver(RecvReq &r, size_t offset, const void *data, size_t bytes);
   void tell_peers(const Frame &f, const std::string &text);
 
+  // Messages to this rank itself: every one eager, delivered by the sender.
+  struct SelfLink final : Link {
+    explicit SelfLink(NetTransport &t) : t(t) {}
+    void send(const Frame &f, const void *payload, size_t bytes, int, std::function<void(bool)> done) override {
+      t.on_frame(t.rank(), f, payload);
+      if (done) done(true);
+    }
+    size_t max_chunk() const override { return SIZE_MAX; }
+    const char *kind() const override { return "self"; }
+    NetTransport &t;
+  };
+
   std::string name_ = "net";
+  SelfLink self_{*this};
   std::atomic<bool> quiet_{false};  // failed: deliver nothing more into user memory
   std::vector<std::unique_ptr<Engine>> engines_;
   std::mutex mu_;
