@@ -329,6 +329,32 @@ TEST_F(Memory, SteadyLoopMakesNoNewSegments) {
   EXPECT_EQ(later.in_use, 0u);
 }
 
+TEST_F(Memory, ManyFreesOfOneSizeAreReusedWithoutNewSegments) {
+  // More blocks of one size than the allocator keeps aside for quick reuse:
+  // the rest go back to their pool, and all of them serve the next round.
+  std::vector<void *> blocks;
+  for (int i = 0; i < 100; ++i) blocks.push_back(alloc(4096));
+  hpuMemStats_t first = stats_of(dev);
+  for (int round = 0; round < 5; ++round) {
+    for (void *b : blocks) free(b);
+    EXPECT_EQ(stats_of(dev).in_use, 0u);
+    blocks.clear();
+    for (int i = 0; i < 100; ++i) blocks.push_back(alloc(4096));
+    std::vector<void *> sorted = blocks;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "a block handed out twice";
+  }
+  hpuMemStats_t s = stats_of(dev);
+  EXPECT_EQ(s.segment_allocs, first.segment_allocs);
+  EXPECT_EQ(s.in_use, 100u * 4096);
+  EXPECT_EQ(s.active_allocs, 100);
+  for (void *b : blocks) free(b);
+  // A different size after the frees still fits in the merged segment.
+  void *big = alloc(MiB);
+  EXPECT_EQ(stats_of(dev).segment_allocs, first.segment_allocs);
+  free(big);
+}
+
 TEST_F(Memory, SmallPoolSplitsAndMerges) {
   // Consecutive small blocks are carved from one 2 MiB segment.
   char *a = static_cast<char *>(alloc(512));
