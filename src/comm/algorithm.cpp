@@ -2,6 +2,7 @@
 #include "comm/algorithm.hpp"
 
 #include <chrono>
+#include <new>
 
 #include "core/error.hpp"
 
@@ -11,7 +12,9 @@ void *Scratch::get(int slot, size_t bytes) {
   Block &b = slots_[slot];
   if (b.bytes < bytes) {
     size_t want = (bytes + 63) & ~size_t(63);
-    b.mem.reset(new (std::align_val_t(64)) uint8_t[want]);
+    b.mem.reset();
+    b.mem.reset(std::aligned_alloc(64, want));
+    if (!b.mem) throw std::bad_alloc();
     b.bytes = want;
   }
   return b.mem.get();

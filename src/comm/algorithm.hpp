@@ -14,6 +14,7 @@
 
 #include <hpu/comm.h>
 
+#include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -32,8 +33,11 @@ class Scratch {
   static constexpr int kSlots = 3;
 
  private:
+  struct Free {
+    void operator()(void *p) const { std::free(p); }
+  };
   struct Block {
-    std::unique_ptr<uint8_t[]> mem;
+    std::unique_ptr<void, Free> mem;
     size_t bytes = 0;
   };
   Block slots_[kSlots];

@@ -133,16 +133,21 @@ class Buffer {
   char *ptr() const { return static_cast<char *>(ptr_); }
   size_t bytes() const { return bytes_; }
   void upload(const std::vector<uint8_t> &host, size_t offset = 0) {
-    if (!host.empty())
+    if (!host.empty()) {
       EXPECT_EQ(hpuMemcpy(ptr() + offset, host.data(), host.size(), HPU_MEMCPY_HOST_TO_DEVICE), HPU_SUCCESS);
+    }
   }
   void fill(int byte) {
-    if (bytes_) EXPECT_EQ(hpuMemset(ptr_, byte, bytes_), HPU_SUCCESS);
+    if (bytes_) {
+      EXPECT_EQ(hpuMemset(ptr_, byte, bytes_), HPU_SUCCESS);
+    }
   }
   std::vector<uint8_t> download(size_t offset = 0, size_t bytes = SIZE_MAX) const {
     if (bytes == SIZE_MAX) bytes = bytes_ - offset;
     std::vector<uint8_t> host(bytes);
-    if (bytes) EXPECT_EQ(hpuMemcpy(host.data(), ptr() + offset, bytes, HPU_MEMCPY_DEVICE_TO_HOST), HPU_SUCCESS);
+    if (bytes) {
+      EXPECT_EQ(hpuMemcpy(host.data(), ptr() + offset, bytes, HPU_MEMCPY_DEVICE_TO_HOST), HPU_SUCCESS);
+    }
     return host;
   }
 
