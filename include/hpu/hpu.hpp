@@ -6,6 +6,8 @@
 #include <hpu/hpu.h>
 
 #include <cstddef>
+#include <memory>
+#include <vector>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -144,6 +146,90 @@ class DeviceBuffer {
   hpuDevice_t dev_ = nullptr;
   void *ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// A tensor handle with shared ownership, as torch.Tensor: copies refer to the
+// same tensor, released when the last copy goes. Empty when default-constructed.
+class Tensor {
+ public:
+  Tensor() = default;
+  // Takes ownership of `t` (from an op's output).
+  explicit Tensor(hpuTensor_t t) : p_(t, [](hpuTensor_t x) { hpuTensorRelease(x); }) {}
+
+  static Tensor empty(hpuDevice_t dev, hpuDataType_t dtype, const std::vector<int64_t> &shape) {
+    hpuTensor_t t = nullptr;
+    check(hpuTensorCreate(&t, dev, dtype, int(shape.size()), shape.data()));
+    return Tensor(t);
+  }
+  static Tensor from_host(hpuDevice_t dev, hpuDataType_t dtype, const std::vector<int64_t> &shape, const void *data) {
+    hpuTensor_t t = nullptr;
+    check(hpuTensorCreateFromHost(&t, dev, dtype, int(shape.size()), shape.data(), data));
+    return Tensor(t);
+  }
+  static Tensor full(hpuDevice_t dev, hpuDataType_t dtype, const std::vector<int64_t> &shape, double value,
+                     hpuStream_t stream = nullptr) {
+    Tensor t = empty(dev, dtype, shape);
+    t.fill(value, stream);
+    return t;
+  }
+
+  hpuTensor_t get() const noexcept { return p_.get(); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+  hpuDataType_t dtype() const {
+    hpuDataType_t d;
+    check(hpuTensorGetDtype(get(), &d));
+    return d;
+  }
+  std::vector<int64_t> shape() const {
+    int n = 0;
+    int64_t s[HPU_TENSOR_MAX_DIMS];
+    check(hpuTensorGetShape(get(), &n, s));
+    return std::vector<int64_t>(s, s + n);
+  }
+  int64_t numel() const {
+    int64_t n = 0;
+    check(hpuTensorGetNumel(get(), &n));
+    return n;
+  }
+  size_t element_size() const {
+    size_t n = 0;
+    check(hpuTensorGetElementSize(get(), &n));
+    return n;
+  }
+  hpuDevice_t device() const {
+    hpuDevice_t d = nullptr;
+    check(hpuTensorGetDevice(get(), &d));
+    return d;
+  }
+  void fill(double value, hpuStream_t stream = nullptr) { check(hpuTensorFill(get(), value, stream)); }
+  void copy_from_host(const void *src, size_t bytes, hpuStream_t stream = nullptr) {
+    check(hpuTensorCopyFromHost(get(), src, bytes, stream));
+  }
+  void copy_to_host(void *dst, size_t bytes, hpuStream_t stream = nullptr) const {
+    check(hpuTensorCopyToHost(get(), dst, bytes, stream));
+  }
+  template <class T>
+  std::vector<T> to_vector(hpuStream_t stream = nullptr) const {
+    std::vector<T> v(static_cast<size_t>(numel()));
+    copy_to_host(v.data(), v.size() * sizeof(T), stream);
+    return v;
+  }
+  // A view with a new shape (one entry may be -1).
+  Tensor reshape(const std::vector<int64_t> &shape) const {
+    hpuTensor_t t = nullptr;
+    check(hpuTensorReshape(&t, get(), int(shape.size()), shape.data()));
+    return Tensor(t);
+  }
+  // A contiguous view of `shape` over flat elements [offset, offset + numel).
+  Tensor window(int64_t offset, const std::vector<int64_t> &shape) const {
+    hpuTensor_t t = nullptr;
+    check(hpuTensorWindow(&t, get(), offset, int(shape.size()), shape.data()));
+    return Tensor(t);
+  }
+
+ private:
+  std::shared_ptr<hpuTensor_st> p_;
 };
 
 }  // namespace hpu

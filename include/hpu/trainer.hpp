@@ -10,6 +10,8 @@
 #include <hpu/trainer/idx.hpp>
 #include <hpu/trainer/job.hpp>
 #include <hpu/trainer/logger.hpp>
+#include <hpu/trainer/module.hpp>
+#include <hpu/trainer/nn.hpp>
 #include <hpu/trainer/optimizer.hpp>
 #include <hpu/trainer/options.hpp>
 #include <hpu/trainer/rng.hpp>

@@ -82,11 +82,17 @@ void CSVLogger::log_metrics(const Metrics &metrics, int64_t step) {
       rewrite_ = true;
     }
   }
-  rows_.emplace_back(step, metrics);
-  flush();
+  // Metrics of one step share a row (as Lightning's CSV logger): a row is
+  // written once a later step arrives, or at finalize.
+  if (!rows_.empty() && rows_.back().first == step && written_ < rows_.size()) {
+    for (const auto &[k, v] : metrics) rows_.back().second[k] = v;
+  } else {
+    rows_.emplace_back(step, metrics);
+  }
+  if (rows_.size() - written_ > 1 || rewrite_) flush(rows_.size() - 1);
 }
 
-void CSVLogger::flush() {
+void CSVLogger::flush(size_t upto) {
   const std::string path = metrics_path();
   auto row_text = [&](const std::pair<int64_t, Metrics> &row) {
     std::string line = std::to_string(row.first);
@@ -101,16 +107,16 @@ void CSVLogger::flush() {
     std::string text = "step";
     for (const auto &k : keys_) text += "," + csv_field(k);
     text += "\n";
-    for (const auto &row : rows_) text += row_text(row);
+    for (size_t i = 0; i < upto; ++i) text += row_text(rows_[i]);
     detail::write_file_atomic(path, text.data(), text.size());
     rewrite_ = false;
   } else {
     FILE *f = std::fopen(path.c_str(), "a");
     if (!f) fail(HPU_ERROR_IO, "cannot open %s: %s", path.c_str(), std::strerror(errno));
-    for (size_t i = written_; i < rows_.size(); ++i) std::fputs(row_text(rows_[i]).c_str(), f);
+    for (size_t i = written_; i < upto; ++i) std::fputs(row_text(rows_[i]).c_str(), f);
     if (std::fclose(f) != 0) fail(HPU_ERROR_IO, "writing %s: %s", path.c_str(), std::strerror(errno));
   }
-  written_ = rows_.size();
+  written_ = upto;
 }
 
 void CSVLogger::log_hyperparams(const std::map<std::string, std::string> &params) {
@@ -127,7 +133,7 @@ void CSVLogger::log_hyperparams(const std::map<std::string, std::string> &params
 }
 
 void CSVLogger::finalize() {
-  if (rewrite_ || written_ < rows_.size()) flush();
+  if (rewrite_ || written_ < rows_.size()) flush(rows_.size());
 }
 
 // ---- JSON lines -------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "json.hpp"
+#include "run.hpp"
 
 #include <map>
 
@@ -102,6 +103,7 @@ Checkpoint Trainer::make_checkpoint() const {
   }
   json_object_set_new(meta.get(), "callbacks", cbs);
   Checkpoint ck;
+  if (run_ && run_->model) add_run_state(ck, meta.get());
   ck.meta = detail::dump(meta.get(), JSON_COMPACT | JSON_PRESERVE_ORDER);
   return ck;
 }

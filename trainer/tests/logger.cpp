@@ -14,11 +14,13 @@ TEST(CSVLogger, WritesLightningsLayoutAndRewritesTheHeaderForNewKeys) {
   EXPECT_EQ(log.log_dir(), dir.path() + "/lightning_logs/version_0");
   log.log_metrics({{"loss", 2.5}}, 0);
   log.log_metrics({{"loss", 1.25}}, 1);
-  EXPECT_EQ(slurp(log.metrics_path()), "step,loss\n0,2.5\n1,1.25\n");
-  log.log_metrics({{"val_acc", 0.875}, {"loss", 1.0}}, 2);
-  EXPECT_EQ(slurp(log.metrics_path()), "step,loss,val_acc\n0,2.5,\n1,1.25,\n2,1,0.875\n");
+  EXPECT_EQ(slurp(log.metrics_path()), "step,loss\n0,2.5\n");  // step 1's row is still open
+  log.log_metrics({{"val_acc", 0.875}}, 1);                      // joins step 1's row
+  log.log_metrics({{"loss", 1.0}}, 2);
+  EXPECT_EQ(slurp(log.metrics_path()), "step,loss,val_acc\n0,2.5,\n1,1.25,0.875\n");
   log.log_metrics({{"val_acc", NAN}}, 3);
-  EXPECT_EQ(slurp(log.metrics_path()), "step,loss,val_acc\n0,2.5,\n1,1.25,\n2,1,0.875\n3,,nan\n");
+  log.finalize();
+  EXPECT_EQ(slurp(log.metrics_path()), "step,loss,val_acc\n0,2.5,\n1,1.25,0.875\n2,1,\n3,,nan\n");
   log.log_hyperparams({{"lr", "0.001"}, {"name", "a: b"}});
   EXPECT_EQ(slurp(log.log_dir() + "/hparams.yaml"), "lr: \"0.001\"\nname: \"a: b\"\n");
   // The next logger in the same folder takes the next version.
@@ -64,6 +66,7 @@ TEST(Loggers, TheTrainerGivesItsLoggersOneVersionAndLogsOnRankZero) {
   EXPECT_EQ(csv->log_dir(), jl->log_dir());
   t.log_metrics({{"loss", 3.0}}, 0);
   EXPECT_DOUBLE_EQ(t.state().callback_metrics.at("loss"), 3.0);
+  csv->finalize();
   EXPECT_EQ(slurp(csv->metrics_path()), "step,epoch,loss\n0,0,3\n");  // "epoch" added while fitting
   EXPECT_NE(slurp(jl->metrics_path()).find("\"loss\":3"), std::string::npos);
 }

@@ -44,8 +44,9 @@ class FolderLogger : public Logger {
   std::string dir_;  // resolved
 };
 
-// metrics.csv: one row per log call, a "step" column then one column per metric
-// in order of first appearance (the file is rewritten when a new key appears);
+// metrics.csv: one row per step, a "step" column then one column per metric in
+// order of first appearance (the file is rewritten when a new key appears); a
+// step's row is written when a later step is logged, and at finalize;
 // hparams.yaml with the hyperparameters.
 class CSVLogger : public FolderLogger {
  public:
@@ -57,7 +58,7 @@ class CSVLogger : public FolderLogger {
   std::string metrics_path() { return log_dir() + "/metrics.csv"; }
 
  private:
-  void flush();
+  void flush(size_t upto);  // writes rows [written_, upto)
   std::vector<std::string> keys_;
   std::vector<std::pair<int64_t, Metrics>> rows_;
   size_t written_ = 0;      // rows already in the file

@@ -1,11 +1,19 @@
 // What the trainer and its callbacks need from an optimizer: a name (as
-// LearningRateMonitor logs it: "lr-AdamW"), the learning rate and momentum.
+// LearningRateMonitor logs it: "lr-AdamW"), the learning rate, momentum, a
+// step over its parameters and the state a checkpoint saves.
 #pragma once
 
+#include <hpu/hpu.hpp>
+
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hpu {
+
+struct Parameter;
 
 class Optimizer {
  public:
@@ -16,12 +24,24 @@ class Optimizer {
   double initial_lr() const { return initial_lr_; }
   // SGD's momentum or Adam's beta1; none when the optimizer has no momentum.
   virtual std::optional<double> momentum() const { return std::nullopt; }
+  // One update of every parameter from its gradient, queued on `stream`.
+  virtual void step(hpuStream_t stream) { (void)stream; }
+  // Sets every gradient to zero.
+  void zero_grad(hpuStream_t stream);
+  // The state tensors a checkpoint saves, by name (not the parameters).
+  virtual void state(std::vector<std::pair<std::string, Tensor>> &out) { (void)out; }
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t n) { steps_ = n; }
+  const std::vector<Parameter *> &params() const { return params_; }
 
  protected:
-  explicit Optimizer(double lr) : lr_(lr), initial_lr_(lr) {}
+  explicit Optimizer(double lr, std::vector<Parameter *> params = {})
+      : lr_(lr), initial_lr_(lr), params_(std::move(params)) {}
+  int64_t steps_ = 0;
 
  private:
   double lr_, initial_lr_;
+  std::vector<Parameter *> params_;
 };
 
 }  // namespace hpu

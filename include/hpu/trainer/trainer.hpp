@@ -5,7 +5,9 @@
 #include <hpu/trainer/callback.hpp>
 #include <hpu/trainer/callbacks.hpp>
 #include <hpu/trainer/checkpoint.hpp>
+#include <hpu/trainer/data.hpp>
 #include <hpu/trainer/logger.hpp>
+#include <hpu/trainer/module.hpp>
 #include <hpu/trainer/optimizer.hpp>
 #include <hpu/trainer/options.hpp>
 #include <hpu/trainer/rng.hpp>
@@ -13,6 +15,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+struct json_t;  // jansson's, for a private member
 
 namespace hpu {
 
@@ -66,7 +70,17 @@ class Trainer {
   // callback metrics.
   void log_metrics(const Metrics &metrics, int64_t step);
 
-  // The trainer's part of a checkpoint: epoch, step, seed, callbacks' states.
+  // Lightning's fit: trains `model` on `data` for max_epochs / max_steps,
+  // validating every val_check_interval; resumes from `ckpt_path` when given
+  // (weights, optimizer, epoch and batch position, random state, callbacks).
+  void fit(LightningModule &model, DataModule &data, const std::string &ckpt_path = "");
+  // One pass over the validation / test set; the metrics ("val_loss",
+  // "val_acc", ...) averaged over the samples of every rank.
+  Metrics validate(LightningModule &model, DataModule &data);
+  Metrics test(LightningModule &model, DataModule &data);
+
+  // The trainer's part of a checkpoint: epoch, step, seed, callbacks' states,
+  // and while fitting the weights, optimizer state and random state.
   Checkpoint make_checkpoint() const;
   void save_checkpoint(const std::string &path) const;
   // Restores what make_checkpoint saved (hpu::Error for a mismatch).
@@ -79,6 +93,15 @@ class Trainer {
   std::vector<Device> devices_;
   std::vector<Ref<Callback>> callbacks_;
   std::vector<Ref<Logger>> loggers_;
+  struct Run;                 // what a fit, validate or test holds (fit.cpp)
+  std::unique_ptr<Run> run_;
+  void start(LightningModule &model, DataModule &data, Stage stage);
+  void finish(Stage stage);
+  Metrics evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit);
+  void train_epoch(int64_t skip);
+  void optimizer_step();
+  void restore_run(const Checkpoint &ck);
+  void add_run_state(Checkpoint &ck, json_t *meta) const;
 };
 
 }  // namespace hpu

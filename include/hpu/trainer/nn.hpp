@@ -1,0 +1,188 @@
+// Layers with their backward beside their forward, and the tape that replays
+// the backward passes of the layers a step ran, in reverse (no general autograd).
+#pragma once
+
+#include <hpu/hpu.hpp>
+#include <hpu/trainer/optimizer.hpp>
+#include <hpu/trainer/rng.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hpu {
+
+// A trainable tensor: f32 master weights and the f32 gradient accumulated into
+// them by the backward passes.
+struct Parameter {
+  std::string name;
+  Tensor value, grad;
+};
+
+// The backward steps of one forward pass, replayed last first.
+class Tape {
+ public:
+  using Step = std::function<Tensor(const Tensor &grad_out)>;
+  void push(Step s) { steps_.push_back(std::move(s)); }
+  // Runs the steps in reverse from `grad`; returns the gradient of the input.
+  Tensor backward(Tensor grad);
+  void clear() { steps_.clear(); }
+  size_t size() const { return steps_.size(); }
+
+ private:
+  std::vector<Step> steps_;
+};
+
+// What a forward pass runs with: the stream, train/eval mode and the tape
+// (recording only while training).
+struct Context {
+  hpuStream_t stream = nullptr;
+  bool training = true;
+  Tape tape;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual std::string name() const = 0;
+  virtual Tensor forward(Context &ctx, const Tensor &x) = 0;
+  // Creates the parameters on `dev`, initialised from `rng` as PyTorch does.
+  virtual void init(hpuDevice_t dev, Rng &rng) { (void)dev, (void)rng; }
+  virtual void parameters(std::vector<Parameter *> &out, const std::string &prefix) { (void)out, (void)prefix; }
+  virtual std::unique_ptr<Module> clone() const = 0;  // same configuration, no parameters
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::string name() const override { return "Linear"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  void init(hpuDevice_t dev, Rng &rng) override;
+  void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<Linear>(in_, out_, has_bias_); }
+
+ private:
+  int64_t in_, out_;
+  bool has_bias_;
+  Parameter w_, b_;
+};
+
+class ReLU : public Module {
+ public:
+  std::string name() const override { return "ReLU"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<ReLU>(); }
+};
+
+class GELU : public Module {
+ public:
+  std::string name() const override { return "GELU"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<GELU>(); }
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  std::string name() const override { return "Dropout"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<Dropout>(p_); }
+
+ private:
+  double p_;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t normalized_shape, double eps = 1e-5);
+  std::string name() const override { return "LayerNorm"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  void init(hpuDevice_t dev, Rng &rng) override;
+  void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<LayerNorm>(d_, eps_); }
+
+ private:
+  int64_t d_;
+  double eps_;
+  Parameter w_, b_;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  std::string name() const override { return "Embedding"; }
+  Tensor forward(Context &ctx, const Tensor &indices) override;
+  void init(hpuDevice_t dev, Rng &rng) override;
+  void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<Embedding>(v_, d_); }
+
+ private:
+  int64_t v_, d_;
+  Parameter w_;
+};
+
+// [N, d1, d2, ...] -> [N, d1 x d2 x ...].
+class Flatten : public Module {
+ public:
+  std::string name() const override { return "Flatten"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<Flatten>(); }
+};
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  void add(std::unique_ptr<Module> m) { layers_.push_back(std::move(m)); }
+  template <class M>
+  Sequential &add(M m) {
+    layers_.push_back(std::make_unique<M>(std::move(m)));
+    return *this;
+  }
+  std::string name() const override { return "Sequential"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  void init(hpuDevice_t dev, Rng &rng) override;
+  void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
+  std::unique_ptr<Module> clone() const override;
+  size_t size() const { return layers_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Module>> layers_;
+};
+
+// Mean cross-entropy of logits [N, C] against labels [N] (i32); records its
+// backward. The loss is a 0-dim f32 tensor.
+Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels);
+
+// torch.optim.SGD with momentum over f32 master weights.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Parameter *> params, double lr, double momentum = 0.0, double weight_decay = 0.0,
+      bool nesterov = false);
+  std::string name() const override { return "SGD"; }
+  std::optional<double> momentum() const override { return momentum_; }
+  void step(hpuStream_t stream) override;
+  void state(std::vector<std::pair<std::string, Tensor>> &out) override;
+
+ private:
+  double momentum_, weight_decay_;
+  bool nesterov_;
+  std::vector<Tensor> buf_;
+};
+
+// torch.optim.AdamW (decoupled weight decay) over f32 master weights.
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Parameter *> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 1e-2);
+  std::string name() const override { return "AdamW"; }
+  std::optional<double> momentum() const override { return beta1_; }
+  void step(hpuStream_t stream) override;
+  void state(std::vector<std::pair<std::string, Tensor>> &out) override;
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+  std::vector<Tensor> m_, v_;
+};
+
+}  // namespace hpu

@@ -1,0 +1,83 @@
+#include <hpu/trainer/module.hpp>
+
+#include "error.hpp"
+
+namespace hpu {
+
+Classifier::Classifier(const Sequential &net, OptimizerSpec opt, SchedulerSpec sched)
+    : net_(static_cast<Sequential *>(net.clone().release())), opt_(std::move(opt)), sched_(std::move(sched)) {}
+
+Sequential Classifier::build(const std::vector<LayerSpec> &layers) {
+  Sequential s;
+  for (const LayerSpec &l : layers) {
+    if (l.type == "linear") s.add(Linear(l.in_features, l.out_features, l.bias));
+    else if (l.type == "relu") s.add(ReLU());
+    else if (l.type == "gelu") s.add(GELU());
+    else if (l.type == "dropout") s.add(Dropout(l.p));
+    else if (l.type == "layernorm") s.add(LayerNorm(l.normalized_shape, l.eps));
+    else if (l.type == "embedding") s.add(Embedding(l.num_embeddings, l.embedding_dim));
+    else if (l.type == "flatten") s.add(Flatten());
+    else detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown layer type \"%s\"", l.type.c_str());
+  }
+  return s;
+}
+
+void Classifier::setup_device(hpuDevice_t dev, Rng &rng) { net_->init(dev, rng); }
+
+std::vector<Parameter *> Classifier::parameters() {
+  std::vector<Parameter *> out;
+  net_->parameters(out, "net.");
+  return out;
+}
+
+Tensor Classifier::training_step(Context &ctx, const Tensor &x, const Tensor &y, Metrics &) {
+  return cross_entropy(ctx, net_->forward(ctx, x), y);
+}
+
+Metrics Classifier::evaluation_step(Context &ctx, const Tensor &x, const Tensor &y) {
+  Tensor logits = net_->forward(ctx, x);
+  Tensor loss = cross_entropy(ctx, logits, y);
+  // Accuracy on the host: N x C scores are small next to the forward pass.
+  hpuTensor_t f = nullptr;
+  check(hpuCast(ctx.stream, logits.get(), HPU_FLOAT32, &f));
+  Tensor scores(f);
+  const std::vector<int64_t> shape = scores.shape();
+  const std::vector<float> s = scores.to_vector<float>(ctx.stream);
+  const std::vector<int32_t> labels = y.to_vector<int32_t>(ctx.stream);
+  const int64_t n = shape[0], c = shape[1];
+  double correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < c; ++k)
+      if (s[size_t(i * c + k)] > s[size_t(i * c + best)]) best = k;
+    correct += best == labels[size_t(i)];
+  }
+  hpuTensor_t lf = nullptr;
+  check(hpuCast(ctx.stream, loss.get(), HPU_FLOAT32, &lf));
+  const float l = Tensor(lf).to_vector<float>(ctx.stream)[0];
+  return {{"loss", double(l) * double(n)}, {"acc", correct}};
+}
+
+std::unique_ptr<Optimizer> Classifier::configure_optimizers(const std::vector<Parameter *> &params) {
+  if (opt_.name == "sgd") return std::make_unique<SGD>(params, opt_.lr, opt_.momentum, opt_.weight_decay, opt_.nesterov);
+  return std::make_unique<AdamW>(params, opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay);
+}
+
+std::unique_ptr<LRScheduler> Classifier::configure_scheduler(double base_lr, int64_t total_steps) {
+  if (sched_.name == "step")
+    return std::make_unique<StepLR>(base_lr, sched_.step_size, sched_.gamma,
+                                    sched_.interval == "step" ? Interval::step : Interval::epoch);
+  if (sched_.name == "cosine") {
+    int64_t total = sched_.total_steps ? sched_.total_steps : total_steps;
+    if (total <= sched_.warmup_steps) total = sched_.warmup_steps + 1;
+    return std::make_unique<CosineWarmupLR>(base_lr, sched_.warmup_steps, total, sched_.min_lr,
+                                            sched_.interval == "epoch" ? Interval::epoch : Interval::step);
+  }
+  return nullptr;
+}
+
+std::unique_ptr<LightningModule> Classifier::clone() const {
+  return std::make_unique<Classifier>(*net_, opt_, sched_);
+}
+
+}  // namespace hpu

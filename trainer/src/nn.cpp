@@ -1,0 +1,294 @@
+// Layers: each forward records its backward on the tape, beside it.
+#include <hpu/trainer/nn.hpp>
+
+#include "error.hpp"
+
+#include <cmath>
+
+namespace hpu {
+
+using detail::fail;
+
+namespace {
+
+// Runs an op that returns one new tensor.
+template <class F>
+Tensor op(F f) {
+  hpuTensor_t t = nullptr;
+  check(f(&t));
+  return Tensor(t);
+}
+
+// gradient += g (g may be bf16; the sum stays f32).
+void accumulate(hpuStream_t s, const Tensor &g, Parameter &p) {
+  if (g) check(hpuAddInplace(s, g.get(), 1.0, p.grad.get()));
+}
+
+Parameter make_param(hpuDevice_t dev, const std::vector<int64_t> &shape, const std::vector<float> &init) {
+  Parameter p;
+  p.value = Tensor::from_host(dev, HPU_FLOAT32, shape, init.data());
+  p.grad = Tensor::full(dev, HPU_FLOAT32, shape, 0.0);
+  return p;
+}
+
+std::vector<float> uniform(Rng &rng, size_t n, double bound) {
+  std::vector<float> v(n);
+  for (auto &x : v) x = float((rng.uniform() * 2.0 - 1.0) * bound);
+  return v;
+}
+
+}  // namespace
+
+Tensor Tape::backward(Tensor grad) {
+  for (size_t i = steps_.size(); i-- > 0;) grad = steps_[i](grad);
+  steps_.clear();
+  return grad;
+}
+
+// ---- Linear -------------------------------------------------------------------
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : in_(in_features), out_(out_features), has_bias_(bias) {
+  if (in_features < 1 || out_features < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "Linear(%lld, %lld): features must be >= 1", (long long)in_features,
+         (long long)out_features);
+}
+
+void Linear::init(hpuDevice_t dev, Rng &rng) {
+  // PyTorch's default: kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)), bias likewise.
+  const double bound = 1.0 / std::sqrt(double(in_));
+  w_ = make_param(dev, {out_, in_}, uniform(rng, size_t(out_ * in_), bound));
+  if (has_bias_) b_ = make_param(dev, {out_}, uniform(rng, size_t(out_), bound));
+}
+
+void Linear::parameters(std::vector<Parameter *> &out, const std::string &prefix) {
+  w_.name = prefix + "weight";
+  out.push_back(&w_);
+  if (has_bias_) {
+    b_.name = prefix + "bias";
+    out.push_back(&b_);
+  }
+}
+
+Tensor Linear::forward(Context &ctx, const Tensor &x) {
+  if (!w_.value) fail(HPU_ERROR_INVALID_USAGE, "Linear(%lld, %lld) used before init", (long long)in_, (long long)out_);
+  hpuStream_t s = ctx.stream;
+  Tensor y = op([&](hpuTensor_t *o) { return hpuLinear(s, x.get(), w_.value.get(), b_.value.get(), o); });
+  if (ctx.training)
+    ctx.tape.push([this, s, x](const Tensor &g) {
+      hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
+      check(hpuLinearBackward(s, g.get(), x.get(), w_.value.get(), &gx, &gw, has_bias_ ? &gb : nullptr));
+      Tensor tx(gx), tw(gw), tb(gb);
+      accumulate(s, tw, w_);
+      if (has_bias_) accumulate(s, tb, b_);
+      return tx;
+    });
+  return y;
+}
+
+// ---- activations ----------------------------------------------------------------
+
+// An elementwise activation: its op, and its backward from the forward's input.
+template <hpuStatus_t (*Forward)(hpuStream_t, hpuTensor_t, hpuTensor_t *),
+          hpuStatus_t (*Backward)(hpuStream_t, hpuTensor_t, hpuTensor_t, hpuTensor_t *)>
+Tensor activation(Context &ctx, const Tensor &x) {
+  hpuStream_t s = ctx.stream;
+  Tensor y = op([&](hpuTensor_t *o) { return Forward(s, x.get(), o); });
+  if (ctx.training)
+    ctx.tape.push([s, x](const Tensor &g) { return op([&](hpuTensor_t *o) { return Backward(s, g.get(), x.get(), o); }); });
+  return y;
+}
+
+Tensor ReLU::forward(Context &ctx, const Tensor &x) { return activation<hpuRelu, hpuReluBackward>(ctx, x); }
+Tensor GELU::forward(Context &ctx, const Tensor &x) { return activation<hpuGelu, hpuGeluBackward>(ctx, x); }
+
+Dropout::Dropout(double p) : p_(p) {
+  if (!(p >= 0.0 && p < 1.0)) fail(HPU_ERROR_INVALID_ARGUMENT, "Dropout p is %g; expected 0 <= p < 1", p);
+}
+
+Tensor Dropout::forward(Context &ctx, const Tensor &x) {
+  if (!ctx.training || p_ == 0.0) return x;
+  hpuStream_t s = ctx.stream;
+  hpuTensor_t out = nullptr, mask = nullptr;
+  check(hpuDropout(s, x.get(), p_, 1, &out, &mask));
+  Tensor y(out), m(mask);
+  const hpuDataType_t in_type = x.dtype();
+  const double p = p_;
+  ctx.tape.push([s, m, p, in_type](const Tensor &g) {
+    return op([&](hpuTensor_t *o) { return hpuDropoutBackward(s, g.get(), m.get(), p, in_type, o); });
+  });
+  return y;
+}
+
+// ---- LayerNorm -------------------------------------------------------------------
+
+LayerNorm::LayerNorm(int64_t normalized_shape, double eps) : d_(normalized_shape), eps_(eps) {
+  if (normalized_shape < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "LayerNorm normalized_shape is %lld", (long long)normalized_shape);
+}
+
+void LayerNorm::init(hpuDevice_t dev, Rng &) {
+  w_ = make_param(dev, {d_}, std::vector<float>(size_t(d_), 1.0f));
+  b_ = make_param(dev, {d_}, std::vector<float>(size_t(d_), 0.0f));
+}
+
+void LayerNorm::parameters(std::vector<Parameter *> &out, const std::string &prefix) {
+  w_.name = prefix + "weight";
+  b_.name = prefix + "bias";
+  out.push_back(&w_);
+  out.push_back(&b_);
+}
+
+Tensor LayerNorm::forward(Context &ctx, const Tensor &x) {
+  hpuStream_t s = ctx.stream;
+  hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
+  check(hpuLayerNorm(s, x.get(), w_.value.get(), b_.value.get(), eps_, &y, &mean, &rstd));
+  Tensor ty(y), tm(mean), tr(rstd);
+  if (ctx.training)
+    ctx.tape.push([this, s, x, tm, tr](const Tensor &g) {
+      hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
+      check(hpuLayerNormBackward(s, g.get(), x.get(), tm.get(), tr.get(), w_.value.get(), &gx, &gw, &gb));
+      Tensor tx(gx), tw(gw), tb(gb);
+      accumulate(s, tw, w_);
+      accumulate(s, tb, b_);
+      return tx;
+    });
+  return ty;
+}
+
+// ---- Embedding -------------------------------------------------------------------
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) : v_(num_embeddings), d_(embedding_dim) {
+  if (v_ < 1 || d_ < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "Embedding(%lld, %lld): sizes must be >= 1", (long long)v_, (long long)d_);
+}
+
+void Embedding::init(hpuDevice_t dev, Rng &rng) {
+  std::vector<float> w(size_t(v_ * d_));
+  for (auto &x : w) x = rng.normal();
+  w_ = make_param(dev, {v_, d_}, w);
+}
+
+void Embedding::parameters(std::vector<Parameter *> &out, const std::string &prefix) {
+  w_.name = prefix + "weight";
+  out.push_back(&w_);
+}
+
+Tensor Embedding::forward(Context &ctx, const Tensor &indices) {
+  hpuStream_t s = ctx.stream;
+  Tensor y = op([&](hpuTensor_t *o) { return hpuEmbedding(s, w_.value.get(), indices.get(), -1, o); });
+  if (ctx.training)
+    ctx.tape.push([this, s, indices](const Tensor &g) {
+      Tensor gw = op([&](hpuTensor_t *o) { return hpuEmbeddingBackward(s, g.get(), indices.get(), w_.value.get(), -1, o); });
+      accumulate(s, gw, w_);
+      return Tensor();  // indices have no gradient
+    });
+  return y;
+}
+
+// ---- Flatten, Sequential ---------------------------------------------------------
+
+Tensor Flatten::forward(Context &ctx, const Tensor &x) {
+  const std::vector<int64_t> shape = x.shape();
+  if (shape.empty()) fail(HPU_ERROR_INVALID_ARGUMENT, "Flatten needs a batch dimension; got a 0-dim tensor");
+  Tensor y = x.reshape({shape[0], -1});
+  if (ctx.training) ctx.tape.push([shape](const Tensor &g) { return g ? g.reshape(shape) : g; });
+  return y;
+}
+
+Tensor Sequential::forward(Context &ctx, const Tensor &x) {
+  Tensor h = x;
+  for (auto &l : layers_) h = l->forward(ctx, h);
+  return h;
+}
+
+void Sequential::init(hpuDevice_t dev, Rng &rng) {
+  for (auto &l : layers_) l->init(dev, rng);
+}
+
+void Sequential::parameters(std::vector<Parameter *> &out, const std::string &prefix) {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->parameters(out, prefix + std::to_string(i) + ".");
+}
+
+std::unique_ptr<Module> Sequential::clone() const {
+  auto s = std::make_unique<Sequential>();
+  for (const auto &l : layers_) s->add(l->clone());
+  return s;
+}
+
+Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
+  hpuStream_t s = ctx.stream;
+  Tensor loss = op([&](hpuTensor_t *o) {
+    return hpuCrossEntropyLoss(s, logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
+  });
+  if (ctx.training)
+    ctx.tape.push([s, logits, labels](const Tensor &g) {
+      return op([&](hpuTensor_t *o) {
+        return hpuCrossEntropyLossBackward(s, g.get(), logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
+      });
+    });
+  return loss;
+}
+
+// ---- optimizers ------------------------------------------------------------------
+
+void Optimizer::zero_grad(hpuStream_t stream) {
+  for (Parameter *p : params_) p->grad.fill(0.0, stream);
+}
+
+SGD::SGD(std::vector<Parameter *> params, double lr, double momentum, double weight_decay, bool nesterov)
+    : Optimizer(lr, std::move(params)), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov) {
+  if (!(lr >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "SGD lr is %g; expected >= 0", lr);
+  if (!(momentum >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "SGD momentum is %g; expected >= 0", momentum);
+  if (nesterov && momentum == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "SGD nesterov needs a momentum > 0");
+  if (momentum > 0)
+    for (Parameter *p : this->params()) buf_.push_back(Tensor::full(p->value.device(), HPU_FLOAT32, p->value.shape(), 0.0));
+}
+
+void SGD::step(hpuStream_t stream) {
+  ++steps_;
+  hpuSgdOptions_t o = HPU_SGD_OPTIONS_INIT;
+  o.lr = lr();
+  o.momentum = momentum_;
+  o.weight_decay = weight_decay_;
+  o.nesterov = nesterov_;
+  const auto &ps = params();
+  for (size_t i = 0; i < ps.size(); ++i)
+    check(hpuSgdStep(stream, ps[i]->value.get(), ps[i]->grad.get(), buf_.empty() ? nullptr : buf_[i].get(), steps_, &o));
+}
+
+void SGD::state(std::vector<std::pair<std::string, Tensor>> &out) {
+  for (size_t i = 0; i < buf_.size(); ++i) out.emplace_back("momentum_buffer/" + params()[i]->name, buf_[i]);
+}
+
+AdamW::AdamW(std::vector<Parameter *> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : Optimizer(lr, std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
+  if (!(lr >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW lr is %g; expected >= 0", lr);
+  if (!(beta1 >= 0 && beta1 < 1)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW beta1 is %g; expected in [0, 1)", beta1);
+  if (!(beta2 >= 0 && beta2 < 1)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW beta2 is %g; expected in [0, 1)", beta2);
+  for (Parameter *p : this->params()) {
+    m_.push_back(Tensor::full(p->value.device(), HPU_FLOAT32, p->value.shape(), 0.0));
+    v_.push_back(Tensor::full(p->value.device(), HPU_FLOAT32, p->value.shape(), 0.0));
+  }
+}
+
+void AdamW::step(hpuStream_t stream) {
+  ++steps_;
+  hpuAdamwOptions_t o = HPU_ADAMW_OPTIONS_INIT;
+  o.lr = lr();
+  o.beta1 = beta1_;
+  o.beta2 = beta2_;
+  o.eps = eps_;
+  o.weight_decay = weight_decay_;
+  const auto &ps = params();
+  for (size_t i = 0; i < ps.size(); ++i)
+    check(hpuAdamwStep(stream, ps[i]->value.get(), ps[i]->grad.get(), m_[i].get(), v_[i].get(), steps_, &o));
+}
+
+void AdamW::state(std::vector<std::pair<std::string, Tensor>> &out) {
+  for (size_t i = 0; i < m_.size(); ++i) {
+    out.emplace_back("exp_avg/" + params()[i]->name, m_[i]);
+    out.emplace_back("exp_avg_sq/" + params()[i]->name, v_[i]);
+  }
+}
+
+}  // namespace hpu

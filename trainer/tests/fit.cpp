@@ -1,0 +1,260 @@
+#include <hpu/trainer.hpp>
+
+#include "fit_util.hpp"
+#include "test_util.hpp"
+
+#include <cmath>
+#include <cstring>
+
+using namespace trainer_test;
+
+namespace {
+
+hpu::TrainerOptions opts(const TempDir &dir) {
+  hpu::TrainerOptions o;
+  o.devices = 1;
+  o.seed = 7;
+  o.max_epochs = 3;
+  o.log_every_n_steps = 4;
+  o.default_root_dir = dir.path();
+  o.enable_progress_bar = false;
+  return o;
+}
+
+// Counts hook calls.
+struct Counter : hpu::Callback {
+  std::string state_key() const override { return "Counter"; }
+  void on_validation_end(hpu::Trainer &) override { ++validations; }
+  void on_train_epoch_end(hpu::Trainer &) override { ++epochs; }
+  void on_before_optimizer_step(hpu::Trainer &) override { ++steps; }
+  void on_train_batch_end(hpu::Trainer &, const hpu::Metrics &out, int64_t) override { losses.push_back(out.at("loss")); }
+  int validations = 0, epochs = 0, steps = 0;
+  std::vector<double> losses;
+};
+
+double mean(const std::vector<double> &v, size_t from, size_t to) {
+  double s = 0;
+  for (size_t i = from; i < to; ++i) s += v[i];
+  return s / double(to - from);
+}
+
+}  // namespace
+
+TEST(Fit, Learns32TrueAndLogsLightningsMetrics) {
+  TempDir dir;
+  auto counter = std::make_shared<Counter>();
+  hpu::TrainerOptions o = opts(dir);
+  o.callbacks = {counter};
+  hpu::Trainer t(o);
+  hpu::InMemoryData data = blob_data();
+  hpu::Classifier model(mlp(), adamw());
+  t.fit(model, data);
+  EXPECT_EQ(t.global_step(), 3 * 16);
+  EXPECT_EQ(t.current_epoch(), 3);
+  EXPECT_EQ(counter->epochs, 3);
+  EXPECT_EQ(counter->validations, 3);
+  ASSERT_EQ(counter->losses.size(), 48u);
+  EXPECT_LT(mean(counter->losses, 40, 48), 0.5 * mean(counter->losses, 0, 8));
+  EXPECT_GT(t.state().callback_metrics.at("val_acc"), 0.9);
+  hpu::Metrics m = t.test(model, data);
+  EXPECT_GT(m.at("test_acc"), 0.9);
+  EXPECT_LT(m.at("test_loss"), 0.5);
+  const std::string csv = slurp(t.log_dir() + "/metrics.csv");
+  for (const char *col : {"step,", "epoch", "train_loss", "val_loss", "val_acc", "test_acc"})
+    EXPECT_NE(csv.find(col), std::string::npos) << col << " not in\n" << csv.substr(0, 200);
+  // The default ModelCheckpoint saved the last epoch.
+  auto *ck = t.callback<hpu::ModelCheckpoint>();
+  ASSERT_NE(ck, nullptr);
+  EXPECT_TRUE(file_exists(ck->best_model_path())) << ck->best_model_path();
+}
+
+TEST(Fit, LearnsBf16Mixed) {
+  TempDir dir;
+  hpu::TrainerOptions o = opts(dir);
+  o.precision = "bf16-mixed";
+  hpu::Trainer t(o);
+  hpu::InMemoryData data = blob_data();
+  hpu::Classifier model(mlp(), adamw());
+  t.fit(model, data);
+  EXPECT_GT(t.state().callback_metrics.at("val_acc"), 0.9);
+  // Master weights stay f32.
+  for (hpu::Parameter *p : model.parameters()) EXPECT_EQ(p->value.dtype(), HPU_FLOAT32);
+}
+
+TEST(Fit, MaxStepsLimitsAndAccumulation) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  {
+    hpu::TrainerOptions o = opts(dir);
+    o.max_steps = 5;
+    o.max_epochs.reset();
+    hpu::Trainer t(o);
+    hpu::Classifier model(mlp(), adamw());
+    t.fit(model, data);
+    EXPECT_EQ(t.global_step(), 5);
+    EXPECT_EQ(t.current_epoch(), 0);
+  }
+  {
+    auto counter = std::make_shared<Counter>();
+    hpu::TrainerOptions o = opts(dir);
+    o.max_epochs = 2;
+    o.limit_train_batches = 5;
+    o.limit_val_batches = 0;
+    o.accumulate_grad_batches = 2;
+    o.callbacks = {counter};
+    o.enable_checkpointing = false;
+    hpu::Trainer t(o);
+    hpu::Classifier model(mlp(), adamw());
+    t.fit(model, data);
+    EXPECT_EQ(t.state().num_training_batches, 5);
+    EXPECT_EQ(counter->losses.size(), 10u);
+    EXPECT_EQ(t.global_step(), 6);  // batches 2, 4 and the epoch's last (5), twice
+    EXPECT_EQ(counter->validations, 0);
+  }
+}
+
+TEST(Fit, ValCheckIntervalAndCheckValEveryNEpoch) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  auto counter = std::make_shared<Counter>();
+  hpu::TrainerOptions o = opts(dir);
+  o.max_epochs = 4;
+  o.val_check_interval = 0.25;   // 16 batches: after 4, 8, 12, 16
+  o.check_val_every_n_epoch = 2;  // epochs 1 and 3
+  o.callbacks = {counter};
+  o.enable_checkpointing = false;
+  hpu::Trainer t(o);
+  hpu::Classifier model(mlp(), adamw());
+  t.fit(model, data);
+  EXPECT_EQ(counter->validations, 8);
+  auto c2 = std::make_shared<Counter>();
+  o.val_check_interval = 5;  // every 5 batches
+  o.check_val_every_n_epoch = 1;
+  o.max_epochs = 1;
+  o.callbacks = {c2};
+  hpu::Trainer u(o);
+  hpu::Classifier m2(mlp(), adamw());
+  u.fit(m2, data);
+  EXPECT_EQ(c2->validations, 3);
+}
+
+TEST(Fit, EarlyStoppingEndsTheFit) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  hpu::TrainerOptions o = opts(dir);
+  o.max_epochs = 50;
+  o.callbacks = {hpu::EarlyStopping({.monitor = "val_acc", .mode = "max", .stopping_threshold = 0.5})};
+  hpu::Trainer t(o);
+  hpu::Classifier model(mlp(), adamw());
+  t.fit(model, data);
+  EXPECT_EQ(t.current_epoch(), 1);
+  EXPECT_TRUE(t.state().should_stop);
+}
+
+TEST(Fit, GradientClippingBoundsTheUpdate) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  hpu::TrainerOptions o = opts(dir);
+  o.max_steps = 1;
+  o.gradient_clip_val = 1e-3;
+  hpu::Trainer t(o);
+  hpu::OptimizerSpec sgd;
+  sgd.name = "sgd";
+  sgd.lr = 1.0;
+  hpu::Classifier model(mlp(), sgd);
+  hpu::Trainer probe(o);  // the same seed gives the same initial weights
+  hpu::Classifier initial(mlp(), sgd);
+  probe.validate(initial, data);
+  t.fit(model, data);
+  auto a = weights(initial), b = weights(model);
+  double sq = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t k = 0; k < a[i].size(); ++k) sq += double(b[i][k] - a[i][k]) * (b[i][k] - a[i][k]);
+  EXPECT_GT(std::sqrt(sq), 0.0);
+  EXPECT_LE(std::sqrt(sq), 1.01e-3);
+}
+
+TEST(Fit, AResumedRunEndsWithBitIdenticalWeights) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  hpu::OptimizerSpec sgd;
+  sgd.name = "sgd";
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  hpu::SchedulerSpec cosine;
+  cosine.name = "cosine";
+  cosine.warmup_steps = 5;
+  cosine.total_steps = 64;  // fixed, so that the shorter run follows the same schedule
+  auto run = [&](int64_t epochs, const std::string &root, const std::string &resume) {
+    hpu::TrainerOptions o = opts(dir);
+    o.max_epochs = epochs;
+    o.default_root_dir = root;
+    o.callbacks = {hpu::ModelCheckpoint({.save_top_k = 0, .save_last = true})};
+    hpu::Trainer t(o);
+    auto model = std::make_unique<hpu::Classifier>(mlp(true), sgd, cosine);
+    t.fit(*model, data, resume);
+    return std::make_pair(weights(*model), t.callback<hpu::ModelCheckpoint>()->last_model_path());
+  };
+  auto whole = run(4, dir / "whole", "");
+  auto half = run(2, dir / "half", "");
+  auto resumed = run(4, dir / "resumed", half.second);
+  ASSERT_EQ(whole.first.size(), resumed.first.size());
+  for (size_t i = 0; i < whole.first.size(); ++i)
+    EXPECT_EQ(std::memcmp(whole.first[i].data(), resumed.first[i].data(), whole.first[i].size() * 4), 0)
+        << "parameter " << i << " differs";
+  // And the run really trained past the checkpoint.
+  EXPECT_NE(std::memcmp(half.first[0].data(), whole.first[0].data(), half.first[0].size() * 4), 0);
+}
+
+TEST(Fit, ResumingFromAForeignCheckpointIsAnError) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  hpu::TrainerOptions o = opts(dir);
+  o.max_epochs = 1;
+  hpu::Trainer t(o);
+  hpu::Classifier model(mlp(), adamw());
+  t.fit(model, data);
+  const std::string ck = t.callback<hpu::ModelCheckpoint>()->best_model_path();
+  hpu::Sequential other;
+  other.add(hpu::Linear(16, 4));
+  hpu::Classifier small(other, adamw());
+  hpu::Trainer u(o);
+  EXPECT_HPU_ERROR(u.fit(small, data, ck), HPU_ERROR_INVALID_ARGUMENT, "does not match the model");
+  hpu::OptimizerSpec sgd;
+  sgd.name = "sgd";
+  hpu::Classifier sgd_model(mlp(), sgd);
+  hpu::Trainer v(o);
+  EXPECT_HPU_ERROR(v.fit(sgd_model, data, ck), HPU_ERROR_INVALID_ARGUMENT, "optimizer is AdamW");
+  hpu::Trainer w(o);
+  hpu::Classifier m3(mlp(), adamw());
+  EXPECT_HPU_ERROR(w.fit(m3, data, dir / "missing.ckpt"), HPU_ERROR_NOT_FOUND, "missing.ckpt");
+}
+
+TEST(Fit, FashionMNISTBriefly) {
+  TempDir dir;
+  hpu::TrainerOptions o = opts(dir);
+  o.max_steps = 60;
+  o.max_epochs.reset();
+  o.limit_val_batches = 0;
+  o.limit_test_batches = 10;
+  hpu::Trainer t(o);
+  hpu::FashionMNIST data(128);
+  hpu::Job job = hpu::parse_job(slurp(std::string(HPU_SOURCE_DIR) + "/examples/fashion_mnist.json"), "job");
+  hpu::Classifier model(hpu::Classifier::build(job.layers), job.optimizer);
+  auto counter = std::make_shared<Counter>();
+  t.callbacks().push_back(counter);
+  t.fit(model, data);
+  EXPECT_EQ(t.global_step(), 60);
+  EXPECT_LT(mean(counter->losses, 50, 60), 0.5 * mean(counter->losses, 0, 5));
+  EXPECT_GT(t.test(model, data).at("test_acc"), 0.7);
+}
+
+TEST(Fit, MultiDeviceIsReportedAsNotYetSupported) {
+  TempDir dir;
+  hpu::TrainerOptions o = opts(dir);
+  o.devices = 2;
+  hpu::Trainer t(o);
+  hpu::InMemoryData data = blob_data();
+  hpu::Classifier model(mlp(), adamw());
+  EXPECT_HPU_ERROR(t.fit(model, data), HPU_ERROR_UNSUPPORTED, "hpu_ddp");
+}

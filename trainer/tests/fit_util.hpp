@@ -1,0 +1,49 @@
+// A small synthetic task for the loop tests: 4 Gaussian blobs in 16 dimensions.
+#pragma once
+
+#include <hpu/trainer.hpp>
+
+#include <cmath>
+
+namespace trainer_test {
+
+inline hpu::TensorDataset blobs(size_t n, uint64_t seed) {
+  hpu::Rng rng(seed);
+  std::vector<float> x(n * 16);
+  std::vector<int32_t> y(n);
+  for (size_t i = 0; i < n; ++i) {
+    y[i] = int32_t(rng.below(4));
+    for (size_t k = 0; k < 16; ++k) x[i * 16 + k] = rng.normal() * 0.7f + (k % 4 == size_t(y[i]) ? 1.5f : 0.0f);
+  }
+  return hpu::TensorDataset(std::move(x), std::move(y), {16});
+}
+
+inline hpu::InMemoryData blob_data(int batch = 32) {
+  return hpu::InMemoryData(blobs(512, 1), blobs(128, 2), blobs(128, 3), 4, batch);
+}
+
+inline hpu::Sequential mlp(bool dropout = false) {
+  hpu::Sequential s;
+  s.add(hpu::Linear(16, 32));
+  s.add(hpu::GELU());
+  if (dropout) s.add(hpu::Dropout(0.2));
+  s.add(hpu::LayerNorm(32));
+  s.add(hpu::Linear(32, 4));
+  return s;
+}
+
+inline hpu::OptimizerSpec adamw(double lr = 1e-2) {
+  hpu::OptimizerSpec o;
+  o.name = "adamw";
+  o.lr = lr;
+  return o;
+}
+
+// The weights of a model, as bytes, after its device work completed.
+inline std::vector<std::vector<float>> weights(hpu::LightningModule &m) {
+  std::vector<std::vector<float>> out;
+  for (hpu::Parameter *p : m.parameters()) out.push_back(p->value.to_vector<float>());
+  return out;
+}
+
+}  // namespace trainer_test
