@@ -1,0 +1,390 @@
+// The verbs function tables: the real one loads libibverbs.so.1 and finds no
+// device on this machine; the in-memory TEST ADAPTER behaves as the verbs do
+// (QP state machine, MR keys and bounds, completions, the fabric between
+// threads and processes, injected faults). Nothing here measures RDMA.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "comm/transports/verbs_api.hpp"
+#include "core/error.hpp"
+
+using namespace hpu::comm;
+
+namespace {
+
+const VerbsApi &A() { return *verbs_test_api(); }
+
+struct Endpoint {
+  ibv_context *ctx = nullptr;
+  ibv_pd *pd = nullptr;
+  ibv_cq *cq = nullptr;
+  ibv_qp *qp = nullptr;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 16);
+  ibv_mr *mr = nullptr;
+  ibv_gid gid{};
+
+  Endpoint() {
+    int n = 0;
+    ibv_device **list = A().get_device_list(&n);
+    ctx = A().open_device(list[0]);
+    A().free_device_list(list);
+    pd = A().alloc_pd(ctx);
+    cq = A().create_cq(ctx, 256, nullptr, nullptr, 0);
+    ibv_qp_init_attr qa{};
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    qa.cap.max_inline_data = 64;
+    qp = A().create_qp(pd, &qa);
+    mr = A().reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    A().query_gid(ctx, 1, 0, &gid);
+  }
+  ~Endpoint() {
+    A().destroy_qp(qp);
+    A().dereg_mr(mr);
+    A().destroy_cq(cq);
+    A().dealloc_pd(pd);
+    A().close_device(ctx);
+  }
+
+  int init() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    return A().modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  }
+  int rtr(const ibv_gid &peer_gid, uint32_t peer_qpn) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_4096;
+    a.dest_qp_num = peer_qpn;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = peer_gid;
+    a.ah_attr.port_num = 1;
+    return A().modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  }
+  int rts() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    return A().modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                     IBV_QP_MAX_QP_RD_ATOMIC);
+  }
+  int post_recv(uint64_t id, size_t off, uint32_t len) {
+    ibv_sge s{reinterpret_cast<uintptr_t>(mem.data() + off), len, mr->lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = id;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    return A().post_recv(qp, &wr, &bad);
+  }
+  int post(ibv_wr_opcode op, uint64_t id, size_t off, uint32_t len, uint64_t raddr = 0, uint32_t rkey = 0,
+           uint32_t lkey = 0, unsigned flags = IBV_SEND_SIGNALED) {
+    ibv_sge s{reinterpret_cast<uintptr_t>(mem.data() + off), len, lkey ? lkey : mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = id;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.imm_data = 0xabcd;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    return A().post_send(qp, &wr, &bad);
+  }
+  // Polls until a completion arrives (or 5 s pass).
+  ibv_wc next() {
+    ibv_wc wc{};
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (A().poll_cq(cq, 1, &wc) == 0) {
+      if (std::chrono::steady_clock::now() > until) {
+        ADD_FAILURE() << "no completion within 5 s";
+        wc.status = IBV_WC_GENERAL_ERR;
+        wc.wr_id = ~0ull;
+        return wc;
+      }
+      std::this_thread::yield();
+    }
+    return wc;
+  }
+};
+
+void connect(Endpoint &a, Endpoint &b) {
+  ASSERT_EQ(a.init(), 0);
+  ASSERT_EQ(b.init(), 0);
+  ASSERT_EQ(a.rtr(b.gid, b.qp->qp_num), 0);
+  ASSERT_EQ(b.rtr(a.gid, a.qp->qp_num), 0);
+  ASSERT_EQ(a.rts(), 0);
+  ASSERT_EQ(b.rts(), 0);
+}
+
+}  // namespace
+
+TEST(VerbsReal, LoadsLibibverbsAndFindsNoDevice) {
+  std::string why;
+  const VerbsApi *api = verbs_real_api(&why);
+  ASSERT_NE(api, nullptr) << why;  // libibverbs1 is a dependency (scripts/packages.txt)
+  EXPECT_STREQ(api->name, "libibverbs.so.1");
+  VerbsPort port;
+  EXPECT_FALSE(verbs_find_port(*api, nullptr, &port, &why));  // this machine has no RDMA device
+  EXPECT_NE(why.find("no RDMA device found"), std::string::npos) << why;
+}
+
+TEST(VerbsReal, AdapterVariableSelectsTheTable) {
+  std::string why;
+  unsetenv("HPU_IB_ADAPTER");
+  EXPECT_EQ(verbs_api(&why), verbs_real_api(&why));
+  setenv("HPU_IB_ADAPTER", "test", 1);
+  EXPECT_EQ(verbs_api(&why), verbs_test_api());
+  setenv("HPU_IB_ADAPTER", "bogus", 1);
+  try {
+    verbs_api(&why);
+    FAIL() << "HPU_IB_ADAPTER=bogus accepted";
+  } catch (const hpu::Error &e) {
+    EXPECT_EQ(e.status(), HPU_ERROR_CONFIG);
+    EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VerbsReal, HcaFilter) {
+  EXPECT_TRUE(verbs_hca_allows(nullptr, "mlx5_0", 1));
+  EXPECT_TRUE(verbs_hca_allows("mlx5", "mlx5_0", 1));
+  EXPECT_FALSE(verbs_hca_allows("=mlx5", "mlx5_0", 1));
+  EXPECT_TRUE(verbs_hca_allows("=mlx5_0", "mlx5_0", 1));
+  EXPECT_TRUE(verbs_hca_allows("mlx5_1,mlx5_0:1", "mlx5_0", 1));
+  EXPECT_FALSE(verbs_hca_allows("mlx5_0:2", "mlx5_0", 1));
+  EXPECT_FALSE(verbs_hca_allows("^mlx5_0", "mlx5_0", 1));
+  EXPECT_TRUE(verbs_hca_allows("^mlx5_0", "mlx5_1", 1));
+}
+
+TEST(VerbsTestAdapter, FindsItsPortAndHonoursTheFilter) {
+  VerbsPort port;
+  std::string why;
+  ASSERT_TRUE(verbs_find_port(A(), nullptr, &port, &why)) << why;
+  EXPECT_EQ(port.device, "hpu_test0");
+  EXPECT_EQ(port.port, 1);
+  EXPECT_FALSE(verbs_find_port(A(), "mlx5_0", &port, &why));
+  EXPECT_NE(why.find("excluded by HPU_IB_HCA"), std::string::npos) << why;
+}
+
+TEST(VerbsTestAdapter, QpStateMachine) {
+  Endpoint a, b;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  EXPECT_EQ(A().modify_qp(a.qp, &attr, IBV_QP_STATE), EINVAL);  // RESET -> RTR
+  attr.qp_state = IBV_QPS_INIT;
+  EXPECT_EQ(A().modify_qp(a.qp, &attr, IBV_QP_STATE), EINVAL);  // INIT needs port, pkey, access
+  EXPECT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), EINVAL);               // sends need RTS
+  ASSERT_EQ(a.init(), 0);
+  EXPECT_EQ(a.rts(), EINVAL);                                    // INIT -> RTS
+  attr.qp_state = IBV_QPS_RTR;
+  EXPECT_EQ(A().modify_qp(a.qp, &attr, IBV_QP_STATE | IBV_QP_AV), EINVAL);  // missing DEST_QPN etc.
+  EXPECT_EQ(a.rtr(b.gid, 0xdead), EINVAL);                       // no such QP on the fabric
+  ASSERT_EQ(b.init(), 0);
+  ASSERT_EQ(a.rtr(b.gid, b.qp->qp_num), 0);
+  EXPECT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), EINVAL);               // RTR receives only
+  ASSERT_EQ(a.rts(), 0);
+  EXPECT_EQ(a.qp->state, IBV_QPS_RTS);
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(A().modify_qp(a.qp, &attr, IBV_QP_STATE), 0);
+  EXPECT_EQ(a.rts(), EINVAL);                                    // ERR -> RTS
+  attr.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(A().modify_qp(a.qp, &attr, IBV_QP_STATE), 0);
+  EXPECT_EQ(a.init(), 0);
+}
+
+TEST(VerbsTestAdapter, MemoryRegionRules) {
+  Endpoint a;
+  std::vector<uint8_t> buf(64);
+  errno = 0;
+  EXPECT_EQ(A().reg_mr(a.pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_WRITE), nullptr);  // needs LOCAL_WRITE
+  EXPECT_EQ(errno, EINVAL);
+  ibv_mr *m = A().reg_mr(a.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(m, nullptr);
+  EXPECT_NE(m->lkey, a.mr->lkey);
+  EXPECT_EQ(A().dealloc_pd(a.pd), EBUSY);  // MRs and QPs still use it
+  EXPECT_EQ(A().destroy_cq(a.cq), EBUSY);
+  EXPECT_EQ(A().dereg_mr(m), 0);
+}
+
+TEST(VerbsTestAdapter, SendWriteAndCompletions) {
+  Endpoint a, b;
+  connect(a, b);
+  for (int i = 0; i < 64; ++i) a.mem[static_cast<size_t>(i)] = static_cast<uint8_t>(i + 1);
+  // A SEND before its receive is posted waits (RNR), then lands.
+  ASSERT_EQ(a.post(IBV_WR_SEND, 7, 0, 32), 0);
+  ibv_wc wc{};
+  EXPECT_EQ(A().poll_cq(b.cq, 1, &wc), 0);
+  ASSERT_EQ(b.post_recv(9, 1000, 64), 0);
+  wc = b.next();
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.byte_len, 32u);
+  EXPECT_EQ(std::memcmp(b.mem.data() + 1000, a.mem.data(), 32), 0);
+  wc = a.next();
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.opcode, IBV_WC_SEND);
+  // RDMA write with immediate: the data goes to the address, the receive carries the immediate.
+  ASSERT_EQ(b.post_recv(10, 0, 0), 0);
+  ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE_WITH_IMM, 8, 0, 48, reinterpret_cast<uintptr_t>(b.mem.data() + 4096),
+                   b.mr->rkey), 0);
+  wc = b.next();
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(wc.imm_data, 0xabcdu);
+  EXPECT_EQ(std::memcmp(b.mem.data() + 4096, a.mem.data(), 48), 0);
+  EXPECT_EQ(a.next().status, IBV_WC_SUCCESS);
+  // Inline: larger than the QP's inline size is refused at post time.
+  EXPECT_EQ(a.post(IBV_WR_SEND, 11, 0, 65, 0, 0, 0, IBV_SEND_SIGNALED | IBV_SEND_INLINE), EINVAL);
+}
+
+TEST(VerbsTestAdapter, SendQueueDepthIsEnforced) {
+  Endpoint a, b;
+  connect(a, b);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ(a.post(IBV_WR_SEND, static_cast<uint64_t>(i), 0, 8), 0);
+  EXPECT_EQ(a.post(IBV_WR_SEND, 16, 0, 8), ENOMEM);
+}
+
+TEST(VerbsTestAdapter, RemoteAccessErrorOnBadRkeyOrBounds) {
+  Endpoint a, b;
+  connect(a, b);
+  uintptr_t end = reinterpret_cast<uintptr_t>(b.mem.data() + b.mem.size());
+  ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 1, 0, 64, end - 32, b.mr->rkey), 0);  // 32 bytes past the end
+  ASSERT_EQ(b.post_recv(5, 0, 64), 0);
+  ibv_wc wc = b.next();  // the responder rejects it and goes to error: its receive is flushed
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(b.qp->state, IBV_QPS_ERR);
+  wc = a.next();
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);  // the requester learns it
+  EXPECT_EQ(a.qp->state, IBV_QPS_ERR);
+
+  Endpoint c, d;
+  connect(c, d);
+  ASSERT_EQ(c.post(IBV_WR_RDMA_WRITE, 2, 0, 8, reinterpret_cast<uintptr_t>(d.mem.data()), d.mr->rkey + 999), 0);
+  A().poll_cq(d.cq, 1, &wc);
+  EXPECT_EQ(c.next().status, IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST(VerbsTestAdapter, LocalProtectionErrorOnBadLkey) {
+  Endpoint a, b;
+  connect(a, b);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 3, 0, 8, 0, 0, a.mr->lkey + 999), 0);
+  ibv_wc wc = a.next();
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(a.qp->state, IBV_QPS_ERR);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 4, 0, 8), 0);  // posts to a QP in error are flushed
+  EXPECT_EQ(a.next().status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// Between processes: the child connects to our QP through a pipe-carried
+// address, writes into our memory; then dies, and our sends to it end with
+// retry exceeded.
+TEST(VerbsTestAdapter, FabricAcrossProcessesAndDeadPeer) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  struct Addr {
+    ibv_gid gid;
+    uint32_t qpn;
+    uint64_t addr;
+    uint32_t rkey;
+  };
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Endpoint c;
+    Addr mine{c.gid, c.qp->qp_num, reinterpret_cast<uintptr_t>(c.mem.data()), c.mr->rkey}, theirs{};
+    if (write(to_parent[1], &mine, sizeof mine) != sizeof mine || read(to_child[0], &theirs, sizeof theirs) != sizeof theirs)
+      _exit(2);
+    if (c.init() || c.rtr(theirs.gid, theirs.qpn) || c.rts()) _exit(3);
+    for (int i = 0; i < 4096; ++i) c.mem[static_cast<size_t>(i)] = static_cast<uint8_t>(i * 7);
+    c.post_recv(1, 0, 0);
+    if (c.post(IBV_WR_RDMA_WRITE_WITH_IMM, 1, 0, 4096, theirs.addr + 128, theirs.rkey)) _exit(4);
+    ibv_wc wc{};
+    for (int got = 0; got < 1;) got += A().poll_cq(c.cq, 1, &wc);
+    if (wc.status != IBV_WC_SUCCESS) _exit(5);
+    char go;
+    if (read(to_child[0], &go, 1) != 1) _exit(6);
+    _exit(0);  // dies without a word
+  }
+  Endpoint p;
+  Addr mine{p.gid, p.qp->qp_num, reinterpret_cast<uintptr_t>(p.mem.data()), p.mr->rkey}, theirs{};
+  ASSERT_EQ(read(to_parent[0], &theirs, sizeof theirs), static_cast<ssize_t>(sizeof theirs));
+  ASSERT_EQ(p.init(), 0);
+  ASSERT_EQ(p.rtr(theirs.gid, theirs.qpn), 0);
+  ASSERT_EQ(p.rts(), 0);
+  ASSERT_EQ(p.post_recv(42, 0, 0), 0);
+  ASSERT_EQ(write(to_child[1], &mine, sizeof mine), static_cast<ssize_t>(sizeof mine));
+  ibv_wc wc = p.next();
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 42u);
+  EXPECT_EQ(wc.byte_len, 4096u);
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(p.mem[static_cast<size_t>(128 + i)], static_cast<uint8_t>(i * 7)) << i;
+  ASSERT_EQ(write(to_child[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(p.post(IBV_WR_SEND, 43, 0, 8), 0);
+  wc = p.next();
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(wc.wr_id, 43u);
+}
+
+TEST(VerbsTestAdapter, InjectedRetryExceeded) {
+  setenv("HPU_IB_TEST_FAULT", "retry_exceeded:1", 1);
+  Endpoint a, b;
+  connect(a, b);
+  ASSERT_EQ(b.post_recv(1, 0, 64), 0);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), 0);
+  EXPECT_EQ(b.next().status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a.next().status, IBV_WC_SUCCESS);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 2, 0, 8), 0);  // the second send: the fault
+  ibv_wc wc = a.next();
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_STREQ(A().wc_status_str(wc.status), "transport retry counter exceeded");
+}
+
+TEST(VerbsTestAdapter, InjectedPortDown) {
+  setenv("HPU_IB_TEST_FAULT", "port_down", 1);
+  Endpoint a, b;
+  connect(a, b);
+  ibv_port_attr pa{};
+  ASSERT_EQ(A().query_port(a.ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), 0);
+  EXPECT_EQ(a.next().status, IBV_WC_RETRY_EXC_ERR);
+  ASSERT_EQ(A().query_port(a.ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_DOWN);
+  VerbsPort port;
+  std::string why;
+  EXPECT_FALSE(verbs_find_port(A(), nullptr, &port, &why));
+  EXPECT_NE(why.find("not active"), std::string::npos) << why;
+}
+
+TEST(VerbsTestAdapter, InjectedQpErrorAndRemoteAccess) {
+  setenv("HPU_IB_TEST_FAULT", "remote_access", 1);
+  Endpoint a, b;
+  connect(a, b);
+  ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 1, 0, 8, reinterpret_cast<uintptr_t>(b.mem.data()), b.mr->rkey), 0);
+  ibv_wc wc{};
+  A().poll_cq(b.cq, 1, &wc);
+  EXPECT_EQ(a.next().status, IBV_WC_REM_ACCESS_ERR);  // a correct write, made bad by the fault
+}
