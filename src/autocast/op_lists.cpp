@@ -45,8 +45,9 @@ struct Table {
   std::set<std::string> lists[3];
 };
 
-std::mutex g_mu;
-std::shared_ptr<const Table> g_table;  // replaced whole, read under g_mu
+std::mutex g_mu;                       // guards g_table (the pointer)
+std::mutex g_write_mu;                 // serialises replacements (copy, change, publish)
+std::shared_ptr<const Table> g_table;  // replaced whole, so readers keep a consistent snapshot
 
 std::shared_ptr<const Table> table() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -139,6 +140,7 @@ void set_list(hpuAutocastList_t which, std::vector<std::string> names, const cha
     if (!std::binary_search(known.begin(), known.end(), n))
       HPU_LOG(warn, "autocast", "%s: unknown op \"%s\" in the %s list (did you mean \"%s\"?)", source, n.c_str(),
               list_name(which), nearest_known(n).c_str());
+  std::lock_guard<std::mutex> write(g_write_mu);
   auto t = std::make_shared<Table>(*table());
   t->lists[which] = std::set<std::string>(names.begin(), names.end());
   HPU_LOG(info, "autocast", "%s list set from %s: %zu ops", list_name(which), source, t->lists[which].size());
@@ -152,6 +154,7 @@ std::vector<std::string> get_list(hpuAutocastList_t which) {
 }
 
 void reset_lists() {
+  std::lock_guard<std::mutex> write(g_write_mu);
   std::lock_guard<std::mutex> lock(g_mu);
   g_table.reset();
 }

@@ -219,6 +219,22 @@ TEST(Autocast, SetOpListReplacesForTheWholeProcess) {
   EXPECT_TRUE(op_list(HPU_AUTOCAST_FP32).empty());
 }
 
+TEST(Autocast, ConcurrentReplacementsOfDifferentListsAllApply) {
+  const char *lower[] = {"tan"}, *fp32[] = {"mm"}, *promote[] = {"relu"};
+  std::thread a([&] {
+    for (int i = 0; i < 300; ++i) hpuAutocastSetOpList(HPU_AUTOCAST_LOWER_PRECISION, lower, 1);
+  });
+  std::thread b([&] {
+    for (int i = 0; i < 300; ++i) hpuAutocastSetOpList(HPU_AUTOCAST_FP32, fp32, 1);
+  });
+  for (int i = 0; i < 300; ++i) hpuAutocastSetOpList(HPU_AUTOCAST_PROMOTE, promote, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(op_list(HPU_AUTOCAST_LOWER_PRECISION), std::vector<std::string>{"tan"});
+  EXPECT_EQ(op_list(HPU_AUTOCAST_FP32), std::vector<std::string>{"mm"});
+  EXPECT_EQ(op_list(HPU_AUTOCAST_PROMOTE), std::vector<std::string>{"relu"});
+}
+
 TEST(Autocast, UnknownNameFromCodeIsAWarningNamingTheNearestOp) {
   auto r = hpu_test::run_child({{"HPU_LOG_LEVEL", "warn"}}, [] {
     const char *names[] = {"cross_entropy", "linear"};
