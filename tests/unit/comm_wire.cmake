@@ -11,5 +11,8 @@ target_sources(test_comm_wire PRIVATE
   ${PROJECT_SOURCE_DIR}/src/comm/transport.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/net_transport.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/tcp_link.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/shm_link.cpp)
-target_link_libraries(test_comm_wire PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON)
+  ${PROJECT_SOURCE_DIR}/src/comm/transports/shm_link.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_api.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_link.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_test_adapter.cpp)
+target_link_libraries(test_comm_wire PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON ${CMAKE_DL_LIBS})

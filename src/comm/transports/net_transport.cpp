@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "comm/transports/verbs_engine.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -394,10 +395,10 @@ std::string rank_list(const std::vector<int> &ranks) {
 
 std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
                                               Deadline deadline) {
-  if (!forced.empty() && forced != "shm" && forced != "tcp") {
+  if (!forced.empty() && forced != "shm" && forced != "tcp" && forced != "verbs") {
     if (forced == "local")
       fail(HPU_ERROR_NOT_AVAILABLE, "HPU_TRANSPORT is \"local\", but the group spans processes");
-    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT is \"%s\"; expected local, shm or tcp", forced.c_str());
+    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT is \"%s\"; expected local, shm, tcp or verbs", forced.c_str());
   }
   Where me{};
   me.host = self.host;
@@ -407,34 +408,43 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
     fail(HPU_ERROR_IO, "getrandom failed: %s", strerror(errno));
   std::vector<Where> all = bootstrap.allgather(me, deadline);
   int rank = bootstrap.rank(), size = bootstrap.size();
-  std::vector<int> shm, tcp;
-  bool any_shm = false, any_tcp = false;
+  auto same_host = [&](int i, int j) { return all[i].host == all[j].host && all[i].netns == all[j].netns; };
+  // RDMA ports, probed by the ranks that have peers on other hosts (collective).
+  bool cross = false;
+  for (int j = 0; j < size; ++j) cross = cross || !same_host(rank, j);
+  std::vector<char> ib = verbs_ports(bootstrap, cross || forced == "verbs", forced == "verbs", deadline);
+  enum Kind { kShm, kTcp, kVerbs };
+  std::vector<int> lists[3];
+  bool any[3] = {false, false, false};
   for (int i = 0; i < size; ++i)
     for (int j = 0; j < size; ++j) {
       if (i == j) continue;
-      bool same_host = all[i].host == all[j].host && all[i].netns == all[j].netns;
-      bool use_shm = forced == "shm" || (forced.empty() && same_host);
-      if (forced == "shm" && !same_host)
+      if (forced == "shm" && !same_host(i, j))
         fail(HPU_ERROR_NOT_AVAILABLE, "HPU_TRANSPORT is \"shm\", but ranks %d and %d are on different hosts", i, j);
-      (use_shm ? any_shm : any_tcp) = true;
-      if (i == rank) (use_shm ? shm : tcp).push_back(j);
+      Kind k = forced == "shm" ? kShm : forced == "tcp" ? kTcp : forced == "verbs" ? kVerbs
+               : same_host(i, j) ? kShm : ib[static_cast<size_t>(i)] && ib[static_cast<size_t>(j)] ? kVerbs : kTcp;
+      any[k] = true;
+      if (i == rank) lists[k].push_back(j);
     }
   auto t = std::make_unique<NetTransport>(rank, size);
   std::vector<int32_t> pids;
   for (auto &w : all) pids.push_back(w.pid);
-  if (any_shm) {
-    auto e = make_shm_engine(*t, bootstrap, shm, all[0].secret, pids, deadline);
-    t->add_engine(std::move(e), shm, 32 << 10);
+  if (any[kShm]) t->add_engine(make_shm_engine(*t, bootstrap, lists[kShm], all[0].secret, pids, deadline),
+                               lists[kShm], 32 << 10);
+  if (any[kVerbs]) t->add_engine(make_verbs_engine(*t, bootstrap, lists[kVerbs], deadline), lists[kVerbs], 32 << 10);
+  if (any[kTcp]) t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, deadline), lists[kTcp],
+                               64 << 10);
+  static const char *const names[] = {"shm", "tcp", "verbs"};
+  std::string name, detail;
+  for (int k : {kShm, kVerbs, kTcp}) {
+    if (!lists[k].empty()) name += (name.empty() ? "" : "+") + std::string(names[k]);
+    detail += strf("%s%s: ranks %s", detail.empty() ? "" : "; ", names[k],
+                   lists[k].empty() ? "none" : rank_list(lists[k]).c_str());
   }
-  if (any_tcp) {
-    auto e = make_tcp_engine(*t, bootstrap, tcp, all[0].secret, deadline);
-    t->add_engine(std::move(e), tcp, 64 << 10);
-  }
-  std::string name = shm.empty() ? "tcp" : tcp.empty() ? "shm" : "shm+tcp";
+  if (name.empty()) name = "self";
   t->set_name(name);
-  HPU_LOG(info, "comm", "rank %d of %d: transport %s%s (shm: ranks %s; tcp: ranks %s)", rank, size, name.c_str(),
-          forced.empty() ? " by locality" : " forced by HPU_TRANSPORT", shm.empty() ? "none" : rank_list(shm).c_str(),
-          tcp.empty() ? "none" : rank_list(tcp).c_str());
+  HPU_LOG(info, "comm", "rank %d of %d: transport %s%s (%s)", rank, size, name.c_str(),
+          forced.empty() ? " by locality" : " forced by HPU_TRANSPORT", detail.c_str());
   return t;
 }
 
