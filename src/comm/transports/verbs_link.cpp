@@ -1,15 +1,20 @@
 // verbs: links between hosts over RDMA reliable-connected queue pairs, one QP
 // per peer, every verbs call through the VerbsApi table (verbs_api.hpp).
 //
-// Frames of the net protocol (net_transport.hpp) travel as SENDs: the receiver
-// keeps kRecvSlots registered receive buffers posted per peer (its credits);
-// the sender copies a frame and its payload into one of kSendSlots registered
-// send buffers and posts it (inline when it fits the QP's inline size), with
-// up to kSendSlots in flight per peer. The protocol's DATA chunks are at most
-// kChunk bytes, so every frame fits a receive buffer. The receiver reposts a
-// buffer as soon as the transport has taken its frame. (Zero-copy writes
-// straight into a registered destination are not done: every byte passes
-// through the bounce buffers.)
+// Frames of the net protocol (net_transport.hpp) travel as RDMA writes with
+// immediate into the receiver's slots: each rank registers, per peer, a ring
+// of kRecvSlots receive slots (remote-writable; address and rkey published
+// through the bootstrap) and keeps as many zero-length receives posted. The
+// sender copies a frame and its payload into one of kSendSlots registered send
+// buffers (or posts it inline when it fits the QP's inline size) and writes it
+// into the next slot, the immediate naming the slot; up to kSendSlots writes
+// are in flight per peer, and never more than the receiver's free slots (its
+// credits). The receiver hands the frame to the transport, reposts the
+// receive and, every kRecvSlots / 4 frames, RDMA-writes how many it has
+// consumed into a word of the sender's registered memory: the credits come
+// back without a message. The protocol's DATA chunks are at most kChunk bytes,
+// so every frame fits a slot. (Zero-copy writes straight into the receiver's
+// destination buffer are not done: every byte passes through the slots.)
 //
 // Faults: a work completion with an error fails the endpoint —
 //   retry exceeded (the peer does not answer: dead, or the path is gone) and a
@@ -37,10 +42,13 @@ constexpr size_t kChunk = kVerbsMaxPayload;  // largest payload of one frame
 constexpr size_t kSlot = sizeof(Frame) + kChunk;
 constexpr uint32_t kSendSlots = 32;
 constexpr uint32_t kRecvSlots = 64;
+constexpr uint32_t kCreditWrites = 4;  // credit updates in flight per peer (send queue entries beyond the slots)
+constexpr uint64_t kCreditBit = 1ull << 30;  // wr_id: a credit update
 constexpr uint32_t kInline = 128;
 constexpr uint32_t kKeepaliveFlag = 0x4b41;  // a pad frame with this flag: keepalive, not for the transport
 constexpr auto kKeepalive = std::chrono::milliseconds(100);
 constexpr auto kFlushTime = std::chrono::seconds(1);
+constexpr auto kFlushGrace = std::chrono::milliseconds(200);
 
 size_t payload_bytes(const Frame &f) {
   return f.type == Frame::eager || f.type == Frame::data || f.type == Frame::error ? f.size : 0;
@@ -72,13 +80,27 @@ class VerbsLink final : public Link {
   VerbsEngine *engine;
   int peer;
   ibv_qp *qp = nullptr;
-  uint8_t *buffers = nullptr;  // kSendSlots send buffers, then kRecvSlots receive buffers
+  // kSendSlots send buffers, kRecvSlots receive slots, then two words: the
+  // count of our frames the peer has consumed (it writes it) and ours of its.
+  uint8_t *buffers = nullptr;
   ibv_mr *mr = nullptr;
+  uint64_t remote_slots = 0, remote_credit = 0;  // the peer's slots for us, its word for our count
+  uint32_t remote_rkey = 0;
+  uint64_t freed() const {
+    return __atomic_load_n(reinterpret_cast<const uint64_t *>(buffers + (kSendSlots + kRecvSlots) * kSlot), __ATOMIC_ACQUIRE);
+  }
+  uint64_t *consumed_word() { return reinterpret_cast<uint64_t *>(buffers + (kSendSlots + kRecvSlots) * kSlot + 64); }
+  uint64_t sent = 0;                     // frames written into the peer's slots
+  uint64_t consumed = 0, reported = 0;   // the peer's frames we took; the count last written back
+  uint32_t credit_writes = 0;            // in flight
+  void report_credits(bool force);       // under mu
   std::mutex mu;
   std::vector<uint32_t> free_slots;
   std::deque<Outgoing> queue;
   bool dead = false;
   Clock::time_point last_send = Clock::now();
+  Clock::time_point fail_at{};  // a flushed receive: fail then (see on_error)
+  std::string fail_why;
 };
 
 class VerbsEngine final : public Engine {
@@ -149,13 +171,10 @@ class VerbsEngine final : public Engine {
   const VerbsApi &api() const { return api_; }
   int rank() const { return rank_; }
 
-  void post_recv(VerbsLink &l, uint32_t slot) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(l.buffers + (kSendSlots + slot) * kSlot), static_cast<uint32_t>(kSlot),
-                l.mr->lkey};
+  // A zero-length receive: the slot's data arrives by RDMA write, the completion names it.
+  void post_recv(VerbsLink &l) {
     ibv_recv_wr wr{}, *bad = nullptr;
-    wr.wr_id = wr_id(l.peer, true, slot);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    wr.wr_id = wr_id(l.peer, true, 0);
     if (int e = api_.post_recv(l.qp, &wr, &bad)) link_failed(l, HPU_ERROR_REMOTE, strf("posting a receive failed: %s", strerror(e)));
   }
 
@@ -184,6 +203,14 @@ class VerbsEngine final : public Engine {
     if (port_down()) {
       link_failed(*l, HPU_ERROR_NOT_AVAILABLE, strf("port %d of %s is down (%s)", port_.port, port_.device.c_str(),
                                                     api_.wc_status_str(wc.status)));
+    } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      // Flushed: the QP went to error, and another completion says why (the
+      // first error here, or the peer's: a remote access error it made, say).
+      // Give that failure time to reach us through the other ranks first.
+      if (l->fail_at == Clock::time_point{}) {
+        l->fail_at = Clock::now() + kFlushGrace;
+        l->fail_why = "the RDMA queue pair failed: " + what;
+      }
     } else if (wc.status == IBV_WC_REM_ACCESS_ERR) {
       link_failed(*l, HPU_ERROR_REMOTE, "RDMA remote access error: " + what);
     } else if (wc.status == IBV_WC_RETRY_EXC_ERR) {
@@ -208,23 +235,29 @@ class VerbsEngine final : public Engine {
           continue;
         }
         VerbsLink &l = *links_[static_cast<size_t>(wc.wr_id >> 32)];
-        uint32_t slot = static_cast<uint32_t>(wc.wr_id & 0x7fffffff);
+        uint32_t slot = static_cast<uint32_t>(wc.wr_id & 0x3fffffff);
         if (!(wc.wr_id & (1ull << 31))) {
           std::lock_guard<std::mutex> lock(l.mu);
-          l.free_slots.push_back(slot);
+          if (wc.wr_id & kCreditBit) l.credit_writes--;
+          else l.free_slots.push_back(slot);
           continue;
         }
-        const uint8_t *buf = l.buffers + (kSendSlots + slot) * kSlot;
+        slot = wc.imm_data;
+        const uint8_t *buf = l.buffers + (kSendSlots + slot % kRecvSlots) * kSlot;
         Frame f;
         std::memcpy(&f, buf, sizeof f);
         size_t bytes = payload_bytes(f);
-        if (wc.byte_len < sizeof f || bytes != wc.byte_len - sizeof f || bytes > t_.frame_limit(l.peer, f)) {
+        if (!(wc.wc_flags & IBV_WC_WITH_IMM) || slot >= kRecvSlots || wc.byte_len < sizeof f ||
+            bytes != wc.byte_len - sizeof f || bytes > t_.frame_limit(l.peer, f)) {
           link_failed(l, HPU_ERROR_REMOTE, strf("rank %d sent a malformed frame (type %u, %u bytes)", l.peer, f.type,
                                                 wc.byte_len));
           continue;
         }
         if (!(f.type == Frame::pad && f.flags == kKeepaliveFlag)) t_.on_frame(l.peer, f, buf + sizeof f);
-        post_recv(l, slot);
+        post_recv(l);
+        std::lock_guard<std::mutex> lock(l.mu);
+        l.consumed++;
+        l.report_credits(false);
       }
     }
   }
@@ -236,6 +269,7 @@ class VerbsEngine final : public Engine {
       auto now = Clock::now();
       for (auto &l : links_) {
         if (!l || l->dead) continue;
+        if (l->fail_at != Clock::time_point{} && now >= l->fail_at) link_failed(*l, HPU_ERROR_REMOTE, l->fail_why);
         did |= l->flush();
         if (!closing_ && now - l->last_send > kKeepalive) {
           Frame k;
@@ -274,8 +308,9 @@ class VerbsEngine final : public Engine {
 };
 
 bool VerbsLink::post(const Frame &f, const void *payload, size_t bytes) {
-  if (free_slots.empty()) return false;
+  if (free_slots.empty() || sent - freed() >= kRecvSlots) return false;  // no buffer, or no credit
   uint32_t slot = free_slots.back();
+  uint32_t target = static_cast<uint32_t>(sent % kRecvSlots);
   uint8_t *buf = buffers + slot * kSlot;
   std::memcpy(buf, &f, sizeof f);
   if (bytes) std::memcpy(buf + sizeof f, payload, bytes);
@@ -284,7 +319,10 @@ bool VerbsLink::post(const Frame &f, const void *payload, size_t bytes) {
   wr.wr_id = wr_id(peer, false, slot);
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = target;
+  wr.wr.rdma.remote_addr = remote_slots + target * kSlot;
+  wr.wr.rdma.rkey = remote_rkey;
   wr.send_flags = IBV_SEND_SIGNALED | (sge.length <= kInline ? IBV_SEND_INLINE : 0);
   int e = engine->api().post_send(qp, &wr, &bad);
   if (e == ENOMEM) return false;  // the send queue is full: later
@@ -293,8 +331,33 @@ bool VerbsLink::post(const Frame &f, const void *payload, size_t bytes) {
   if (e) {
     free_slots.push_back(slot);
     dead = true;
+  } else {
+    sent++;
   }
   return true;
+}
+
+void VerbsLink::report_credits(bool force) {
+  if (dead || credit_writes >= kCreditWrites || consumed == reported) return;
+  if (!force && consumed - reported < kRecvSlots / 4) return;
+  *consumed_word() = consumed;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(consumed_word()), 8, mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = wr_id(peer, false, 0) | kCreditBit;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = remote_credit;
+  wr.wr.rdma.rkey = remote_rkey;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  int e = engine->api().post_send(qp, &wr, &bad);
+  if (e == ENOMEM) return;  // later
+  if (e) {
+    dead = true;
+    return;
+  }
+  credit_writes++;
+  reported = consumed;
 }
 
 bool VerbsLink::flush() {
@@ -302,6 +365,7 @@ bool VerbsLink::flush() {
   bool moved = false;
   {
     std::lock_guard<std::mutex> lock(mu);
+    report_credits(true);  // idle: whatever is unreported
     while (!queue.empty() && !dead && post(queue.front().frame, queue.front().payload, queue.front().bytes)) {
       if (queue.front().done) finished.push_back(std::move(queue.front().done));
       queue.pop_front();
@@ -330,12 +394,18 @@ void VerbsLink::send(const Frame &f, const void *payload, size_t bytes, int, std
   if (done) done(ok);
 }
 
-// The address a rank publishes: its port, and its QP number for each peer.
+// The address a rank publishes: its port, and for each peer its QP number
+// and where that peer writes (slots, then its credit word).
 struct Published {
   ibv_gid gid;
   uint16_t lid;
   uint8_t mtu;
   uint8_t ok;
+};
+struct PerPeer {
+  uint32_t qpn;
+  uint32_t rkey;
+  uint64_t slots;
 };
 
 }  // namespace
@@ -349,7 +419,7 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
   std::string error;
   if (!api) error = why;
   // Published, then one QP number per rank.
-  size_t rec = sizeof(Published) + sizeof(uint32_t) * static_cast<size_t>(size);
+  size_t rec = sizeof(Published) + sizeof(PerPeer) * static_cast<size_t>(size);
   std::vector<uint8_t> mine(rec, 0), all(rec * static_cast<size_t>(size));
   Published pub{};
   try {
@@ -365,21 +435,22 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
       api->free_device_list(list);
       if (!e->ctx_) fail(HPU_ERROR_NOT_AVAILABLE, "cannot open %s: %s", e->port_.device.c_str(), strerror(errno));
       e->pd_ = api->alloc_pd(e->ctx_);
-      int depth = static_cast<int>(peers.size() * (kSendSlots + kRecvSlots));
+      int depth = static_cast<int>(peers.size() * (kSendSlots + kCreditWrites + kRecvSlots));
       e->cq_ = e->pd_ ? api->create_cq(e->ctx_, depth, nullptr, nullptr, 0) : nullptr;
       if (!e->cq_) fail(HPU_ERROR_NOT_AVAILABLE, "cannot create a protection domain or CQ on %s: %s",
                         e->port_.device.c_str(), strerror(errno));
       for (int p : peers) {
         auto l = std::make_unique<VerbsLink>(e.get(), p);
-        size_t bytes = (kSendSlots + kRecvSlots) * kSlot;
+        size_t bytes = (kSendSlots + kRecvSlots) * kSlot + 128;
         l->buffers = static_cast<uint8_t *>(aligned_alloc(4096, bytes));
         if (!l->buffers) fail(HPU_ERROR_OUT_OF_MEMORY, "verbs: cannot allocate %zu bytes of buffers", bytes);
-        l->mr = api->reg_mr(e->pd_, l->buffers, bytes, IBV_ACCESS_LOCAL_WRITE);
+        std::memset(l->buffers + bytes - 128, 0, 128);
+        l->mr = api->reg_mr(e->pd_, l->buffers, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
         if (!l->mr) fail(HPU_ERROR_NOT_AVAILABLE, "verbs: cannot register %zu bytes: %s", bytes, strerror(errno));
         ibv_qp_init_attr qa{};
         qa.send_cq = qa.recv_cq = e->cq_;
         qa.qp_type = IBV_QPT_RC;
-        qa.cap.max_send_wr = kSendSlots;
+        qa.cap.max_send_wr = kSendSlots + kCreditWrites;
         qa.cap.max_recv_wr = kRecvSlots;
         qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
         qa.cap.max_inline_data = kInline;
@@ -388,16 +459,16 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_INIT;
         a.port_num = static_cast<uint8_t>(e->port_.port);
-        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
         if (int err = api->modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
           fail(HPU_ERROR_NOT_AVAILABLE, "verbs: queue pair to INIT failed: %s", strerror(err));
         for (uint32_t s = 0; s < kSendSlots; ++s) l->free_slots.push_back(s);
-        uint32_t qpn = l->qp->qp_num;
-        std::memcpy(mine.data() + sizeof(Published) + sizeof(uint32_t) * static_cast<size_t>(p), &qpn, 4);
+        PerPeer pp{l->qp->qp_num, l->mr->rkey, reinterpret_cast<uintptr_t>(l->buffers + kSendSlots * kSlot)};
+        std::memcpy(mine.data() + sizeof(Published) + sizeof(PerPeer) * static_cast<size_t>(p), &pp, sizeof pp);
         e->links_[static_cast<size_t>(p)] = std::move(l);
       }
       for (int p : peers)
-        for (uint32_t s = 0; s < kRecvSlots; ++s) e->post_recv(*e->links_[static_cast<size_t>(p)], s);
+        for (uint32_t s = 0; s < kRecvSlots; ++s) e->post_recv(*e->links_[static_cast<size_t>(p)]);
       pub.gid = e->port_.gid;
       pub.lid = e->port_.lid;
       pub.mtu = static_cast<uint8_t>(e->port_.mtu);
@@ -416,9 +487,10 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
     std::memcpy(&p, all.data() + rec * static_cast<size_t>(r), sizeof p);
     return p;
   };
-  auto qpn_of = [&](int r, int peer) {
-    uint32_t q;
-    std::memcpy(&q, all.data() + rec * static_cast<size_t>(r) + sizeof(Published) + 4 * static_cast<size_t>(peer), 4);
+  auto per_peer = [&](int r, int peer) {
+    PerPeer q;
+    std::memcpy(&q, all.data() + rec * static_cast<size_t>(r) + sizeof(Published) + sizeof(PerPeer) * static_cast<size_t>(peer),
+                sizeof q);
     return q;
   };
   for (int r = 0; r < size && error.empty(); ++r)
@@ -431,7 +503,11 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_RTR;
         a.path_mtu = static_cast<ibv_mtu>(std::min<int>(them.mtu, e->port_.mtu));
-        a.dest_qp_num = qpn_of(p, rank);
+        PerPeer theirs = per_peer(p, rank);
+        l.remote_slots = theirs.slots;
+        l.remote_credit = theirs.slots + kRecvSlots * kSlot;
+        l.remote_rkey = theirs.rkey;
+        a.dest_qp_num = theirs.qpn;
         a.rq_psn = 0;
         a.max_dest_rd_atomic = 1;
         a.min_rnr_timer = 12;

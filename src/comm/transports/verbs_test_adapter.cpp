@@ -21,8 +21,9 @@
 //     memory when it polls its CQ, after checking rkey and bounds, and
 //     publishes how far it got, which gives the sender its completions.
 //     Works between threads (two contexts) and between processes alike.
-//   - a peer process that dies: its peers' outstanding sends complete with
-//     IBV_WC_RETRY_EXC_ERR (as retries against a dead node end).
+//   - a peer process that dies, or a peer QP in the error state: outstanding
+//     sends complete with IBV_WC_RETRY_EXC_ERR once the retries (the QP's
+//     timeout and retry count) would have run out.
 // Faults (HPU_IB_TEST_FAULT=kind[:n], firing on this process's (n+1)-th
 // posted send; n defaults to 0): retry_exceeded, remote_access (the write
 // carries a bad rkey and is rejected by the receiver), qp_error (the QP goes to
@@ -35,7 +36,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -117,6 +120,10 @@ struct TQp {
   uint64_t next_seq = 1;
   std::deque<Pending> sends;
   std::deque<RecvWr> recvs;
+  // Retries against an unresponsive peer end after 4.096 us * 2^timeout per try,
+  // retry_cnt + 1 tries (set at RTS), as on a real HCA.
+  std::chrono::steady_clock::duration retry_time = std::chrono::milliseconds(500);
+  std::chrono::steady_clock::time_point unanswered_since{};
 };
 
 struct Adapter {
@@ -319,8 +326,13 @@ void reap(TQp *q) {
     q->sends.pop_front();
     if (p.signaled) push_wc(q->scq, p.wr_id, IBV_WC_SUCCESS, p.opcode, p.len, q->qp.qp_num);
   }
-  if (!q->sends.empty() && (q->out->receiver_error.load(std::memory_order_acquire) || peer_dead(q)))
-    fail_front(q, IBV_WC_RETRY_EXC_ERR);  // no responder answers: the retries run out
+  if (q->sends.empty() || !(q->out->receiver_error.load(std::memory_order_acquire) || peer_dead(q))) {
+    q->unanswered_since = {};
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();  // no responder answers: the retries run out
+  if (q->unanswered_since == std::chrono::steady_clock::time_point{}) q->unanswered_since = now;
+  if (now - q->unanswered_since >= q->retry_time) fail_front(q, IBV_WC_RETRY_EXC_ERR);
 }
 
 // --- the table -------------------------------------------------------------
@@ -534,6 +546,12 @@ int t_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     if (from == IBV_QPS_RTR &&
         !has(mask, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
       return EINVAL;
+    if (mask & IBV_QP_TIMEOUT) {
+      // 0 is "wait forever" on hardware; here it is capped at 10 s.
+      double per_try = attr->timeout ? 4.096e-6 * static_cast<double>(1ull << std::min<int>(attr->timeout, 31)) : 10.0;
+      double total = std::min(10.0, per_try * ((mask & IBV_QP_RETRY_CNT ? attr->retry_cnt : 7) + 1));
+      q->retry_time = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(total));
+    }
   } else if (!(from == IBV_QPS_INIT && to == IBV_QPS_INIT)) {
     return EINVAL;  // RESET->RTR, INIT->RTS, ERR->RTS and the like
   }
