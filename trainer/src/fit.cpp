@@ -92,6 +92,7 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   state_.global_step = 0;
   state_.current_epoch = 0;
   state_.should_stop = false;
+  state_.validation_ran = false;
   r.batches_done = 0;
   if (!ckpt_path.empty()) restore_run(load_checkpoint_file(ckpt_path));
 
@@ -219,6 +220,7 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
     each(callbacks_, [&](Callback &c) { val ? c.on_validation_batch_end(*this, b) : c.on_test_batch_end(*this, b); });
   }
   r.ctx.training = true;
+  if (val && outer == Stage::fit) state_.validation_ran = true;
   Metrics out;
   for (const auto &[k, v] : sums) out[prefix + k] = seen > 0 ? v / seen : NAN;
   if (!out.empty()) log_metrics(out, state_.global_step);

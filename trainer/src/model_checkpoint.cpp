@@ -6,6 +6,7 @@
 #include "json.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <unistd.h>
 
 namespace hpu {
@@ -120,6 +121,14 @@ void ModelCheckpoint::save(Trainer &t) {
   double score = double(t.global_step());
   if (!o_.monitor.empty()) {
     auto it = t.state().callback_metrics.find(o_.monitor);
+    if (it == t.state().callback_metrics.end() && !t.state().validation_ran) {
+      // As Lightning: before any validation (a fit stopped by max_steps
+      // inside the first epoch) the monitor may not exist yet; skip.
+      std::fprintf(stderr, "hpu-trainer: ModelCheckpoint(monitor=\"%s\") skipped a save: no validation has run yet\n",
+                   o_.monitor.c_str());
+      last_saved_step_ = -1;
+      return;
+    }
     if (it == t.state().callback_metrics.end())
       fail(HPU_ERROR_INVALID_ARGUMENT,
            "ModelCheckpoint(monitor=\"%s\") could not find the monitored key in the logged metrics: %s",

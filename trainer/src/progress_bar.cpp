@@ -30,6 +30,7 @@ ProgressBar::ProgressBar(int refresh_rate, FILE *out, std::optional<bool> live)
 void ProgressBar::on_train_epoch_start(Trainer &) {
   epoch_start_ = now();
   last_.clear();
+  done_ = 0;
 }
 
 void ProgressBar::line(Trainer &t, int64_t done, int64_t total, bool final) {
@@ -55,13 +56,14 @@ void ProgressBar::line(Trainer &t, int64_t done, int64_t total, bool final) {
 
 void ProgressBar::on_train_batch_end(Trainer &t, const Metrics &outputs, int64_t batch_idx) {
   last_ = outputs;
+  done_ = batch_idx + 1;
   const int64_t total = t.state().num_training_batches, done = batch_idx + 1;
   const int64_t every = refresh_ > 0 ? refresh_ : (live_ ? 1 : std::max<int64_t>(1, total / 10));
   if (done % every == 0 && done < total) line(t, done, total, false);
 }
 
 void ProgressBar::on_train_epoch_end(Trainer &t) {
-  line(t, t.state().num_training_batches, t.state().num_training_batches, true);
+  line(t, done_, t.state().num_training_batches, true);
 }
 
 void ProgressBar::on_validation_end(Trainer &t) {

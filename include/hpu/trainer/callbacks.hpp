@@ -158,6 +158,7 @@ class ProgressBar : public Callback {
   FILE *out_;
   bool live_;
   double epoch_start_ = 0;
+  int64_t done_ = 0;  // batches of this epoch seen
   Metrics last_;
 };
 

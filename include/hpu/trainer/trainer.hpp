@@ -29,6 +29,7 @@ struct TrainerState {
   int64_t num_val_batches = 0;
   int64_t num_test_batches = 0;
   bool should_stop = false;
+  bool validation_ran = false;        // a validation has run during this fit
   Metrics callback_metrics;           // the latest value of every logged metric
   std::vector<Optimizer *> optimizers;
 };
