@@ -7,3 +7,7 @@ if(MPI_C_FOUND)
   add_dependencies(hpu-bench hpu-bench-mpi)
   target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_MPI="$<TARGET_FILE:hpu-bench-mpi>")
 endif()
+
+# OpenBLAS: the plain cblas_sgemm that `hpu-bench gemm` compares with.
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+target_link_libraries(hpu-bench PRIVATE PkgConfig::OPENBLAS)

@@ -1,0 +1,151 @@
+// hpu-bench gemm: hpuMm in bf16 and f32 through libhpu beside plain
+// cblas_sgemm on the same shapes, with 1 and 2 threads (each thread count in a
+// child process, as HPU_NUM_THREADS is read at initialisation).
+// Target (issue 3): bf16 >= 0.9 x sgemm at sizes >= 512 and the 1024-wide
+// training shapes, >= 0.6 x for the N=10 layer and its K=10 backward.
+#include <cblas.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace {
+
+struct Shape {
+  const char *name;
+  int64_t m, k, n;
+  bool ta, tb;  // op(A) = A^T: A is stored k x m; op(B) = B^T: B is stored n x k
+  double target;
+};
+
+// Seconds per call of fn, best of 3 runs of enough calls for ~0.2 s.
+template <class Fn>
+double time_call(Fn fn) {
+  fn();
+  double t0 = bench::now_seconds();
+  int calls = 0;
+  while (bench::now_seconds() - t0 < 0.05) fn(), ++calls;
+  double per = (bench::now_seconds() - t0) / calls;
+  int reps = std::max(1, static_cast<int>(0.2 / per));
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    double s = bench::now_seconds();
+    for (int i = 0; i < reps; ++i) fn();
+    best = std::min(best, (bench::now_seconds() - s) / reps);
+  }
+  return best;
+}
+
+hpuTensor_t tensor(hpuDevice_t dev, hpuDataType_t dt, int64_t rows, int64_t cols, bool transposed) {
+  int64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
+  hpuTensor_t t, v;
+  BENCH_CHECK(hpuTensorCreate(&t, dev, dt, 2, shape));
+  BENCH_CHECK(hpuTensorFillUniform(t, -1, 1, nullptr));
+  if (!transposed) return t;
+  BENCH_CHECK(hpuTensorTranspose(&v, t, 0, 1));
+  BENCH_CHECK(hpuTensorRelease(t));
+  return v;
+}
+
+// libhpu's hpuMm on op(A) x op(B), including the stream round trip.
+double hpu_seconds(hpuDevice_t dev, hpuDataType_t dt, const Shape &s) {
+  hpuTensor_t a = tensor(dev, dt, s.m, s.k, s.ta), b = tensor(dev, dt, s.k, s.n, s.tb);
+  hpuStream_t stream;
+  BENCH_CHECK(hpuDeviceGetDefaultStream(dev, &stream));
+  double sec = time_call([&] {
+    hpuTensor_t c;
+    BENCH_CHECK(hpuMm(stream, a, b, &c));
+    BENCH_CHECK(hpuStreamSynchronize(stream));
+    BENCH_CHECK(hpuTensorRelease(c));
+  });
+  hpuTensorRelease(a);
+  hpuTensorRelease(b);
+  return sec;
+}
+
+double sgemm_seconds(const Shape &s, int threads) {
+  std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.5f), b(static_cast<size_t>(s.k * s.n), 0.25f),
+      c(static_cast<size_t>(s.m * s.n));
+  return time_call([&] {
+    openblas_set_num_threads(threads);  // libhpu keeps OpenBLAS at 1 thread between its calls
+    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                1.0f, a.data(), s.ta ? s.m : s.k, b.data(), s.tb ? s.k : s.n, 0.0f, c.data(), s.n);
+  });
+}
+
+int run(int threads, const std::vector<Shape> &shapes) {
+  hpuDevice_t dev;
+  BENCH_CHECK(hpuDeviceOpen(&dev, 0));
+  int misses = 0;
+  for (const Shape &s : shapes) {
+    double flop = 2.0 * s.m * s.n * s.k;
+    double peer = flop / sgemm_seconds(s, threads) * 1e-9;
+    double f32 = flop / hpu_seconds(dev, HPU_FLOAT32, s) * 1e-9;
+    double bf16 = flop / hpu_seconds(dev, HPU_BFLOAT16, s) * 1e-9;
+    bool ok = bf16 / peer >= s.target;
+    misses += !ok;
+    std::printf("%-22s %7d %10.1f %10.1f %10.1f %8.2f %8.2f %7.2f %s\n", s.name, threads, peer, f32, bf16, f32 / peer,
+                bf16 / peer, s.target, ok ? "ok" : "MISS");
+    std::fflush(stdout);
+  }
+  hpuDeviceClose(dev);
+  return misses;
+}
+
+int gemm_main(int argc, char **argv) {
+  bool big = false;
+  std::vector<int> thread_counts = {1, 2};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--4096") == 0) big = true;
+    else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) thread_counts = {std::atoi(argv[++i])};
+    else {
+      std::fprintf(stderr, "usage: hpu-bench gemm [--4096] [--threads N]\n");
+      return 2;
+    }
+  }
+  std::vector<Shape> shapes;
+  for (int64_t n : {256, 512, 1024, 2048, 4096}) {
+    if (n == 4096 && !big) continue;
+    shapes.push_back({nullptr, n, n, n, false, false, n >= 512 ? 0.9 : 0.0});
+  }
+  static std::vector<std::string> square_names;
+  for (auto &s : shapes) square_names.push_back("square " + std::to_string(s.m));
+  for (size_t i = 0; i < shapes.size(); ++i) shapes[i].name = square_names[i].c_str();
+  // Training shapes: x[256, K] W^T[K, N] forward, its backward dX = dY W and dW = dY^T X.
+  shapes.push_back({"fwd M256 K784 N1024", 256, 784, 1024, false, true, 0.9});
+  shapes.push_back({"dX  M256 K1024 N784", 256, 1024, 784, false, false, 0.9});
+  shapes.push_back({"dW  M1024 K256 N784", 1024, 256, 784, true, false, 0.9});
+  shapes.push_back({"fwd M256 K1024 N1024", 256, 1024, 1024, false, true, 0.9});
+  shapes.push_back({"dX  M256 K1024 N1024", 256, 1024, 1024, false, false, 0.9});
+  shapes.push_back({"dW  M1024 K256 N1024", 1024, 256, 1024, true, false, 0.9});
+  shapes.push_back({"fwd M256 K1024 N10", 256, 1024, 10, false, true, 0.6});
+  shapes.push_back({"dX  M256 K10 N1024", 256, 10, 1024, false, false, 0.6});
+  shapes.push_back({"dW  M10 K256 N1024", 10, 256, 1024, true, false, 0.6});
+
+  std::printf("# GFLOP/s; sgemm = plain cblas_sgemm (Debian OpenBLAS, openblas_set_num_threads = threads);\n"
+              "# f32/bf16 = hpuMm through libhpu (HPU_NUM_THREADS = threads), stream round trip included\n");
+  std::printf("%-22s %7s %10s %10s %10s %8s %8s %7s\n", "shape", "threads", "sgemm", "hpu f32", "hpu bf16", "f32/sg",
+              "bf16/sg", "target");
+  int misses = 0;
+  for (int t : thread_counts) {
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HPU_NUM_THREADS", std::to_string(t).c_str(), 1);
+      _exit(std::min(run(t, shapes), 100));
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    misses += WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  std::printf("# %d shape(s) below target\n", misses);
+  return 0;
+}
+
+}  // namespace
+
+HPU_BENCH("gemm", "hpuMm bf16/f32 vs cblas_sgemm, 1 and 2 threads", gemm_main);
