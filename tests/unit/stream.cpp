@@ -44,7 +44,7 @@ class Streams : public ::testing::Test {
 }  // namespace
 
 TEST_F(Streams, WorkRunsInTheOrderQueued) {
-  const size_t n = 8 * MiB;
+  const size_t n = 4 * MiB;
   char *a = alloc(n), *b = alloc(n), *c = alloc(n);
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
@@ -126,7 +126,7 @@ TEST_F(Streams, EventsRecordQueryAndSynchronize) {
   // A never-recorded event is complete.
   EXPECT_HPU_OK(hpuEventQuery(e));
   EXPECT_HPU_OK(hpuEventSynchronize(e));
-  const size_t n = 32 * MiB;
+  const size_t n = 8 * MiB;
   char *d = alloc(n);
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
@@ -205,7 +205,7 @@ TEST_F(Streams, EventBadInput) {
 }
 
 TEST_F(Streams, WaitAcrossStreamsOrdersTheirWork) {
-  const size_t n = 64 * MiB;
+  const size_t n = 16 * MiB;
   char *x = alloc(n), *y = alloc(n);
   hpuStream_t producer, consumer;
   ASSERT_HPU_OK(hpuStreamCreate(&producer, dev));
@@ -229,7 +229,7 @@ TEST_F(Streams, WaitAcrossStreamsOrdersTheirWork) {
 TEST_F(Streams, WaitAcrossDevices) {
   hpuDevice_t other;
   ASSERT_HPU_OK(hpuDeviceOpen(&other, 1));
-  const size_t n = 64 * MiB;
+  const size_t n = 16 * MiB;
   char *x = alloc(n);
   void *y;
   ASSERT_HPU_OK(hpuMemAlloc(&y, other, n));
@@ -252,7 +252,7 @@ TEST_F(Streams, WaitAcrossDevices) {
 }
 
 TEST_F(Streams, FreeWhileWorkIsQueuedKeepsTheMemoryUntilItRuns) {
-  const size_t n = 64 * MiB;
+  const size_t n = 16 * MiB;
   void *src = alloc(n);
   void *dst;
   ASSERT_HPU_OK(hpuMemAlloc(&dst, dev, n));
