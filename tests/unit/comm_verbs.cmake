@@ -18,3 +18,8 @@ target_sources(test_comm_verbs PRIVATE
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_link.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_test_adapter.cpp)
 target_link_libraries(test_comm_verbs PRIVATE ${CMAKE_DL_LIBS})
+# The collective algorithms, run over the verbs transport.
+file(GLOB comm_algorithm_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/comm/algorithms/*.cpp)
+target_sources(test_comm_verbs PRIVATE ${comm_algorithm_sources}
+  ${PROJECT_SOURCE_DIR}/src/comm/algorithm.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/reduce.cpp)

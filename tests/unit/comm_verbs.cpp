@@ -1,7 +1,8 @@
 // The verbs transport from the inside, over the in-memory TEST ADAPTER
 // (HPU_IB_ADAPTER=test; there is no RDMA hardware here): forked ranks build
 // the net protocol over verbs links and exchange messages (eager and chunked,
-// plain and combined); a killed peer fails the others with HPU_ERROR_REMOTE
+// plain and combined) and run every collective algorithm over them, checked
+// against references computed here (comm_harness.hpp); a killed peer fails the others with HPU_ERROR_REMOTE
 // within 2 s, a stopped one makes them time out; each injected adapter fault
 // fails every rank with its status, stickily; abort never blocks. Compiles the
 // comm sources it needs into itself (comm_verbs.cmake). Measures nothing.
@@ -17,11 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "comm/algorithm.hpp"
 #include "comm/bootstrap_socket.hpp"
 #include "comm/socket.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "comm/transports/verbs_engine.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "comm_harness.hpp"
 
 using namespace hpu::comm;
 using hpu::Error;
@@ -183,6 +187,97 @@ TEST(CommVerbs, ExchangeOverTheTestAdapter) {
   }
 }
 
+namespace {
+
+// Every collective algorithm over this rank's verbs endpoint, host memory; 0 when all results are right.
+int collectives(Transport &t) {
+  using namespace comm_test;
+  const int n = t.size(), r = t.rank();
+  Scratch scratch;
+  uint64_t seq = 0;
+  auto run = [&](CollKind kind, hpuDataType_t dt, size_t count, int root, hpuRedOp_t op,
+                 const std::function<void(Ctx &)> &body) {
+    OpHeader h;
+    h.seq = ++seq;
+    h.coll = static_cast<uint32_t>(kind);
+    h.dtype = dt;
+    h.count = count;
+    h.root = root;
+    h.redop = op;
+    t.begin(h);
+    Ctx c(t, h, 20.0, scratch);
+    body(c);
+  };
+  struct Case {
+    hpuDataType_t t;
+    hpuRedOp_t op;
+  };
+  const Case cases[] = {{HPU_FLOAT32, HPU_SUM}, {HPU_BFLOAT16, HPU_SUM}, {HPU_INT32, HPU_MAX},
+                        {HPU_FLOAT64, HPU_AVG}, {HPU_UINT8, HPU_MIN},   {HPU_INT64, HPU_PROD}};
+  for (const Case &k : cases)
+    for (size_t count : {size_t(1), size_t(4099), size_t(300007)}) {
+      auto in = encode(k.t, inputs(k.t, k.op, r, count));
+      std::vector<uint8_t> out(in.size());
+      run(CollKind::allreduce, k.t, count, -1, k.op, [&](Ctx &c) {
+        if (count < 1000) recursive_doubling_allreduce(c, in.data(), out.data(), count, k.t, k.op);
+        else ring_allreduce(c, in.data(), out.data(), count, k.t, k.op);
+      });
+      if (out != reference(k.t, k.op, n, count)) return 20;
+    }
+  const hpuDataType_t f32 = HPU_FLOAT32;
+  for (size_t count : {size_t(7), size_t(200003)}) {
+    size_t bytes = count * 4;
+    auto mine = encode(f32, inputs(f32, HPU_SUM, r, count));
+    std::vector<uint8_t> out(bytes * static_cast<size_t>(n));
+    auto everyone = [&](size_t first) {  // every rank's inputs [first, first + count), in rank order
+      std::vector<uint8_t> all;
+      for (int q = 0; q < n; ++q) {
+        auto part = encode(f32, inputs(f32, HPU_SUM, q, count, first));
+        all.insert(all.end(), part.begin(), part.end());
+      }
+      return all;
+    };
+    for (bool big : {false, true}) {
+      run(CollKind::broadcast, f32, count, 1, HPU_SUM, [&](Ctx &c) {
+        if (big) chain_broadcast(c, mine.data(), out.data(), bytes, 1);
+        else tree_broadcast(c, mine.data(), out.data(), bytes, 1);
+      });
+      if (std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(bytes)) != encode(f32, inputs(f32, HPU_SUM, 1, count)))
+        return 21;
+      run(CollKind::reduce, f32, count, 2, HPU_SUM, [&](Ctx &c) {
+        if (big) chain_reduce(c, mine.data(), out.data(), count, f32, HPU_SUM, 2);
+        else tree_reduce(c, mine.data(), out.data(), count, f32, HPU_SUM, 2);
+      });
+      if (r == 2 && std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(bytes)) != reference(f32, HPU_SUM, n, count))
+        return 22;
+    }
+    run(CollKind::allgather, f32, count, -1, HPU_SUM, [&](Ctx &c) { ring_allgather(c, mine.data(), out.data(), count, f32); });
+    if (out != everyone(0)) return 23;
+    auto wide = encode(f32, inputs(f32, HPU_SUM, r, count * static_cast<size_t>(n)));
+    std::vector<uint8_t> part(bytes);
+    run(CollKind::reducescatter, f32, count, -1, HPU_SUM,
+        [&](Ctx &c) { ring_reducescatter(c, wide.data(), part.data(), count, f32, HPU_SUM); });
+    if (part != reference(f32, HPU_SUM, n, count, static_cast<size_t>(r) * count)) return 24;
+    run(CollKind::alltoall, f32, count, -1, HPU_SUM, [&](Ctx &c) { pairwise_alltoall(c, wide.data(), out.data(), bytes); });
+    if (out != everyone(static_cast<size_t>(r) * count)) return 25;
+    run(CollKind::barrier, f32, 0, -1, HPU_SUM, [&](Ctx &c) { dissemination_barrier(c); });
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST(CommVerbs, CollectivesOverTheTestAdapter) {
+  const int n = 3;
+  Group g;
+  auto pids = fork_ranks(n, [&](int r) {
+    Rank rank(g.id, r, n, in(30));
+    return collectives(*rank.t);
+  });
+  auto codes = reap(pids);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
 TEST(CommVerbs, ForcedWithoutADeviceIsNotAvailable) {
   unsetenv("HPU_IB_ADAPTER");  // the real libibverbs: no device on this machine
   UniqueId id = UniqueId::make();
@@ -196,8 +291,27 @@ TEST(CommVerbs, ForcedWithoutADeviceIsNotAvailable) {
     EXPECT_EQ(e.status(), HPU_ERROR_NOT_AVAILABLE);
     EXPECT_NE(std::string(e.what()).find("no RDMA device found"), std::string::npos) << e.what();
   }
-  auto have = verbs_ports(*b, true, false, in(10));  // unforced: tcp, and the log says why
+}
+
+// Unforced, with peers on other hosts: libibverbs.so.1 loads, lists no device,
+// and the rank falls back to tcp with a log line that says why.
+TEST(CommVerbs, NoDeviceFallsBackToTcpWithALogLine) {
+  unsetenv("HPU_IB_ADAPTER");
+  UniqueId id = UniqueId::make();
+  Address lo = Address::resolve("127.0.0.1", 0, "test");
+  socket_root_start(id, &lo);
+  auto b = socket_bootstrap(id, 0, 1, in(10));
+  static std::vector<std::string> lines;
+  hpu::set_log_level(hpu::LogLevel::info);
+  hpu::set_log_callback([](int, const char *line, void *) { lines.emplace_back(line); }, nullptr);
+  auto have = verbs_ports(*b, true, false, in(10));
+  hpu::set_log_callback(nullptr, nullptr);
   EXPECT_EQ(have, std::vector<char>{0});
+  bool said = false;
+  for (auto &l : lines)
+    said = said || l.find("verbs not used, tcp between hosts: no RDMA device found (libibverbs.so.1 lists none)") !=
+                       std::string::npos;
+  EXPECT_TRUE(said) << (lines.empty() ? std::string("no log line") : lines.back());
 }
 
 namespace {
