@@ -91,7 +91,7 @@ HPU_API hpuStatus_t hpuCommCount(hpuComm_t comm, int *count);
 /* This communicator's rank. */
 HPU_API hpuStatus_t hpuCommUserRank(hpuComm_t comm, int *rank);
 
-/* Per-communicator deadline in seconds for each wait of operations queued
+/* Per-communicator deadline in seconds for each wait of operations that start
  * after the call (> 0, at most one week); 0 restores HPU_COMM_TIMEOUT. */
 HPU_API hpuStatus_t hpuCommSetTimeout(hpuComm_t comm, double seconds);
 HPU_API hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds);
