@@ -102,8 +102,14 @@ HPU_API hpuStatus_t hpuDivBackward(hpuStream_t stream, hpuTensor_t grad_out, hpu
                                    hpuTensor_t *grad_a, hpuTensor_t *grad_b);
 
 /* dst += alpha src, in place (gradient accumulation): same shape, any
- * floating types (bf16 gradients into an f32 buffer), dst contiguous. */
+ * floating types (bf16 gradients into an f32 buffer), dst contiguous. src may
+ * be dst itself (dst *= 1 + alpha) or overlap it otherwise (src is then read
+ * as it was before the call). */
 HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double alpha, hpuTensor_t dst);
+
+/* x *= alpha, in place (gradient clipping): x floating and contiguous;
+ * computed in f32 (f64 for f64) and rounded once. */
+HPU_API hpuStatus_t hpuScaleInplace(hpuStream_t stream, hpuTensor_t x, double alpha);
 
 /* Unary ops on floating tensors; the backward takes the forward's input. gelu
  * is the exact (erf) form. */
@@ -193,6 +199,18 @@ HPU_API hpuStatus_t hpuMean(hpuStream_t stream, hpuTensor_t x, const int *dims, 
                             hpuTensor_t *out);
 HPU_API hpuStatus_t hpuMeanBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, const int *dims,
                                     int ndims, int keepdim, hpuTensor_t *grad_x);
+
+/* The squared L2 norm of `count` (>= 1) floating tensors of any shapes and
+ * strides on one device, sum over all of x^2, as one f32 0-dim tensor (the
+ * total norm of gradient clipping is its square root). Accumulated in f64 in
+ * a fixed order: the same bits on every run. Autocast does not apply. */
+HPU_API hpuStatus_t hpuSquaredNorm(hpuStream_t stream, const hpuTensor_t *tensors, size_t count, hpuTensor_t *out);
+
+/* Index (i64) of the largest element along `dim` (negative counts from the
+ * end), the first one on ties; a NaN counts as largest, as torch.argmax.
+ * keepdim keeps `dim` as size 1. x of any type but bool; `dim` must not be
+ * empty. No backward. */
+HPU_API hpuStatus_t hpuArgmax(hpuStream_t stream, hpuTensor_t x, int dim, int keepdim, hpuTensor_t *indices);
 
 /* A new contiguous tensor of x converted to dtype; the backward converts the
  * gradient back to x's type. */

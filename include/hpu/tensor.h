@@ -45,9 +45,15 @@ HPU_API hpuStatus_t hpuTensorCreateFromHost(hpuTensor_t *tensor, hpuDevice_t dev
 HPU_API hpuStatus_t hpuTensorWrap(hpuTensor_t *tensor, void *data, hpuDataType_t dtype, int ndim,
                                   const int64_t *shape, const int64_t *strides);
 
-/* Releases the handle. Owned memory is freed once no view uses it and queued
- * work that may use it has completed. NULL is accepted. */
+/* Drops one reference to the handle; the last one releases it. Owned memory
+ * is freed once no view uses it and queued work that may use it has
+ * completed. NULL is accepted. */
 HPU_API hpuStatus_t hpuTensorRelease(hpuTensor_t tensor);
+
+/* Adds a reference to the handle (thread-safe): it stays live, the same
+ * value, until hpuTensorRelease has been called once more for each retain,
+ * so two owners may each release it. A handle starts with one reference. */
+HPU_API hpuStatus_t hpuTensorRetain(hpuTensor_t tensor);
 
 /* ---- data ---------------------------------------------------------------- */
 

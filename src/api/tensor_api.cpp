@@ -159,6 +159,12 @@ HPU_API hpuStatus_t hpuTensorRelease(hpuTensor_t tensor) {
   HPU_API_END
 }
 
+HPU_API hpuStatus_t hpuTensorRetain(hpuTensor_t tensor) {
+  HPU_API_BEGIN
+  retain_tensor_handle(tensor);
+  HPU_API_END
+}
+
 // ---- data ----------------------------------------------------------------------------
 
 HPU_API hpuStatus_t hpuTensorCopyFromHost(hpuTensor_t tensor, const void *src, size_t bytes, hpuStream_t stream) {

@@ -1,5 +1,5 @@
 // Broadcasting binary ops (add, sub, mul, div) with their backwards, and the
-// in-place accumulate used for gradients.
+// in-place accumulate and scale used for gradients.
 #include <vector>
 
 #include "kernels/elementwise.hpp"
@@ -142,6 +142,19 @@ void backward(Binary op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t ha, hpu
   give(grad_b, gb);
 }
 
+// True when a's and b's elements may share bytes.
+bool overlap(const Tensor &a, const Tensor &b) {
+  if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
+  auto span = [](const Tensor &t) {
+    int64_t last = 0;
+    for (int i = 0; i < t.ndim(); ++i) last += (t.size(i) - 1) * t.strides()[i];
+    const char *p = static_cast<const char *>(t.data());
+    return std::make_pair(p, p + (last + 1) * static_cast<int64_t>(t.element_size()));
+  };
+  auto sa = span(a), sb = span(b);
+  return sa.first < sb.second && sb.first < sa.second;
+}
+
 }  // namespace
 
 extern "C" {
@@ -175,11 +188,27 @@ HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double al
       fail(HPU_ERROR_INVALID_ARGUMENT, "dst is %s with strides %s: it must be contiguous", y->str().c_str(),
            y->strides().str().c_str());
     auto s = stream_for(stream, *y);
-    TensorPtr X = as(*s, x, x->dtype());
+    // src may be dst itself (the kernel reads each block before writing it);
+    // any other overlap reads a copy taken first.
+    bool same = x->data() == y->data() && x->dtype() == y->dtype() && x->contiguous();
+    TensorPtr X = !same && overlap(*x, *y) ? copy_as(*s, x, x->dtype()) : as(*s, x, x->dtype());
     if (y->numel() > 0)
       enqueue(*s, [=] {
         kernels::axpby(static_cast<float>(alpha), X->data(), X->dtype(), 1.0f, y->data(), y->dtype(), y->numel());
       });
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuScaleInplace(hpuStream_t stream, hpuTensor_t x, double alpha) {
+  HPU_API_BEGIN
+    TensorPtr t = input(x, "x");
+    require_floating(*t, "x");
+    if (!t->contiguous())
+      fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s with strides %s: it must be contiguous", t->str().c_str(),
+           t->strides().str().c_str());
+    auto s = stream_for(stream, *t);
+    if (t->numel() > 0)
+      enqueue(*s, [=] { kernels::binary_scalar(Binary::mul, t->dtype(), t->data(), alpha, t->data(), t->numel()); });
   HPU_API_END
 }
 

@@ -5,6 +5,9 @@
 #include "core/registry.hpp"
 #include "kernels/cast.hpp"
 
+#include <mutex>
+#include <unordered_map>
+
 namespace hpu {
 
 // ---- Dims -----------------------------------------------------------------------
@@ -120,7 +123,37 @@ Registry<Tensor> &registry() {
   return *r;
 }
 
+// References a handle holds beyond its first (hpuTensorRetain); most handles
+// have none, so they live here rather than in every registry slot. The lock
+// also makes a release's count-then-remove one step against a retain.
+struct ExtraRefs {
+  std::mutex mu;
+  std::unordered_map<hpuTensor_t, int64_t> count;
+};
+
+ExtraRefs &extra_refs() {
+  static auto *r = new ExtraRefs;  // never destroyed
+  return *r;
+}
+
+[[noreturn]] void not_live(hpuTensor_t t, const char *arg) {
+  fail(HPU_ERROR_INVALID_HANDLE, "%s %p is not a live tensor handle (released, foreign or of another kind)", arg,
+       static_cast<void *>(t));
+}
+
 }  // namespace
+
+void retain_tensor_handle(hpuTensor_t t) {
+  if (t == nullptr) fail(HPU_ERROR_INVALID_HANDLE, "tensor is NULL");
+  ExtraRefs &r = extra_refs();
+  std::lock_guard<std::mutex> lock(r.mu);
+  try {
+    registry().get(t);
+  } catch (const Error &) {
+    not_live(t, "tensor");
+  }
+  ++r.count[t];
+}
 
 hpuTensor_t tensor_handle(std::shared_ptr<Tensor> t) {
   return reinterpret_cast<hpuTensor_t>(registry().add(std::move(t)));
@@ -131,18 +164,25 @@ std::shared_ptr<Tensor> tensor_from_handle(hpuTensor_t t, const char *arg) {
   try {
     return registry().get(t);
   } catch (const Error &) {
-    fail(HPU_ERROR_INVALID_HANDLE, "%s %p is not a live tensor handle (released, foreign or of another kind)", arg,
-         static_cast<void *>(t));
+    not_live(t, arg);
   }
 }
 
 void release_tensor_handle(hpuTensor_t t) {
   if (t == nullptr) return;
+  ExtraRefs &r = extra_refs();
+  std::shared_ptr<Tensor> last;  // destroyed after the lock is let go
+  std::lock_guard<std::mutex> lock(r.mu);
   try {
-    registry().remove(t);
+    auto it = r.count.find(t);
+    if (it == r.count.end()) {
+      last = registry().remove(t);
+    } else {
+      registry().get(t);
+      if (--it->second == 0) r.count.erase(it);
+    }
   } catch (const Error &) {
-    fail(HPU_ERROR_INVALID_HANDLE, "tensor %p is not a live tensor handle (released, foreign or of another kind)",
-         static_cast<void *>(t));
+    not_live(t, "tensor");
   }
 }
 

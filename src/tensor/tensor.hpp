@@ -112,7 +112,10 @@ class Tensor {
 hpuTensor_t tensor_handle(std::shared_ptr<Tensor> t);
 // The tensor behind a handle; HPU_ERROR_INVALID_HANDLE naming `arg` otherwise.
 std::shared_ptr<Tensor> tensor_from_handle(hpuTensor_t t, const char *arg);
-// Forgets a handle (NULL accepted); the tensor lives on while others use it.
+// One more reference to a handle: it stays live until released once more.
+void retain_tensor_handle(hpuTensor_t t);
+// Drops a reference to a handle (NULL accepted); the last one forgets it, and
+// the tensor lives on while others (views, queued work) use it.
 void release_tensor_handle(hpuTensor_t t);
 
 // Checks that `dt` is an hpuDataType_t, naming `arg`.
