@@ -1,6 +1,7 @@
 #include <hpu/trainer/checkpoint.hpp>
 
 #include "error.hpp"
+#include "fault_inject.hpp"
 #include "fs.hpp"
 
 #include <jansson.h>
@@ -113,7 +114,8 @@ void save_checkpoint_file(const std::string &path, const Checkpoint &ckpt) {
   put<uint64_t>(file, uint64_t(payload.size()));
   file += payload;
   put<uint32_t>(file, crc(file.data(), file.size()));
-  detail::write_file_atomic(path, file.data(), file.size());
+  const int64_t short_write = detail::injected_fault("checkpoint_short_write");
+  detail::write_file_atomic(path, file.data(), file.size(), short_write < 0 ? SIZE_MAX : size_t(short_write));
 }
 
 Checkpoint load_checkpoint_file(const std::string &path) {
@@ -155,10 +157,11 @@ Checkpoint load_checkpoint_file(const std::string &path) {
     std::string name(reinterpret_cast<const char *>(r.p), name_len);
     r.p += name_len;
     CheckpointTensor t;
-    t.dtype = hpuDataType_t(r.get<uint8_t>("dtype"));
-    size_t es = dtype_size(t.dtype);
-    if (t.dtype >= HPU_NUM_DATA_TYPES || es == 0)
-      fail(HPU_ERROR_IO, "%s: corrupt checkpoint: tensor %s has dtype %d", path.c_str(), name.c_str(), int(t.dtype));
+    const uint8_t code = r.get<uint8_t>("dtype");  // checked before it becomes an hpuDataType_t
+    if (code >= HPU_NUM_DATA_TYPES || dtype_size(hpuDataType_t(code)) == 0)
+      fail(HPU_ERROR_IO, "%s: corrupt checkpoint: tensor %s has dtype %d", path.c_str(), name.c_str(), int(code));
+    t.dtype = hpuDataType_t(code);
+    const size_t es = dtype_size(t.dtype);
     uint8_t rank = r.get<uint8_t>("rank");
     if (rank > kMaxRank)
       fail(HPU_ERROR_IO, "%s: corrupt checkpoint: tensor %s has %u dimensions", path.c_str(), name.c_str(), rank);

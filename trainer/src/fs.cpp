@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -30,7 +31,7 @@ void make_dirs(const std::string &path) {
     fail(HPU_ERROR_IO, "cannot create folder %s: %s", path.c_str(), std::strerror(errno));
 }
 
-void write_file_atomic(const std::string &path, const void *data, size_t size) {
+void write_file_atomic(const std::string &path, const void *data, size_t size, size_t fail_after) {
   const std::string dir = parent_dir(path);
   make_dirs(dir);
   std::string tmp = path + ".tmp.XXXXXX";
@@ -39,12 +40,17 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
   const char *p = static_cast<const char *>(data);
   size_t left = size;
   while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
+    const size_t done = size - left;
+    ssize_t w = done >= fail_after ? -1 : ::write(fd, p, std::min(left, fail_after - done));
+    if (w < 0 && done >= fail_after) errno = ENOSPC;
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
+      if (done >= fail_after)
+        fail(HPU_ERROR_IO, "writing %s: %s after %zu of %zu bytes (injected: HPU_FAULT_INJECT checkpoint_short_write=%zu)",
+             tmp.c_str(), std::strerror(e), done, size, fail_after);
       fail(HPU_ERROR_IO, "writing %s: %s", tmp.c_str(), std::strerror(e));
     }
     p += w;

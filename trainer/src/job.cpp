@@ -10,6 +10,7 @@
 #include <climits>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <set>
 
 namespace hpu {
@@ -191,8 +192,7 @@ std::vector<LayerSpec> read_layers(const Ctx &c, json_t *model, const DataSpec &
   return layers;
 }
 
-Ref<Callback> read_callback(const Ctx &c, json_t *v, const std::string &path) {
-  Obj o(c, v, path);
+Ref<Callback> build_callback(const Ctx &c, Obj &o, json_t *v, const std::string &path) {
   std::string type;
   o.string("type", type, {"DeviceStatsMonitor", "ModelCheckpoint", "EarlyStopping", "LearningRateMonitor", "ProgressBar"});
   if (type.empty()) c.error(path, "missing key \"type\"");
@@ -239,6 +239,17 @@ Ref<Callback> read_callback(const Ctx &c, json_t *v, const std::string &path) {
     if (e.status() == HPU_ERROR_CONFIG) throw;
     c.error(path, e.what());
   }
+}
+
+Ref<Callback> read_callback(const Ctx &c, json_t *v, const std::string &path) {
+  std::optional<Ref<Callback>> cb;
+  {
+    // Obj's destructor rejects unknown keys by throwing: it must run before the
+    // result is returned, or clang < 16 leaks the returned object (CWG 2176).
+    Obj o(c, v, path);
+    cb = build_callback(c, o, v, path);
+  }
+  return std::move(*cb);
 }
 
 Loggers read_loggers(const Ctx &c, json_t *v, const std::string &root) {
