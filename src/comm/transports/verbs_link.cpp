@@ -441,10 +441,10 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
                         e->port_.device.c_str(), strerror(errno));
       for (int p : peers) {
         auto l = std::make_unique<VerbsLink>(e.get(), p);
-        size_t bytes = (kSendSlots + kRecvSlots) * kSlot + 128;
+        size_t bytes = ((kSendSlots + kRecvSlots) * kSlot + 128 + 4095) & ~size_t(4095);  // aligned_alloc wants whole pages
         l->buffers = static_cast<uint8_t *>(aligned_alloc(4096, bytes));
         if (!l->buffers) fail(HPU_ERROR_OUT_OF_MEMORY, "verbs: cannot allocate %zu bytes of buffers", bytes);
-        std::memset(l->buffers + bytes - 128, 0, 128);
+        std::memset(l->buffers + (kSendSlots + kRecvSlots) * kSlot, 0, 128);  // the two credit words
         l->mr = api->reg_mr(e->pd_, l->buffers, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
         if (!l->mr) fail(HPU_ERROR_NOT_AVAILABLE, "verbs: cannot register %zu bytes: %s", bytes, strerror(errno));
         ibv_qp_init_attr qa{};
