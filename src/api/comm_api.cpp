@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "api/api.hpp"
+#include "comm/bootstrap_socket.hpp"
 #include "comm/collectives.hpp"
 #include "comm/communicator.hpp"
 #include "comm/group.hpp"
@@ -89,7 +90,9 @@ extern "C" {
 HPU_API hpuStatus_t hpuGetUniqueId(hpuUniqueId_t *id) {
   HPU_API_BEGIN
   HPU_CHECK_ARG(id != nullptr, "id is NULL");
-  *id = UniqueId::make().to_public();
+  UniqueId u = UniqueId::make();
+  socket_root_start(u);  // so that the id works in other processes too, as in NCCL
+  *id = u.to_public();
   HPU_API_END
 }
 

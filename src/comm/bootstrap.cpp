@@ -1,6 +1,7 @@
 // Unique ids, locality, and the local bootstrap: ranks that are threads of one
 // process meet in a process-wide table keyed by the id's secret.
 #include "comm/bootstrap.hpp"
+#include "comm/bootstrap_socket.hpp"
 
 #include <sys/random.h>
 #include <unistd.h>
@@ -198,9 +199,7 @@ std::unique_ptr<Bootstrap> local_bootstrap(const UniqueId &id, int rank, int nra
 }  // namespace
 
 std::unique_ptr<Bootstrap> bootstrap_connect(const UniqueId &id, int rank, int nranks, Deadline deadline) {
-  if (id.flags & UniqueId::kHasAddress)
-    fail(HPU_ERROR_NOT_AVAILABLE, "unique id %s names a rendezvous address; this build joins groups within one "
-         "process only", id.short_name().c_str());
+  if (id.flags & UniqueId::kHasAddress) return socket_bootstrap(id, rank, nranks, deadline);
   auto b = local_bootstrap(id, rank, nranks);
   HPU_LOG(debug, "comm", "rank %d of %d joining group %s (local bootstrap)", rank, nranks, id.short_name().c_str());
   // Everyone present: the first exchange doubles as the join barrier.

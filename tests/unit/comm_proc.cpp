@@ -1,0 +1,396 @@
+// Jobs of several processes through the public API: hpu-comm-job (comm_job.c)
+// runs hpuCommInitFromEnv and checked collectives in each process, started the
+// ways users start them — torchrun-, Open MPI- and Slurm-style variables set by
+// hand, real mpirun, one process per network namespace ("host") joined by veth
+// pairs — over shm and tcp; and the faults: a process killed or stopped
+// mid-allreduce, a cut link, a taken port, missing variables.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char **environ;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+const char *const kLaunchVariables[] = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+    "SLURM_LOCALID", "SLURM_JOB_ID", "HPU_RANK", "HPU_WORLD_SIZE", "HPU_LOCAL_RANK", "HPU_COMM_ID",
+    "HPU_COMM_SECRET", "HPU_TRANSPORT", "HPU_COMM_TIMEOUT", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid"};
+
+double now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Sanitizer builds run slower: deadlines asserted get this much slack.
+double margin() { return getenv("HPU_SANITIZED") || getenv("ASAN_OPTIONS") ? 3.0 : 1.0; }
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Proc {
+  pid_t pid = -1;
+  int out = -1;
+  std::string output;
+  int code = -1;
+};
+
+// Starts argv with the parent's environment minus every launch variable, plus `env`.
+Proc spawn(const std::vector<std::string> &argv, const Env &env) {
+  int fds[2];
+  if (pipe(fds) != 0) abort();
+  Proc p;
+  p.pid = fork();
+  if (p.pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    setpgid(0, 0);
+    for (const char *v : kLaunchVariables) unsetenv(v);
+    for (auto &[k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char *> args;
+    for (auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  p.out = fds[0];
+  return p;
+}
+
+// Reads a line (blocking up to `seconds`); "" at EOF or timeout.
+std::string read_line(Proc &p, double seconds) {
+  double until = now() + seconds;
+  for (;;) {
+    size_t nl = p.output.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = p.output.substr(0, nl);
+      p.output.erase(0, nl + 1);
+      return line;
+    }
+    fcntl(p.out, F_SETFL, O_NONBLOCK);
+    char buf[4096];
+    ssize_t n = read(p.out, buf, sizeof buf);
+    if (n > 0) {
+      p.output.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0 || now() > until) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Waits for the exit (killing the process group after `seconds`); returns the last line.
+std::string finish(Proc &p, double seconds = 60) {
+  std::string last, line;
+  double until = now() + seconds;
+  while (!(line = read_line(p, std::max(0.0, until - now()))).empty()) last = line;
+  int st = 0;
+  if (waitpid(p.pid, &st, WNOHANG) == 0) {
+    kill(-p.pid, SIGKILL);
+    kill(p.pid, SIGKILL);
+    waitpid(p.pid, &st, 0);
+  }
+  close(p.out);
+  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return last;
+}
+
+std::vector<std::string> job(int ndev, size_t count, bool loop = false) {
+  std::vector<std::string> a = {HPU_COMM_JOB, std::to_string(ndev), std::to_string(count)};
+  if (loop) a.push_back("loop");
+  return a;
+}
+
+// Runs one process per env; expects every one to print "OK <first rank> <ranks>".
+void expect_job(const std::vector<Env> &envs, int ndev, size_t count, const std::vector<double> &delays = {}) {
+  std::vector<Proc> procs;
+  for (size_t i = 0; i < envs.size(); ++i) {
+    if (i < delays.size() && delays[i] > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delays[i]));
+    procs.push_back(spawn(job(ndev, count), envs[i]));
+  }
+  for (size_t i = 0; i < procs.size(); ++i) {
+    std::string last = finish(procs[i]);
+    EXPECT_EQ(procs[i].code, 0) << "process " << i << ": " << last;
+    std::istringstream in(last);
+    std::string ok;
+    int first = -1, ranks = -1;
+    in >> ok >> first >> ranks;
+    EXPECT_EQ(ok, "OK") << last;
+    EXPECT_EQ(ranks, static_cast<int>(envs.size()) * ndev) << last;
+  }
+}
+
+std::vector<Env> torchrun(int nproc, const std::string &transport) {
+  std::string port = std::to_string(free_port());
+  std::vector<Env> envs;
+  for (int p = 0; p < nproc; ++p) {
+    Env e = {{"RANK", std::to_string(p)}, {"WORLD_SIZE", std::to_string(nproc)}, {"LOCAL_RANK", std::to_string(p)},
+             {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+    if (!transport.empty()) e["HPU_TRANSPORT"] = transport;
+    envs.push_back(e);
+  }
+  return envs;
+}
+
+// Runs a one-process program body in a child and returns its "INIT ..." line.
+std::string init_line(const Env &env, int ndev = 1) {
+  Proc p = spawn(job(ndev, 10), env);
+  std::string last = finish(p, 30);
+  return last;
+}
+
+}  // namespace
+
+TEST(CommProc, TorchrunStyleOverTcpTwoProcessesTwoDevicesEach) { expect_job(torchrun(2, "tcp"), 2, 100003); }
+
+TEST(CommProc, TorchrunStyleOverShmByLocality) { expect_job(torchrun(2, ""), 2, 100003); }
+
+TEST(CommProc, OpenMpiStyleVariablesWithHpuCommId) {
+  std::string id = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<Env> envs;
+  for (int p = 0; p < 3; ++p)
+    envs.push_back({{"OMPI_COMM_WORLD_RANK", std::to_string(p)}, {"OMPI_COMM_WORLD_SIZE", "3"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(p)}, {"HPU_COMM_ID", id}});
+  expect_job(envs, 1, 5000);
+}
+
+// Slurm-style, and the processes start in reverse order: rank 0 (the listener) last.
+TEST(CommProc, SlurmStyleVariablesAnyStartOrder) {
+  std::string port = std::to_string(free_port());
+  std::vector<Env> envs;
+  for (int p = 2; p >= 0; --p)
+    envs.push_back({{"SLURM_PROCID", std::to_string(p)}, {"SLURM_NTASKS", "3"}, {"SLURM_LOCALID", std::to_string(p)},
+                    {"SLURM_JOB_ID", "4242"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+                    {"HPU_TRANSPORT", "tcp"}});
+  expect_job(envs, 1, 3000, {0, 0.3, 0.3});
+}
+
+// Explicit HPU_* variables win over the launcher's: the launcher's ranks are
+// swapped and HPU_RANK puts them back.
+TEST(CommProc, ExplicitVariablesWin) {
+  std::vector<Env> envs = torchrun(2, "");
+  envs[0]["RANK"] = "1";
+  envs[1]["RANK"] = "0";
+  envs[0]["HPU_RANK"] = "0";
+  envs[1]["HPU_RANK"] = "1";
+  expect_job(envs, 1, 100);
+}
+
+TEST(CommProc, MissingVariablesAreNamed) {
+  std::string l = init_line({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  EXPECT_NE(l.find("INIT HPU_ERROR_CONFIG"), std::string::npos) << l;
+  EXPECT_NE(l.find("MASTER_ADDR"), std::string::npos) << l;
+  l = init_line({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}});
+  EXPECT_NE(l.find("MASTER_PORT"), std::string::npos) << l;
+  l = init_line({{"RANK", "1"}});
+  EXPECT_NE(l.find("WORLD_SIZE"), std::string::npos) << l;
+  l = init_line({{"OMPI_COMM_WORLD_RANK", "0"}});
+  EXPECT_NE(l.find("OMPI_COMM_WORLD_SIZE"), std::string::npos) << l;
+  l = init_line({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(l.find("HPU_ERROR_CONFIG"), std::string::npos) << l;
+  EXPECT_NE(l.find("rank 3"), std::string::npos) << l;
+  l = init_line({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "http"}});
+  EXPECT_NE(l.find("MASTER_PORT is \"http\""), std::string::npos) << l;
+  l = init_line({{"HPU_COMM_ID", "nohostport"}, {"HPU_RANK", "0"}, {"HPU_WORLD_SIZE", "2"}});
+  EXPECT_NE(l.find("HPU_COMM_ID is \"nohostport\""), std::string::npos) << l;
+  l = init_line({{"HPU_RANK", "0"}, {"HPU_WORLD_SIZE", "2"}, {"HPU_COMM_ID", "127.0.0.1:9"},
+                 {"HPU_COMM_SECRET", "xyz"}});
+  EXPECT_NE(l.find("HPU_COMM_SECRET"), std::string::npos) << l;
+}
+
+TEST(CommProc, NoLauncherIsOneProcess) {
+  std::string l = init_line({}, 2);
+  EXPECT_EQ(l, "OK 0 2");
+}
+
+TEST(CommProc, TakenPortIsAddressInUse) {
+  int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  socklen_t len = sizeof a;
+  getsockname(holder, reinterpret_cast<sockaddr *>(&a), &len);
+  std::string port = std::to_string(ntohs(a.sin_port));
+  std::string l =
+      init_line({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}});
+  close(holder);
+  EXPECT_NE(l.find("INIT HPU_ERROR_ADDRESS_IN_USE"), std::string::npos) << l;
+  EXPECT_NE(l.find("MASTER_PORT"), std::string::npos) << l;
+  EXPECT_NE(l.find(port), std::string::npos) << l;
+}
+
+// ---- faults: one process of three killed or stopped mid-allreduce ---------------
+
+namespace {
+
+void strike(const std::string &transport, int sig) {
+  std::vector<Env> envs = torchrun(3, transport);
+  double timeout = sig == SIGSTOP ? 3.0 : 30.0;
+  for (auto &e : envs) e["HPU_COMM_TIMEOUT"] = std::to_string(timeout);
+  std::vector<Proc> procs;
+  for (auto &e : envs) procs.push_back(spawn(job(1, 1 << 18, true), e));
+  for (size_t i = 0; i < procs.size(); ++i) ASSERT_EQ(read_line(procs[i], 30), "READY") << "process " << i;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  double struck = now();
+  kill(procs[2].pid, sig);
+  for (int i = 0; i < 2; ++i) {
+    std::string last = finish(procs[static_cast<size_t>(i)], timeout + 20);
+    std::istringstream in(last);
+    std::string word, status;
+    double when = 0;
+    in >> word >> status >> when;
+    EXPECT_EQ(word, "FAIL") << "process " << i << ": " << last;
+    double took = when - struck;
+    if (sig == SIGKILL) {
+      EXPECT_EQ(status, "HPU_ERROR_REMOTE") << last;
+      EXPECT_LT(took, 2.0 * margin()) << last;
+    } else {
+      EXPECT_EQ(status, "HPU_ERROR_TIMEOUT") << last;
+      EXPECT_GT(took, timeout * 0.5) << last;
+      EXPECT_LT(took, timeout + 2.0 * margin()) << last;
+    }
+  }
+  kill(procs[2].pid, SIGKILL);
+  finish(procs[2], 5);
+}
+
+}  // namespace
+
+TEST(CommProc, KilledProcessFailsTheOthersOverTcp) { strike("tcp", SIGKILL); }
+TEST(CommProc, KilledProcessFailsTheOthersOverShm) { strike("shm", SIGKILL); }
+TEST(CommProc, StoppedProcessTimesOutOverTcp) { strike("tcp", SIGSTOP); }
+TEST(CommProc, StoppedProcessTimesOutOverShm) { strike("shm", SIGSTOP); }
+
+// ---- Open MPI's mpirun -----------------------------------------------------------
+
+TEST(CommProc, UnderMpirun) {
+  std::string port = std::to_string(free_port());
+  std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "3",
+                                   "-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=" + port,
+                                   "--mca", "btl", "self,tcp"};
+  for (auto &a : job(1, 10007)) argv.push_back(a);
+  Proc p = spawn(argv, {});
+  int oks = 0;
+  std::string line, all;
+  while (!(line = read_line(p, 60)).empty()) {
+    all += line + "\n";
+    if (line.rfind("OK ", 0) == 0 && line.substr(line.rfind(' ') + 1) == "3") ++oks;
+  }
+  finish(p, 10);
+  EXPECT_EQ(p.code, 0) << all;
+  EXPECT_EQ(oks, 3) << all;
+}
+
+// ---- hosts: network namespaces joined by a veth pair ---------------------------
+
+namespace {
+
+int sh(const std::string &cmd) { return system((cmd + " >/dev/null 2>&1").c_str()); }
+
+// Two "hosts": namespaces hpu-<pid>-0 (10.201.x.1) and hpu-<pid>-1 (10.201.x.2)
+// joined by a veth pair; removed (with every process in them) on scope exit.
+struct Hosts {
+  std::string ns[2], dev[2], addr[2];
+  bool ok = false;
+  Hosts() {
+    int id = getpid();
+    for (int i = 0; i < 2; ++i) {
+      ns[i] = "hpu-" + std::to_string(id) + "-" + std::to_string(i);
+      dev[i] = "hv" + std::to_string(id % 1000000) + (i ? "b" : "a");
+      addr[i] = "10.201." + std::to_string(id % 250) + "." + std::to_string(i + 1);
+    }
+    ok = sh("ip netns add " + ns[0]) == 0 && sh("ip netns add " + ns[1]) == 0 &&
+         sh("ip link add " + dev[0] + " type veth peer name " + dev[1]) == 0;
+    for (int i = 0; ok && i < 2; ++i)
+      ok = sh("ip link set " + dev[i] + " netns " + ns[i]) == 0 &&
+           sh("ip -n " + ns[i] + " addr add " + addr[i] + "/24 dev " + dev[i]) == 0 &&
+           sh("ip -n " + ns[i] + " link set " + dev[i] + " up") == 0 &&
+           sh("ip -n " + ns[i] + " link set lo up") == 0;
+  }
+  ~Hosts() {
+    for (auto &n : ns) {
+      sh("ip netns pids " + n + " | xargs -r kill -9");
+      sh("ip netns del " + n);
+    }
+  }
+  std::vector<std::string> in(int host, const std::vector<std::string> &argv) const {
+    std::vector<std::string> a = {"ip", "netns", "exec", ns[host]};
+    a.insert(a.end(), argv.begin(), argv.end());
+    return a;
+  }
+  Env env(int host, const Env &extra = {}) const {
+    Env e = {{"RANK", std::to_string(host)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", addr[0]}, {"MASTER_PORT", "29500"}};
+    e.insert(extra.begin(), extra.end());
+    return e;
+  }
+};
+
+}  // namespace
+
+TEST(CommHosts, TwoHostsTwoDevicesEachOverTcp) {
+  Hosts h;
+  ASSERT_TRUE(h.ok) << "cannot make network namespaces (needs root and iproute2)";
+  std::vector<Proc> procs;
+  for (int i = 0; i < 2; ++i) procs.push_back(spawn(h.in(i, job(2, 300007)), h.env(i, {{"HPU_LOG_LEVEL", "info"}})));
+  for (int i = 0; i < 2; ++i) {
+    std::string last = finish(procs[static_cast<size_t>(i)]);
+    EXPECT_EQ(procs[static_cast<size_t>(i)].code, 0) << "host " << i << ": " << last;
+    EXPECT_EQ(last, "OK " + std::to_string(2 * i) + " 4");
+  }
+}
+
+// The link goes down mid-allreduce: no packet says so; both hosts time out.
+TEST(CommHosts, CutLinkTimesOut) {
+  Hosts h;
+  ASSERT_TRUE(h.ok) << "cannot make network namespaces (needs root and iproute2)";
+  const double timeout = 3.0;
+  std::vector<Proc> procs;
+  for (int i = 0; i < 2; ++i)
+    procs.push_back(spawn(h.in(i, job(1, 1 << 18, true)), h.env(i, {{"HPU_COMM_TIMEOUT", std::to_string(timeout)}})));
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(read_line(procs[static_cast<size_t>(i)], 30), "READY") << "host " << i;
+  double cut = now();
+  ASSERT_EQ(sh("ip -n " + h.ns[1] + " link set " + h.dev[1] + " down"), 0);
+  for (int i = 0; i < 2; ++i) {
+    std::string last = finish(procs[static_cast<size_t>(i)], timeout + 20);
+    std::istringstream in(last);
+    std::string word, status;
+    double when = 0;
+    in >> word >> status >> when;
+    EXPECT_EQ(word, "FAIL") << last;
+    EXPECT_EQ(status, "HPU_ERROR_TIMEOUT") << last;
+    EXPECT_LT(when - cut, timeout + 2.0 * margin()) << last;
+  }
+}
