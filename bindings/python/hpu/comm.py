@@ -47,6 +47,7 @@ _lib._declare({
     "hpuGetUniqueId": (_S, [POINTER(UniqueId_t)]),
     "hpuCommInitRank": (_S, [POINTER(C), T, c_int, POINTER(UniqueId_t), c_int]),
     "hpuCommInitAll": (_S, [POINTER(C), c_int, POINTER(T)]),
+    "hpuCommInitFromEnv": (_S, [POINTER(C), c_int, POINTER(T)]),
     "hpuCommDestroy": (_S, [C]),
     "hpuCommAbort": (_S, [C]),
     "hpuCommGetAsyncError": (_S, [C, POINTER(c_int)]),
@@ -113,6 +114,21 @@ class Comm:
             raise InvalidArgumentError(f"init_all: devices {[d.index for d in devs]} repeat one")
         comms = (C * len(devs))()
         _lib.hpuCommInitAll(comms, len(devs), (T * len(devs))(*[d.handle for d in devs]))
+        return [cls(comms[i], devs[i]) for i in range(len(devs))]
+
+    @classmethod
+    def from_env(cls, devices: Optional[Sequence[DeviceLike]] = None) -> List["Comm"]:
+        """The ranks of this process in the job its launcher describes (torchrun/Lightning's
+        MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK or NODE_RANK; Open MPI's OMPI_COMM_WORLD_*;
+        Slurm's SLURM_*; HPU_* variables win): with P processes of len(devices) devices each,
+        this process's launch rank p hosts ranks p * len(devices) + i. Without a launcher it is
+        :meth:`init_all`. Blocks until every rank of the job has joined."""
+        from .device import device_count
+        devs = [resolve(d) for d in (devices if devices is not None else range(device_count()))]
+        if not devs:
+            raise InvalidArgumentError("from_env: no devices")
+        comms = (C * len(devs))()
+        _lib.hpuCommInitFromEnv(comms, len(devs), (T * len(devs))(*[d.handle for d in devs]))
         return [cls(comms[i], devs[i]) for i in range(len(devs))]
 
     @classmethod
