@@ -7,6 +7,8 @@
 #include "run.hpp"
 
 #include <cmath>
+#include <exception>
+#include <thread>
 
 namespace hpu {
 
@@ -41,30 +43,161 @@ float scalar(const Tensor &t, hpuStream_t s) {
   return Tensor(f).to_vector<float>(s)[0];
 }
 
+// The bucket size of hpu_ddp's gradient allreduces (Lightning's is 25 MB; a
+// smaller one lets the Fashion-MNIST MLP's buckets overlap its backward).
+constexpr size_t kBucketBytes = size_t(2) << 20;
+
+// Runs f(i, replica i) for every replica of this process, replica 0 on the
+// calling thread and each other one on a thread of its own. When one throws,
+// the communicators are aborted so that the others fail instead of waiting for
+// it; the first error that is not such a consequence is rethrown.
+template <class F>
+void in_parallel(Trainer::Run &r, F f) {
+  const size_t n = r.reps.size();
+  std::vector<std::exception_ptr> errors(n);
+  auto run = [&](size_t i) {
+    try {
+      f(i, r.reps[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+      if (r.comms) r.comms->abort();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n; ++i) threads.emplace_back(run, i);
+  run(0);
+  for (auto &t : threads) t.join();
+  std::exception_ptr first;
+  for (auto &e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error &err) {
+      if (err.status() == HPU_ERROR_ABORTED || err.status() == HPU_ERROR_REMOTE) {
+        if (!first) first = e;
+        continue;
+      }
+      std::rethrow_exception(e);
+    } catch (...) {
+      std::rethrow_exception(e);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+// A replica's loss averaged over every rank (one small allreduce), on the host.
+float mean_over_ranks(Trainer::Run &r, Replica &p, const Tensor &loss) {
+  if (!r.comms) return scalar(loss, p.ctx.stream);
+  hpuTensor_t f = nullptr;
+  check(hpuCast(p.ctx.stream, loss.get(), HPU_FLOAT32, &f));
+  Tensor t(f);
+  void *d = nullptr;
+  check(hpuTensorGetData(t.get(), &d));
+  size_t i = size_t(&p - r.reps.data());
+  check(hpuAllreduce(d, d, 1, HPU_FLOAT32, HPU_AVG, (*r.comms)[i], p.ctx.stream));
+  return t.to_vector<float>(p.ctx.stream)[0];
+}
+
+// Every replica's metric sums become the sums over all ranks (f64 allreduces;
+// each rank holds the same keys).
+void sum_over_ranks(Trainer::Run &r, std::vector<Metrics> &sums) {
+  in_parallel(r, [&](size_t i, Replica &p) {
+    std::vector<double> v;
+    for (const auto &kv : sums[i]) v.push_back(kv.second);
+    Tensor t = Tensor::from_host(p.dev, HPU_FLOAT64, {int64_t(v.size())}, v.data());
+    void *d = nullptr;
+    check(hpuTensorGetData(t.get(), &d));
+    check(hpuAllreduce(d, d, v.size(), HPU_FLOAT64, HPU_SUM, (*r.comms)[i], p.ctx.stream));
+    v = t.to_vector<double>(p.ctx.stream);
+    size_t k = 0;
+    for (auto &kv : sums[i]) kv.second = v[k++];
+  });
+}
+
+// Batch b (of size B) of a replica's sample order, on its device; returns its size.
+size_t load_batch(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B, hpuDevice_t dev,
+                  Tensor &x, Tensor &y) {
+  const size_t lo = size_t(b) * B, hi = std::min(lo + B, order.size());
+  Batch batch;
+  set.gather(order.data() + lo, hi - lo, batch);
+  x = Tensor::from_host(dev, HPU_FLOAT32, batch.x_shape(), batch.x.data());
+  y = Tensor::from_host(dev, HPU_INT32, {int64_t(batch.size)}, batch.y.data());
+  return batch.size;
+}
+
+void set_lr(Trainer::Run &r, double lr) {
+  for (Replica &p : r.reps) p.opt->set_lr(lr);
+}
+
+// Scales the gradients to a global L2 norm of at most `clip`, as
+// torch.nn.utils.clip_grad_norm_.
+void clip_gradients(Replica &r, double clip) {
+  hpuStream_t s = r.ctx.stream;
+  double sq = 0;
+  for (Parameter *p : r.params) {
+    hpuTensor_t m = nullptr, sum = nullptr;
+    check(hpuMul(s, p->grad.get(), p->grad.get(), &m));
+    Tensor tm(m);
+    check(hpuSum(s, tm.get(), nullptr, 0, 0, &sum));
+    sq += double(scalar(Tensor(sum), s));
+  }
+  const double norm = std::sqrt(sq);
+  if (norm > clip) {
+    const double scale = clip / (norm + 1e-6);
+    for (Parameter *p : r.params) check(hpuAddInplace(s, p->grad.get(), scale - 1.0, p->grad.get()));
+  }
+}
+
 }  // namespace
 
 void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
-  if (config_.world_size > 1)
-    fail(HPU_ERROR_UNSUPPORTED,
-         "strategy \"%s\" with %d ranks: this build trains on one device (devices=1, num_nodes=1); "
-         "multi-device training is not implemented yet",
-         config_.strategy.c_str(), config_.world_size);
   state_.stage = stage;
   data.setup();
   const bool fresh = !run_ || run_->model != &model;
   if (fresh) {
     run_ = std::make_unique<Run>();
-    run_->model = &model;
-    run_->dev = devices_[0].get();
-    run_->ctx.stream = devices_[0].default_stream();
-    Rng init(mix_seed(config_.seed, 0x1d));
-    model.setup_device(run_->dev, init);
-    run_->params = model.parameters();
-    check(hpuRandomSeed(run_->dev, mix_seed(config_.seed, uint64_t(global_rank()))));
+    Run &r = *run_;
+    r.model = &model;
+    std::vector<hpuDevice_t> devs;
+    for (const Device &d : devices_) devs.push_back(d.get());
+    if (config_.strategy == "hpu_ddp") share_seed(devs);
+    r.reps.resize(devs.size());
+    for (size_t i = 0; i < devs.size(); ++i) {
+      Replica &p = r.reps[i];
+      if (i > 0) p.owned = model.clone();
+      p.model = i > 0 ? p.owned.get() : &model;
+      p.dev = devs[i];
+      p.rank = r.comms ? r.comms->rank(i) : 0;
+      p.ctx.stream = devices_[i].default_stream();
+      // The same seed on every rank: the replicas start equal.
+      Rng init(mix_seed(config_.seed, 0x1d));
+      p.model->setup_device(p.dev, init);
+      p.params = p.model->parameters();
+      if (r.comms) p.sync = std::make_unique<GradSync>((*r.comms)[i], p.dev, p.ctx.stream, p.params, kBucketBytes);
+      check(hpuRandomSeed(p.dev, mix_seed(config_.seed, uint64_t(p.rank))));
+    }
   }
   run_->data = &data;
   run_->bf16 = config_.precision == "bf16-mixed";
   each(callbacks_, [&](Callback &c) { c.setup(*this, stage); });
+}
+
+// hpu_ddp: joins the group (this process's devices, and the launcher's
+// processes when its environment is present); every rank takes rank 0's seed.
+void Trainer::share_seed(const std::vector<hpuDevice_t> &devs) {
+  Run &r = *run_;
+  r.comms = std::make_unique<Comms>(devs);
+  const int world = r.comms->size(), first = r.comms->rank(0);
+  config_.world_size = world;
+  config_.node_rank = first / config_.devices;
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < devs.size(); ++i) {
+    seeds.push_back(Tensor::from_host(devs[i], HPU_UINT64, {1}, &config_.seed));
+    void *p = nullptr;
+    check(hpuTensorGetData(seeds[i].get(), &p));
+    check(hpuBroadcast(p, p, 1, HPU_UINT64, 0, (*r.comms)[i], devices_[i].default_stream()));
+  }
+  for (auto &t : seeds) config_.seed = t.to_vector<uint64_t>(nullptr)[0];
 }
 
 void Trainer::finish(Stage stage) {
@@ -78,17 +211,20 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   Run &r = *run_;
   const TensorDataset &train = data.train_data();
   if (train.size() == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "the data module's training set is empty");
-  r.opt = model.configure_optimizers(r.params);
-  if (!r.opt) fail(HPU_ERROR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
-  state_.optimizers = {r.opt.get()};
-  r.sampler = std::make_unique<DistributedSampler>(train.size(), config_.world_size, global_rank(), true, config_.seed);
+  for (Replica &p : r.reps) {
+    p.opt = p.model->configure_optimizers(p.params);
+    if (!p.opt) fail(HPU_ERROR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
+    p.sampler = std::make_unique<DistributedSampler>(train.size(), config_.world_size, p.rank, true, config_.seed);
+  }
+  Replica &r0 = r.reps[0];
+  state_.optimizers = {r0.opt.get()};
   state_.num_training_batches =
-      limit_batches(options_.limit_train_batches, int64_t(r.sampler->num_batches(size_t(data.batch_size()))));
+      limit_batches(options_.limit_train_batches, int64_t(r0.sampler->num_batches(size_t(data.batch_size()))));
   const int64_t accum = options_.accumulate_grad_batches;
   const int64_t steps_per_epoch = (state_.num_training_batches + accum - 1) / accum;
   int64_t total = config_.max_steps >= 0 ? config_.max_steps : steps_per_epoch * std::max<int64_t>(config_.max_epochs, 1);
   if (config_.max_steps >= 0 && config_.max_epochs >= 0) total = std::min(total, steps_per_epoch * config_.max_epochs);
-  r.sched = model.configure_scheduler(r.opt->lr(), std::max<int64_t>(total, 1));
+  r.sched = model.configure_scheduler(r0.opt->lr(), std::max<int64_t>(total, 1));
   state_.global_step = 0;
   state_.current_epoch = 0;
   state_.should_stop = false;
@@ -101,7 +237,7 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   while (!state_.should_stop && (config_.max_epochs < 0 || state_.current_epoch < config_.max_epochs)) {
     if (config_.max_steps >= 0 && state_.global_step >= config_.max_steps) break;
     if (r.batches_done < state_.num_training_batches) {
-      if (r.sched && r.sched->interval() == Interval::epoch) r.opt->set_lr(r.sched->lr_at(state_.current_epoch));
+      if (r.sched && r.sched->interval() == Interval::epoch) set_lr(r, r.sched->lr_at(state_.current_epoch));
       train_epoch(r.batches_done);
       if (r.batches_done < state_.num_training_batches) break;  // stopped inside the epoch
     }
@@ -110,7 +246,7 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   }
   each(callbacks_, [&](Callback &c) { c.on_train_end(*this); });
   each(callbacks_, [&](Callback &c) { c.on_fit_end(*this); });
-  check(hpuDeviceSynchronize(r.dev));
+  for (Replica &p : r.reps) check(hpuDeviceSynchronize(p.dev));
   finish(Stage::fit);
 }
 
@@ -119,8 +255,11 @@ void Trainer::train_epoch(int64_t skip) {
   const TensorDataset &set = r.data->train_data();
   const size_t B = size_t(r.data->batch_size());
   const int64_t nb = state_.num_training_batches;
-  r.sampler->set_epoch(uint64_t(state_.current_epoch));
-  const std::vector<size_t> order = r.sampler->indices();
+  std::vector<std::vector<size_t>> orders;
+  for (Replica &p : r.reps) {
+    p.sampler->set_epoch(uint64_t(state_.current_epoch));
+    orders.push_back(p.sampler->indices());
+  }
   const BatchCount &vci = options_.val_check_interval;
   const int64_t every = vci.fraction ? std::max<int64_t>(1, int64_t(double(nb) * *vci.fraction)) : vci.batches;
   const bool val_epoch = (state_.current_epoch + 1) % options_.check_val_every_n_epoch == 0 &&
@@ -128,33 +267,33 @@ void Trainer::train_epoch(int64_t skip) {
   const int64_t accum = options_.accumulate_grad_batches;
 
   each(callbacks_, [&](Callback &c) { c.on_train_epoch_start(*this); });
-  Batch batch;
   for (int64_t b = skip; b < nb; ++b) {
     if (config_.max_steps >= 0 && state_.global_step >= config_.max_steps) break;
-    const size_t lo = size_t(b) * B, hi = std::min(lo + B, order.size());
-    set.gather(order.data() + lo, hi - lo, batch);
-    Tensor x = Tensor::from_host(r.dev, HPU_FLOAT32, batch.x_shape(), batch.x.data());
-    Tensor y = Tensor::from_host(r.dev, HPU_INT32, {int64_t(batch.size)}, batch.y.data());
+    const bool step_now = (b + 1) % accum == 0 || b + 1 == nb;
     each(callbacks_, [&](Callback &c) { c.on_train_batch_start(*this, b); });
-    Metrics logs;
-    float loss_value;
-    {
+    std::vector<Metrics> logs(r.reps.size());
+    std::vector<float> losses(r.reps.size());
+    in_parallel(r, [&](size_t i, Replica &p) {
+      Tensor x, y;
+      load_batch(set, orders[i], b, B, p.dev, x, y);
       AutocastScope autocast(r.bf16);
-      r.ctx.training = true;
-      Tensor loss = r.model->training_step(r.ctx, x, y, logs);
-      r.ctx.tape.backward(Tensor::full(r.dev, loss.dtype(), {}, 1.0 / double(accum), r.ctx.stream));
-      loss_value = scalar(loss, r.ctx.stream);
-    }
+      p.ctx.training = true;
+      if (p.sync && step_now) p.sync->arm();
+      Tensor loss = p.model->training_step(p.ctx, x, y, logs[i]);
+      p.ctx.tape.backward(Tensor::full(p.dev, loss.dtype(), {}, 1.0 / double(accum), p.ctx.stream));
+      if (p.sync && step_now) p.sync->wait();
+      losses[i] = mean_over_ranks(r, p, loss);
+    });
     r.batches_done = b + 1;
     const bool log_now = should_update_logs();
-    if ((b + 1) % accum == 0 || b + 1 == nb) optimizer_step();
+    if (step_now) optimizer_step();
     if (log_now) {
-      Metrics m = logs;
-      m["train_loss"] = loss_value;
+      Metrics m = logs[0];
+      m["train_loss"] = losses[0];
       log_metrics(m, state_.global_step);
     }
-    logs["loss"] = loss_value;
-    each(callbacks_, [&](Callback &c) { c.on_train_batch_end(*this, logs, b); });
+    logs[0]["loss"] = losses[0];
+    each(callbacks_, [&](Callback &c) { c.on_train_batch_end(*this, logs[0], b); });
     if (val_epoch && ((b + 1) % every == 0 || (vci.fraction && b + 1 == nb)) &&
         limit_batches(options_.limit_val_batches, 1) > 0)
       evaluate(Stage::validate, r.data->val_data(), options_.limit_val_batches);
@@ -165,27 +304,14 @@ void Trainer::train_epoch(int64_t skip) {
 
 void Trainer::optimizer_step() {
   Run &r = *run_;
-  hpuStream_t s = r.ctx.stream;
-  if (options_.gradient_clip_val > 0) {
-    // The global L2 norm over every gradient, as torch.nn.utils.clip_grad_norm_.
-    double sq = 0;
-    for (Parameter *p : r.params) {
-      hpuTensor_t m = nullptr, sum = nullptr;
-      check(hpuMul(s, p->grad.get(), p->grad.get(), &m));
-      Tensor tm(m);
-      check(hpuSum(s, tm.get(), nullptr, 0, 0, &sum));
-      sq += double(scalar(Tensor(sum), s));
-    }
-    const double norm = std::sqrt(sq), clip = options_.gradient_clip_val;
-    if (norm > clip) {
-      const double scale = clip / (norm + 1e-6);
-      for (Parameter *p : r.params) check(hpuAddInplace(s, p->grad.get(), scale - 1.0, p->grad.get()));
-    }
-  }
   each(callbacks_, [&](Callback &c) { c.on_before_optimizer_step(*this); });
-  if (r.sched && r.sched->interval() == Interval::step) r.opt->set_lr(r.sched->lr_at(r.opt->steps()));
-  r.opt->step(s);
-  r.opt->zero_grad(s);
+  if (r.sched && r.sched->interval() == Interval::step) set_lr(r, r.sched->lr_at(r.reps[0].opt->steps()));
+  // Every replica holds the same averaged gradients: the same clip, the same step.
+  in_parallel(r, [&](size_t, Replica &p) {
+    if (options_.gradient_clip_val > 0) clip_gradients(p, options_.gradient_clip_val);
+    p.opt->step(p.ctx.stream);
+    p.opt->zero_grad(p.ctx.stream);
+  });
   ++state_.global_step;
 }
 
@@ -195,34 +321,38 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
   const Stage outer = state_.stage;
   const std::string prefix = val ? "val_" : "test_";
   const size_t B = size_t(r.data->batch_size());
-  DistributedSampler sampler(set.size(), config_.world_size, global_rank(), false, 0);
-  const int64_t nb = set.size() ? limit_batches(limit, int64_t(sampler.num_batches(B))) : 0;
+  std::vector<std::vector<size_t>> orders;
+  for (Replica &p : r.reps) orders.push_back(DistributedSampler(set.size(), config_.world_size, p.rank, false, 0).indices());
+  const int64_t nb = set.size() ? limit_batches(limit, int64_t((orders[0].size() + B - 1) / B)) : 0;
   (val ? state_.num_val_batches : state_.num_test_batches) = nb;
-  const std::vector<size_t> order = sampler.indices();
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_start(*this) : c.on_test_start(*this); });
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_epoch_start(*this) : c.on_test_epoch_start(*this); });
-  Metrics sums;
-  double seen = 0;
-  Batch batch;
-  r.ctx.training = false;
-  r.ctx.tape.clear();
+  std::vector<Metrics> sums(r.reps.size());
+  std::vector<double> seen(r.reps.size(), 0.0);
+  for (Replica &p : r.reps) {
+    p.ctx.training = false;
+    p.ctx.tape.clear();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const size_t lo = size_t(b) * B, hi = std::min(lo + B, order.size());
-    set.gather(order.data() + lo, hi - lo, batch);
-    Tensor x = Tensor::from_host(r.dev, HPU_FLOAT32, batch.x_shape(), batch.x.data());
-    Tensor y = Tensor::from_host(r.dev, HPU_INT32, {int64_t(batch.size)}, batch.y.data());
     each(callbacks_, [&](Callback &c) { val ? c.on_validation_batch_start(*this, b) : c.on_test_batch_start(*this, b); });
-    {
+    in_parallel(r, [&](size_t i, Replica &p) {
+      Tensor x, y;
+      const size_t n = load_batch(set, orders[i], b, B, p.dev, x, y);
       AutocastScope autocast(r.bf16);
-      for (const auto &[k, v] : r.model->evaluation_step(r.ctx, x, y)) sums[k] += v;
-    }
-    seen += double(batch.size);
+      for (const auto &[k, v] : p.model->evaluation_step(p.ctx, x, y)) sums[i][k] += v;
+      seen[i] += double(n);
+    });
     each(callbacks_, [&](Callback &c) { val ? c.on_validation_batch_end(*this, b) : c.on_test_batch_end(*this, b); });
   }
-  r.ctx.training = true;
+  for (Replica &p : r.reps) p.ctx.training = true;
   if (val && outer == Stage::fit) state_.validation_ran = true;
+  // Sums and sample counts of every rank (the keys are the same on every rank).
+  for (size_t i = 0; i < r.reps.size(); ++i) sums[i]["\x01seen"] = seen[i];
+  if (r.comms) sum_over_ranks(r, sums);
   Metrics out;
-  for (const auto &[k, v] : sums) out[prefix + k] = seen > 0 ? v / seen : NAN;
+  const double total = sums[0]["\x01seen"];
+  for (const auto &[k, v] : sums[0])
+    if (k != "\x01seen") out[prefix + k] = total > 0 ? v / total : NAN;
   if (!out.empty()) log_metrics(out, state_.global_step);
   state_.stage = outer;
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_epoch_end(*this) : c.on_test_epoch_end(*this); });
@@ -267,7 +397,7 @@ void from_host(Tensor &t, const CheckpointTensor &c, const std::string &name) {
 }  // namespace
 
 void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
-  const Run &r = *run_;
+  const Replica &r = run_->reps[0];
   check(hpuDeviceSynchronize(r.dev));
   for (Parameter *p : r.params) ck.tensors["state_dict/" + p->name] = to_host(p->value);
   if (r.opt) {
@@ -280,7 +410,7 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
     json_object_set_new(o, "lr", json_real(r.opt->lr()));
     json_object_set_new(meta, "optimizer", o);
   }
-  json_object_set_new(meta, "batches_done", json_integer(r.batches_done));
+  json_object_set_new(meta, "batches_done", json_integer(run_->batches_done));
   hpuRandomState_t rs = HPU_RANDOM_STATE_INIT;
   check(hpuRandomGetState(r.dev, &rs));
   json_t *rng = json_object();
@@ -290,38 +420,45 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
 }
 
 void Trainer::restore_run(const Checkpoint &ck) {
-  Run &r = *run_;
+  Run &run = *run_;
   restore_checkpoint(ck);
-  for (Parameter *p : r.params) {
-    auto it = ck.tensors.find("state_dict/" + p->name);
-    if (it == ck.tensors.end()) fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks the weights of %s", p->name.c_str());
-    from_host(p->value, it->second, p->name);
-  }
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
-  if (r.opt) {
-    json_t *o = json_object_get(meta.get(), "optimizer");
-    const char *name = json_string_value(json_object_get(o, "name"));
-    if (!name || r.opt->name() != name)
-      fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint's optimizer is %s, the model's is %s", name ? name : "none",
-           r.opt->name().c_str());
-    std::vector<std::pair<std::string, Tensor>> st;
-    r.opt->state(st);
-    for (auto &[n, t] : st) {
-      auto it = ck.tensors.find("optimizer/" + n);
-      if (it == ck.tensors.end()) fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks optimizer state %s", n.c_str());
-      from_host(t, it->second, n);
-    }
-    r.opt->set_steps(json_integer_value(json_object_get(o, "steps")));
-    r.opt->set_lr(json_number_value(json_object_get(o, "lr")));
-  }
-  r.batches_done = json_integer_value(json_object_get(meta.get(), "batches_done"));
   json_t *rng = json_object_get(meta.get(), "device_rng");
-  if (rng) {
-    hpuRandomState_t rs = HPU_RANDOM_STATE_INIT;
-    rs.seed = std::stoull(json_string_value(json_object_get(rng, "seed")));
-    rs.offset = std::stoull(json_string_value(json_object_get(rng, "offset")));
-    check(hpuRandomSetState(r.dev, &rs));
+  for (Replica &r : run.reps) {
+    for (Parameter *p : r.params) {
+      auto it = ck.tensors.find("state_dict/" + p->name);
+      if (it == ck.tensors.end())
+        fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks the weights of %s", p->name.c_str());
+      from_host(p->value, it->second, p->name);
+    }
+    if (r.opt) {
+      json_t *o = json_object_get(meta.get(), "optimizer");
+      const char *name = json_string_value(json_object_get(o, "name"));
+      if (!name || r.opt->name() != name)
+        fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint's optimizer is %s, the model's is %s", name ? name : "none",
+             r.opt->name().c_str());
+      std::vector<std::pair<std::string, Tensor>> st;
+      r.opt->state(st);
+      for (auto &[n, t] : st) {
+        auto it = ck.tensors.find("optimizer/" + n);
+        if (it == ck.tensors.end())
+          fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks optimizer state %s", n.c_str());
+        from_host(t, it->second, n);
+      }
+      r.opt->set_steps(json_integer_value(json_object_get(o, "steps")));
+      r.opt->set_lr(json_number_value(json_object_get(o, "lr")));
+    }
+    if (rng) {
+      // Rank 0's generator as saved; the others' seeds as start() made them,
+      // at the same offset (every rank draws the same amount).
+      hpuRandomState_t rs = HPU_RANDOM_STATE_INIT;
+      rs.seed = r.rank == 0 ? std::stoull(json_string_value(json_object_get(rng, "seed")))
+                            : mix_seed(config_.seed, uint64_t(r.rank));
+      rs.offset = std::stoull(json_string_value(json_object_get(rng, "offset")));
+      check(hpuRandomSetState(r.dev, &rs));
+    }
   }
+  run.batches_done = json_integer_value(json_object_get(meta.get(), "batches_done"));
 }
 
 }  // namespace hpu

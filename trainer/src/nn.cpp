@@ -21,7 +21,9 @@ Tensor op(F f) {
 
 // gradient += g (g may be bf16; the sum stays f32).
 void accumulate(hpuStream_t s, const Tensor &g, Parameter &p) {
-  if (g) check(hpuAddInplace(s, g.get(), 1.0, p.grad.get()));
+  if (!g) return;
+  check(hpuAddInplace(s, g.get(), 1.0, p.grad.get()));
+  if (p.on_grad) p.on_grad(false);
 }
 
 Parameter make_param(hpuDevice_t dev, const std::vector<int64_t> &shape, const std::vector<float> &init) {

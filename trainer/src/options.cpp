@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -54,6 +55,21 @@ int node_rank_from_env() {
   return 0;
 }
 
+// The number of processes a launcher started (HPU_WORLD_SIZE, torchrun's
+// WORLD_SIZE, Open MPI's, Slurm's), else 0: the collectives read the same.
+int processes_from_env() {
+  for (const char *name : {"HPU_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}) {
+    if (const char *v = std::getenv(name)) {
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || n < 1)
+        fail(HPU_ERROR_INVALID_ARGUMENT, "%s is \"%s\"; expected a number >= 1", name, v);
+      return int(n);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int64_t limit_batches(const BatchCount &limit, int64_t total) {
@@ -74,9 +90,12 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
   if (o.num_nodes < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "num_nodes is %d; expected >= 1", o.num_nodes);
   c.num_nodes = o.num_nodes;
   c.node_rank = node_rank_from_env();
-  if (c.node_rank >= c.num_nodes)
+  // Under a launcher each process is a node of `devices` ranks (its exact rank
+  // comes from the collectives when hpu_ddp starts).
+  const int processes = processes_from_env();
+  if (processes == 0 && c.node_rank >= c.num_nodes)
     fail(HPU_ERROR_INVALID_ARGUMENT, "NODE_RANK is %d, but num_nodes is %d", c.node_rank, c.num_nodes);
-  c.world_size = c.num_nodes * c.devices;
+  c.world_size = std::max(processes, c.num_nodes) * c.devices;
 
   if (o.strategy == "auto") {
     c.strategy = c.world_size > 1 ? "hpu_ddp" : "hpu_single";

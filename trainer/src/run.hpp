@@ -4,20 +4,33 @@
 #include <hpu/trainer/sampler.hpp>
 #include <hpu/trainer/trainer.hpp>
 
+#include "ddp.hpp"
+
 #include <memory>
 
 namespace hpu {
 
+// One model replica on one device of this process (hpu_ddp: global rank
+// `rank`; hpu_single: the only one).
+struct Replica {
+  std::unique_ptr<LightningModule> owned;  // the clones; replica 0 is the user's model
+  LightningModule *model = nullptr;
+  hpuDevice_t dev = nullptr;
+  int rank = 0;
+  Context ctx;
+  std::vector<Parameter *> params;
+  std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<DistributedSampler> sampler;
+  std::unique_ptr<GradSync> sync;  // hpu_ddp only
+};
+
 struct Trainer::Run {
   LightningModule *model = nullptr;
   DataModule *data = nullptr;
-  hpuDevice_t dev = nullptr;
-  Context ctx;
   bool bf16 = false;
-  std::vector<Parameter *> params;
-  std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<Comms> comms;  // hpu_ddp only; outlives the replicas' GradSyncs
+  std::vector<Replica> reps;     // one per device of this process; reps[0] runs callbacks
   std::unique_ptr<LRScheduler> sched;
-  std::unique_ptr<DistributedSampler> sampler;
   int64_t batches_done = 0;  // of the current epoch
 };
 

@@ -248,13 +248,3 @@ TEST(Fit, FashionMNISTBriefly) {
   EXPECT_LT(mean(counter->losses, 50, 60), 0.5 * mean(counter->losses, 0, 5));
   EXPECT_GT(t.test(model, data).at("test_acc"), 0.7);
 }
-
-TEST(Fit, MultiDeviceIsReportedAsNotYetSupported) {
-  TempDir dir;
-  hpu::TrainerOptions o = opts(dir);
-  o.devices = 2;
-  hpu::Trainer t(o);
-  hpu::InMemoryData data = blob_data();
-  hpu::Classifier model(mlp(), adamw());
-  EXPECT_HPU_ERROR(t.fit(model, data), HPU_ERROR_UNSUPPORTED, "hpu_ddp");
-}

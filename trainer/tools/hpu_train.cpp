@@ -38,7 +38,8 @@ int run(int argc, char **argv) {
     std::fprintf(stderr, "hpu-train: best checkpoint %s\n", ck->best_model_path().c_str());
   if (job.test) {
     hpu::Metrics m = trainer.test(model, data);
-    for (const auto &[k, v] : m) std::printf("%s %.4f\n", k.c_str(), v);
+    if (trainer.is_global_zero())
+      for (const auto &[k, v] : m) std::printf("%s %.4f\n", k.c_str(), v);
   }
   for (size_t i = 0; i < trainer.devices().size(); ++i) {
     const hpuMemStats_t s = trainer.devices()[i].mem_stats();

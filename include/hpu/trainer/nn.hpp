@@ -18,6 +18,9 @@ namespace hpu {
 struct Parameter {
   std::string name;
   Tensor value, grad;
+  // Called with false after each addition into grad, with true at the start of
+  // a step (hpu_ddp's buckets); empty otherwise.
+  std::function<void(bool reset)> on_grad;
 };
 
 // The backward steps of one forward pass, replayed last first.

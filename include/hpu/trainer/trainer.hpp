@@ -48,7 +48,9 @@ class Trainer {
   const TrainerState &state() const { return state_; }
   int64_t current_epoch() const { return state_.current_epoch; }
   int64_t global_step() const { return state_.global_step; }
-  int global_rank() const { return config_.node_rank * config_.devices; }  // of this process's first device
+  // Of this process's first device; with hpu_ddp under a launcher, node_rank is
+  // the process's rank among the launched processes once fitting has started.
+  int global_rank() const { return config_.node_rank * config_.devices; }
   bool is_global_zero() const { return global_rank() == 0; }
 
   // This process's devices (rank global_rank() + i on devices()[i]).
@@ -94,7 +96,12 @@ class Trainer {
   std::vector<Device> devices_;
   std::vector<Ref<Callback>> callbacks_;
   std::vector<Ref<Logger>> loggers_;
-  struct Run;                 // what a fit, validate or test holds (fit.cpp)
+  void share_seed(const std::vector<hpuDevice_t> &devs);
+
+ public:
+  struct Run;  // what a fit, validate or test holds (run.hpp)
+
+ private:
   std::unique_ptr<Run> run_;
   void start(LightningModule &model, DataModule &data, Stage stage);
   void finish(Stage stage);
