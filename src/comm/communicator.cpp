@@ -2,8 +2,12 @@
 
 #include <chrono>
 
+#include <map>
+
+#include "comm/reduce.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/profiler.hpp"
 #include "core/runtime.hpp"
 
 namespace hpu::comm {
@@ -34,6 +38,17 @@ void check_config(const Config &c) {
 
 const bool registered = (on_init(30, check_config), on_shutdown(30, abort_all), true);
 
+// A small number per group of this process (the ranks of one group share it),
+// naming the group's track in profiles.
+int group_number(const UniqueId &id) {
+  static std::mutex mu;
+  static std::map<std::string, int> numbers;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = numbers.emplace(std::string(reinterpret_cast<const char *>(id.secret), sizeof id.secret),
+                            static_cast<int>(numbers.size()));
+  return it.first->second;
+}
+
 }  // namespace
 
 Registry<Communicator> &comm_registry() {
@@ -55,9 +70,13 @@ Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int r
   transport_ = make_transport(*bootstrap_, this_process(device.ordinal()), config().comm.transport, d);
   HPU_LOG(info, "comm", "rank %d of %d on device %d joined group %s (transport %s)", rank, nranks, device.ordinal(),
           id.short_name().c_str(), transport_->name());
+  group_ = group_number(id);
+  prof::name_comm(group_, nranks);
+  prof::name_track({prof::TrackKind::comm, group_, rank}, strf("rank %d of %d", rank, nranks));
+  device_.comm_opened();
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { device_.comm_closed(); }
 
 double Communicator::timeout() const {
   double t = timeout_.load(std::memory_order_relaxed);
@@ -101,7 +120,12 @@ void Communicator::enqueue(Stream &stream, OpHeader header, std::function<void(C
           self->transport_->throw_if_failed();
           self->transport_->begin(header);
           Ctx ctx(*self->transport_, header, self->timeout(), self->scratch_);
+          uint64_t start = prof::on() ? prof::now_ns() : 0;
           body(ctx);
+          if (start)
+            prof::record({prof::TrackKind::comm, self->group_, self->rank_},
+                         coll_name(static_cast<CollKind>(header.coll)), start, prof::now_ns(),
+                         header.count * dtype_bytes(static_cast<hpuDataType_t>(header.dtype)));
         } catch (const Error &e) {
           throw Error(e.status(), strf("%s on rank %d: %s", describe(header).c_str(), self->rank_, e.what()));
         }

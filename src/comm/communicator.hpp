@@ -66,6 +66,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   Device &device_;
   const int rank_, size_;
+  int group_ = 0;  // the group's number in this process (profiler tracks)
   std::unique_ptr<Bootstrap> bootstrap_;
   std::shared_ptr<Transport> transport_;
   std::atomic<double> timeout_{0.0};  // 0 = HPU_COMM_TIMEOUT

@@ -154,3 +154,52 @@ TEST(Profiler, BadInput) {
   EXPECT_EQ(hpuProfilerStop(), HPU_SUCCESS);
   EXPECT_EQ(hpuProfilerGetSummary(nullptr), HPU_ERROR_INVALID_ARGUMENT);
 }
+
+TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
+  std::string path = testing::TempDir() + "hpu-profile-comm.json";
+  hpuDevice_t devs[2];
+  ASSERT_EQ(hpuDeviceOpen(&devs[0], 0), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceOpen(&devs[1], 1), HPU_SUCCESS);
+  hpuComm_t comms[2];
+  ASSERT_EQ(hpuCommInitAll(comms, 2, devs), HPU_SUCCESS);
+  const size_t count = 1 << 16;
+  void *buf[2];
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(hpuMemAlloc(&buf[r], devs[r], count * sizeof(float)), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemset(buf[r], 0, count * sizeof(float)), HPU_SUCCESS);
+  }
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(hpuAllreduce(buf[r], buf[r], count, HPU_FLOAT32, HPU_SUM, comms[r], nullptr), HPU_SUCCESS);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(hpuDeviceSynchronize(devs[r]), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+
+  json_t *root = load(path);
+  ASSERT_NE(root, nullptr);
+  int spans = 0;
+  std::map<long long, bool> ranks;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+    if (std::string(json_string_value(json_object_get(e, "ph"))) != "X") continue;
+    if (json_integer_value(json_object_get(e, "pid")) < 10000) continue;
+    EXPECT_STREQ(json_string_value(json_object_get(e, "name")), "allreduce");
+    EXPECT_EQ(json_integer_value(json_object_get(json_object_get(e, "args"), "bytes")),
+              static_cast<long long>(count * sizeof(float)));
+    ranks[json_integer_value(json_object_get(e, "tid"))] = true;
+    spans++;
+  }
+  EXPECT_EQ(spans, 2);
+  EXPECT_EQ(ranks.size(), 2u);  // one track per rank
+  json_decref(root);
+  char *summary;
+  ASSERT_EQ(hpuProfilerGetSummary(&summary), HPU_SUCCESS);
+  EXPECT_NE(std::string(summary).find("busbw"), std::string::npos) << summary;
+  EXPECT_NE(std::string(summary).find("allreduce"), std::string::npos) << summary;
+  hpuFree(summary);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(hpuCommDestroy(comms[r]), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(devs[r], buf[r]), HPU_SUCCESS);
+    ASSERT_EQ(hpuDeviceClose(devs[r]), HPU_SUCCESS);
+  }
+}
