@@ -2,6 +2,7 @@
 # core they use) into itself to reach their internal classes.
 target_sources(test_comm_verbs PRIVATE
   ${PROJECT_SOURCE_DIR}/src/core/error.cpp
+  ${PROJECT_SOURCE_DIR}/src/core/fault.cpp
   ${PROJECT_SOURCE_DIR}/src/core/log.cpp
   ${PROJECT_SOURCE_DIR}/src/core/config.cpp
   ${PROJECT_SOURCE_DIR}/src/core/runtime.cpp
@@ -10,6 +11,7 @@ target_sources(test_comm_verbs PRIVATE
   ${PROJECT_SOURCE_DIR}/src/comm/bootstrap_socket.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transport.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/net_transport.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/transports/fault_engine.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/tcp_link.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/shm_link.cpp)
 target_link_libraries(test_comm_verbs PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON)

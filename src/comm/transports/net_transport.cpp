@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "comm/transports/fault_engine.hpp"
 #include "comm/transports/verbs_engine.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -39,6 +40,7 @@ NetTransport::~NetTransport() {
 }
 
 void NetTransport::add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit) {
+  engine = wrap_faulty_engine(*this, std::move(engine));  // HPU_FAULT_INJECT's transport faults, if any
   for (int p : peers) {
     peers_[static_cast<size_t>(p)].link = engine->link(p);
     peers_[static_cast<size_t>(p)].eager_limit = eager_limit;
