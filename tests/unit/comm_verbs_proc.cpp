@@ -1,0 +1,232 @@
+// The collectives through the public API between forked processes over the
+// verbs transport, run on the in-memory TEST ADAPTER (HPU_TRANSPORT=verbs,
+// HPU_IB_ADAPTER=test; there is no RDMA hardware here): every collective, a
+// sample of data types and operations, small and chunked sizes, against
+// references computed here; and an injected adapter fault failing every
+// rank's next collective with its status. Measures nothing.
+#include <gtest/gtest.h>
+#include <hpu/hpu.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm_harness.hpp"
+
+using namespace comm_test;
+
+namespace {
+
+constexpr int kRanks = 3;
+
+struct Shared {
+  hpuUniqueId_t id;
+  volatile int ready;
+  int status[kRanks];
+  char message[kRanks][512];
+};
+
+Shared *shared() {
+  auto *s = static_cast<Shared *>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  std::memset(s, 0, sizeof *s);
+  return s;
+}
+
+// One rank's process: the library is first used here, after the fork.
+struct Rank {
+  int r;
+  Shared *sh;
+  hpuDevice_t dev = nullptr;
+  hpuStream_t stream = nullptr;
+  hpuComm_t comm = nullptr;
+  std::string error;
+
+  bool check(hpuStatus_t s, const char *what) {
+    if (s == HPU_SUCCESS) return true;
+    if (error.empty()) error = std::string(what) + ": " + hpuGetErrorName(s) + ": " + hpuGetLastErrorMessage();
+    return false;
+  }
+  bool init() {
+    if (!check(hpuDeviceOpen(&dev, 0), "hpuDeviceOpen") || !check(hpuDeviceGetDefaultStream(dev, &stream), "stream"))
+      return false;
+    if (r == 0) {
+      if (!check(hpuGetUniqueId(&sh->id), "hpuGetUniqueId")) return false;
+      __sync_synchronize();
+      sh->ready = 1;
+    }
+    while (!sh->ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    hpuUniqueId_t id = sh->id;
+    return check(hpuCommInitRank(&comm, dev, kRanks, &id, r), "hpuCommInitRank");
+  }
+  void *alloc(size_t bytes) {
+    void *p = nullptr;
+    check(hpuMemAlloc(&p, dev, bytes ? bytes : 1), "hpuMemAlloc");
+    return p;
+  }
+  void put(void *dst, const std::vector<uint8_t> &v) {
+    if (!v.empty()) check(hpuMemcpy(dst, v.data(), v.size(), HPU_MEMCPY_HOST_TO_DEVICE), "upload");
+  }
+  std::vector<uint8_t> get(const void *src, size_t bytes) {
+    std::vector<uint8_t> v(bytes);
+    if (bytes) check(hpuMemcpy(v.data(), src, bytes, HPU_MEMCPY_DEVICE_TO_HOST), "download");
+    return v;
+  }
+  bool same(const std::vector<uint8_t> &got, const std::vector<uint8_t> &want, const std::string &what) {
+    if (got == want) return true;
+    if (error.empty()) error = what + ": wrong result";
+    return false;
+  }
+};
+
+// Every rank's inputs [first, first + count), one after the other.
+std::vector<uint8_t> concat_inputs(hpuDataType_t t, hpuRedOp_t op, int n, size_t count, size_t first) {
+  std::vector<uint8_t> out;
+  for (int q = 0; q < n; ++q) {
+    auto part = encode(t, inputs(t, op, q, count, first));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+// Every collective on rank `k`; false (and k.error) on the first problem.
+bool run_collectives(Rank &k) {
+  const int n = kRanks, r = k.r;
+  struct Case {
+    hpuDataType_t t;
+    hpuRedOp_t op;
+  };
+  std::vector<Case> cases = {{HPU_FLOAT32, HPU_SUM}, {HPU_BFLOAT16, HPU_SUM}, {HPU_INT32, HPU_MAX},
+                             {HPU_FLOAT64, HPU_AVG}, {HPU_UINT8, HPU_MIN},   {HPU_INT64, HPU_PROD}};
+  std::vector<size_t> counts = {1, 4099, 300007};
+  for (auto c : cases)
+    for (size_t count : counts) {
+      size_t es = dtype_size(c.t), bytes = count * es;
+      std::string what = std::string("allreduce ") + dtype_name(c.t) + " " + op_name(c.op) + " x" + std::to_string(count);
+      void *in = k.alloc(bytes), *out = k.alloc(bytes);
+      k.put(in, encode(c.t, inputs(c.t, c.op, r, count)));
+      bool ok = k.check(hpuAllreduce(in, out, count, c.t, c.op, k.comm, k.stream), what.c_str()) &&
+                k.check(hpuStreamSynchronize(k.stream), what.c_str()) &&
+                k.same(k.get(out, bytes), reference(c.t, c.op, n, count), what);
+      hpuMemFree(k.dev, in);
+      hpuMemFree(k.dev, out);
+      if (!ok) return false;
+    }
+  const hpuDataType_t t = HPU_FLOAT32;
+  const hpuRedOp_t op = HPU_SUM;
+  for (size_t count : {size_t(7), size_t(200003)}) {
+    size_t bytes = count * 4;
+    void *in = k.alloc(bytes * n), *out = k.alloc(bytes * n);
+    auto sync = [&](hpuStatus_t s, const char *what) { return k.check(s, what) && k.check(hpuStreamSynchronize(k.stream), what); };
+    // broadcast from rank 1
+    k.put(in, encode(t, inputs(t, op, r, count)));
+    if (!sync(hpuBroadcast(in, out, count, t, 1, k.comm, k.stream), "broadcast") ||
+        !k.same(k.get(out, bytes), encode(t, inputs(t, op, 1, count)), "broadcast"))
+      return false;
+    // reduce to rank 2
+    if (!sync(hpuReduce(in, out, count, t, op, 2, k.comm, k.stream), "reduce") ||
+        (r == 2 && !k.same(k.get(out, bytes), reference(t, op, n, count), "reduce")))
+      return false;
+    // allgather
+    if (!sync(hpuAllgather(in, out, count, t, k.comm, k.stream), "allgather") ||
+        !k.same(k.get(out, bytes * n), concat_inputs(t, op, n, count, 0), "allgather"))
+      return false;
+    // reduce-scatter: rank r gets its part of the sum of everyone's n * count inputs
+    k.put(in, encode(t, inputs(t, op, r, count * n)));
+    if (!sync(hpuReduceScatter(in, out, count, t, op, k.comm, k.stream), "reducescatter") ||
+        !k.same(k.get(out, bytes), reference(t, op, n, count, static_cast<size_t>(r) * count), "reducescatter"))
+      return false;
+    // all-to-all: block q of rank r's input goes to rank q
+    if (!sync(hpuAlltoall(in, out, count, t, k.comm, k.stream), "alltoall")) return false;
+    if (!k.same(k.get(out, bytes * n), concat_inputs(t, op, n, count, static_cast<size_t>(r) * count), "alltoall"))
+      return false;
+    // a ring of sends and receives
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    k.put(in, encode(t, inputs(t, op, r, count)));
+    bool ok = k.check(hpuGroupStart(), "group") && k.check(hpuSend(in, count, t, next, k.comm, k.stream), "send") &&
+              k.check(hpuRecv(out, count, t, prev, k.comm, k.stream), "recv") && sync(hpuGroupEnd(), "group end");
+    if (!ok || !k.same(k.get(out, bytes), encode(t, inputs(t, op, prev, count)), "send/recv")) return false;
+    if (!sync(hpuBarrier(k.comm, k.stream), "barrier")) return false;
+    hpuMemFree(k.dev, in);
+    hpuMemFree(k.dev, out);
+  }
+  return true;
+}
+
+// `before_init(r)` runs in rank r's process before the library initialises
+// (the adapter reads its fault settings when a communicator is made).
+std::vector<int> run(Shared *sh, const std::function<int(Rank &)> &body,
+                     const std::function<void(int)> &before_init = nullptr) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kRanks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (before_init) before_init(r);
+      Rank k{r, sh};
+      int code = k.init() ? body(k) : 3;
+      sh->status[r] = code;
+      snprintf(sh->message[r], sizeof sh->message[r], "%s", k.error.c_str());
+      if (k.comm) hpuCommDestroy(k.comm);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  for (pid_t p : pids) {
+    int st = 0;
+    while (waitpid(p, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > until) kill(p, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  return codes;
+}
+
+}  // namespace
+
+TEST(CommVerbsProc, CollectivesOverTheTestAdapter) {
+  setenv("HPU_TRANSPORT", "verbs", 1);
+  setenv("HPU_IB_ADAPTER", "test", 1);
+  Shared *sh = shared();
+  auto codes = run(sh, [](Rank &k) { return run_collectives(k) ? 0 : 4; });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
+  munmap(sh, sizeof *sh);
+}
+
+// Rank 1's adapter fails its 30th send with a remote access error: every
+// rank's collective fails with HPU_ERROR_REMOTE, and the communicator stays failed.
+TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
+  setenv("HPU_TRANSPORT", "verbs", 1);
+  setenv("HPU_IB_ADAPTER", "test", 1);
+  Shared *sh = shared();
+  auto codes = run(
+      sh,
+      [](Rank &k) {
+    size_t count = 100000;
+    void *buf = k.alloc(count * 4);
+    hpuStatus_t first = HPU_SUCCESS;
+    for (int i = 0; i < 50 && first == HPU_SUCCESS; ++i) {
+      first = hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, k.comm, k.stream);
+      if (first == HPU_SUCCESS) first = hpuStreamSynchronize(k.stream);
+    }
+    k.error = std::string(hpuGetErrorName(first)) + ": " + hpuGetLastErrorMessage();
+    if (first != HPU_ERROR_REMOTE) return 5;
+    hpuStatus_t again = hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, k.comm, k.stream);
+    if (again == HPU_SUCCESS) again = hpuStreamSynchronize(k.stream);
+    if (again != HPU_ERROR_REMOTE) return 6;
+    return 0;
+      },
+      [](int r) {
+        if (r == 1) setenv("HPU_IB_TEST_FAULT", "remote_access:30", 1);
+      });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
+  EXPECT_NE(std::string(sh->message[1]).find("remote access error"), std::string::npos) << sh->message[1];
+  munmap(sh, sizeof *sh);
+}
