@@ -11,3 +11,7 @@ endif()
 # OpenBLAS: the plain cblas_sgemm that `hpu-bench gemm` compares with.
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 target_link_libraries(hpu-bench PRIVATE PkgConfig::OPENBLAS)
+
+# libhpu-trainer: `hpu-bench train` runs the Trainer's step.
+target_link_libraries(hpu-bench PRIVATE hpu-trainer)
+target_compile_options(hpu-bench PRIVATE -Wno-missing-field-initializers)
