@@ -2,6 +2,7 @@
 // over kernels::gemm (OpenBLAS sgemm on widened bf16 blocks).
 #include <functional>
 
+#include "core/profiler.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
@@ -40,6 +41,12 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &g, int64_t batch
   hpuDataType_t cdt = direct_type(dt, want);
   if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
   TensorPtr c = Tensor::empty(a.t->device(), cdt, shape);
+  if (prof::on() && c->numel() > 0) {  // what the profiler shows for this operation
+    auto mk = static_cast<uint64_t>(g.m * g.k), kn = static_cast<uint64_t>(g.k * g.n),
+         mn = static_cast<uint64_t>(g.m * g.n), nb = static_cast<uint64_t>(batch);
+    prof::annotate(nb * ((mk + kn) * a.t->element_size()) + mn * c->element_size() * (sum_batches ? 1 : nb),
+                   2 * nb * mn * static_cast<uint64_t>(g.k));
+  }
   if (c->numel() > 0)
     enqueue(s, [=] {
       if (init) init(c->data(), cdt);

@@ -203,3 +203,35 @@ TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
     ASSERT_EQ(hpuDeviceClose(devs[r]), HPU_SUCCESS);
   }
 }
+
+TEST(Profiler, MatrixProductsCarryTheirFlops) {
+  std::string path = testing::TempDir() + "hpu-profile-mm.json";
+  hpuDevice_t dev;
+  ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
+  const int64_t m = 64, k = 32, n = 16;
+  const int64_t sa[2] = {m, k}, sb[2] = {k, n};
+  hpuTensor_t a, b, c;
+  ASSERT_EQ(hpuTensorCreate(&a, dev, HPU_FLOAT32, 2, sa), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorCreate(&b, dev, HPU_FLOAT32, 2, sb), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorFill(a, 1.0, nullptr), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorFill(b, 1.0, nullptr), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  ASSERT_EQ(hpuMm(nullptr, a, b, &c), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  json_t *root = load(path);
+  ASSERT_NE(root, nullptr);
+  long long flops = -1;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+    if (std::string(json_string_value(json_object_get(e, "ph"))) == "X" &&
+        std::string(json_string_value(json_object_get(e, "name"))) == "hpuMm" &&
+        json_integer_value(json_object_get(e, "pid")) >= 100)
+      flops = json_integer_value(json_object_get(json_object_get(e, "args"), "flops"));
+  }
+  EXPECT_EQ(flops, 2 * m * n * k);
+  json_decref(root);
+  for (hpuTensor_t t : {a, b, c}) ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
+}
