@@ -318,7 +318,12 @@ void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
     }
     case Frame::error: {
       std::string text(static_cast<const char *>(payload), f.size);
-      auto s = static_cast<hpuStatus_t>(f.a);
+      // The status comes off the wire: one this build does not know is REMOTE.
+      hpuStatus_t s = HPU_ERROR_REMOTE;
+#define HPU_KNOWN_STATUS_(name, value, text) \
+  if (f.a == value) s = name;
+      HPU_STATUS_MAP(HPU_KNOWN_STATUS_)
+#undef HPU_KNOWN_STATUS_
       fail_all(s == HPU_ERROR_ABORTED || s == HPU_SUCCESS ? HPU_ERROR_REMOTE : s,
            strf("rank %d failed: %s", peer, text.c_str()));
       return;
