@@ -4,7 +4,9 @@
 // allreduce on every rank with HPU_ERROR_REMOTE and a message (the dropping
 // rank's names the fault); every process survives, destroys the communicator
 // in error and joins a new group whose allreduce works. A delayed peer only
-// slows the job; a stalled one makes every rank return by its deadline.
+// slows the job; a stalled one makes every rank return by its deadline. And
+// without injection: a rank SIGKILLed or SIGSTOPped while the others wait in
+// hpuBarrier (comm_wire covers the exchange and the bootstrap).
 #include <hpu/hpu.h>
 
 #include <gtest/gtest.h>
@@ -192,3 +194,79 @@ TEST(CommFaultInject, AStalledPeerMakesEveryRankReturnByItsDeadline) {
     munmap(sh, sizeof *sh);
   }
 }
+
+namespace {
+
+// SIGKILL or SIGSTOP of rank 2 while ranks 0 and 1 wait in hpuBarrier: both
+// return by their deadline with a status and a message.
+void strike_during_barrier(const std::string &transport, int sig) {
+  auto *sh = static_cast<Shared *>(
+      mmap(nullptr, sizeof(Shared) + sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  std::memset(sh, 0, sizeof *sh);
+  volatile int *joined = reinterpret_cast<volatile int *>(sh + 1);
+  const int port = 20000 + int(getpid() % 20000) * 2;
+  const double timeout = sig == SIGSTOP ? 1.5 : 20.0;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kRanks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HPU_TRANSPORT", transport.c_str(), 1);
+      setenv("HPU_RANK", std::to_string(r).c_str(), 1);
+      setenv("HPU_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("HPU_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
+      setenv("HPU_COMM_TIMEOUT", std::to_string(timeout).c_str(), 1);
+      setenv("HPU_LOG_LEVEL", "error", 1);
+      hpuDevice_t dev = nullptr;
+      hpuComm_t comm = nullptr;
+      hpuStream_t stream = nullptr;
+      if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || join(&comm, dev, port) != HPU_SUCCESS ||
+          hpuStreamCreate(&stream, dev) != HPU_SUCCESS)
+        _exit(3);
+      __sync_fetch_and_add(joined, 1);
+      if (r == 2) pause();  // the victim never reaches the barrier
+      Outcome &o = sh->rank[r];
+      auto t0 = std::chrono::steady_clock::now();
+      Step s;
+      s(hpuBarrier(comm, stream));
+      s(hpuStreamSynchronize(stream));
+      o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      o.status = s.status;
+      snprintf(o.message, sizeof o.message, "%s", s.message.c_str());
+      hpuStreamDestroy(stream);
+      o.destroy_status = hpuCommDestroy(comm);
+      hpuDeviceClose(dev);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (int i = 0; i < 2000 && *joined < kRanks; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(*joined, kRanks);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ranks 0 and 1 are in the barrier
+  kill(pids[2], sig);
+  for (int r = 0; r < 2; ++r) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    const Outcome &o = sh->rank[r];
+    SCOPED_TRACE(transport + " rank " + std::to_string(r) + ": " + o.message);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    if (sig == SIGKILL) {
+      EXPECT_EQ(o.status, HPU_ERROR_REMOTE);
+      EXPECT_LT(o.seconds, 10.0);  // noticed, far before the 20 s deadline
+    } else {
+      EXPECT_TRUE(o.status == HPU_ERROR_TIMEOUT || o.status == HPU_ERROR_REMOTE) << o.status;
+      EXPECT_LT(o.seconds, 1.5 + 8.0);  // the deadline, with room for sanitizer builds
+    }
+    EXPECT_NE(std::string(o.message), "");
+    EXPECT_EQ(o.destroy_status, HPU_SUCCESS);
+  }
+  kill(pids[2], SIGKILL);
+  waitpid(pids[2], nullptr, 0);
+  munmap(sh, sizeof(Shared) + sizeof(int));
+}
+
+}  // namespace
+
+TEST(CommFaultInject, ShmPeerKilledDuringBarrier) { strike_during_barrier("shm", SIGKILL); }
+TEST(CommFaultInject, TcpPeerKilledDuringBarrier) { strike_during_barrier("tcp", SIGKILL); }
+TEST(CommFaultInject, ShmPeerStoppedDuringBarrier) { strike_during_barrier("shm", SIGSTOP); }
+TEST(CommFaultInject, TcpPeerStoppedDuringBarrier) { strike_during_barrier("tcp", SIGSTOP); }
