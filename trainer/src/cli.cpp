@@ -20,6 +20,7 @@ constexpr Flag kFlags[] = {
     {"--devices", "trainer.devices", "devices per process: N | auto"},
     {"--strategy", "trainer.strategy", "auto | hpu_single | hpu_ddp"},
     {"--precision", "trainer.precision", "32-true | bf16-mixed"},
+    {"--profiler", "trainer.profiler", "hpu: a trace per fit and its summary"},
     {"--num-nodes", "trainer.num_nodes", "N"},
     {"--max-epochs", "trainer.max_epochs", "E (-1: no limit)"},
     {"--max-steps", "trainer.max_steps", "S (-1: no limit)"},

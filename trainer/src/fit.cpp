@@ -6,7 +6,10 @@
 #include "json.hpp"
 #include "run.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <thread>
 
@@ -30,6 +33,39 @@ class AutocastScope {
 
  private:
   bool on_;
+};
+
+// profiler="hpu": records one trace of a fit into default_root_dir
+// (hpu_trace_fit<n>.json, n counting the fits there) on global rank 0, and at
+// the end prints its summary and saves it beside the trace (.summary.txt).
+class ProfileScope {
+ public:
+  ProfileScope(const TrainerConfig &c, bool rank0) {
+    if (c.profiler != "hpu" || !rank0) return;
+    for (int n = 0;; ++n) {
+      base_ = c.default_root_dir + "/hpu_trace_fit" + std::to_string(n);
+      if (::access((base_ + ".json").c_str(), F_OK) != 0) break;
+    }
+    check(hpuProfilerStart((base_ + ".json").c_str()));
+    on_ = true;
+  }
+  ~ProfileScope() {
+    if (!on_ || hpuProfilerStop() != HPU_SUCCESS) return;
+    char *text = nullptr;
+    if (hpuProfilerGetSummary(&text) != HPU_SUCCESS || !text) return;
+    std::fprintf(stderr, "hpu profiler: trace %s.json\n%s\n", base_.c_str(), text);
+    if (FILE *f = std::fopen((base_ + ".summary.txt").c_str(), "w")) {
+      std::fputs(text, f);
+      std::fclose(f);
+    }
+    hpuFree(text);
+  }
+  ProfileScope(const ProfileScope &) = delete;
+  ProfileScope &operator=(const ProfileScope &) = delete;
+
+ private:
+  std::string base_;
+  bool on_ = false;
 };
 
 template <class F>
@@ -208,6 +244,7 @@ void Trainer::finish(Stage stage) {
 
 void Trainer::fit(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::fit);
+  ProfileScope profile(config_, is_global_zero());
   Run &r = *run_;
   const TensorDataset &train = data.train_data();
   if (train.size() == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "the data module's training set is empty");

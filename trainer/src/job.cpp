@@ -291,6 +291,7 @@ TrainerOptions read_trainer(const Ctx &c, json_t *t, std::vector<std::string> &s
   }
   r.string("strategy", o.strategy);
   r.string("precision", o.precision);
+  r.string("profiler", o.profiler);
   r.integer("num_nodes", o.num_nodes, 1, INT32_MAX);
   if (json_t *e = r.get("max_epochs")) {
     if (!json_is_null(e)) {
@@ -508,6 +509,7 @@ std::string job_to_json(const Job &job) {
                                                             : json_string(t.devices.text.c_str()));
   json_object_set_new(tr, "strategy", json_string(t.strategy.c_str()));
   json_object_set_new(tr, "precision", json_string(t.precision.c_str()));
+  json_object_set_new(tr, "profiler", json_string(t.profiler.c_str()));
   json_object_set_new(tr, "num_nodes", json_integer(t.num_nodes));
   json_object_set_new(tr, "max_epochs", t.max_epochs ? json_integer(*t.max_epochs) : json_null());
   json_object_set_new(tr, "max_steps", json_integer(t.max_steps));

@@ -150,6 +150,9 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
     c.seed = (uint64_t(rd()) << 32) ^ rd();
   }
   c.default_root_dir = o.default_root_dir.empty() ? "." : o.default_root_dir;
+  if (!o.profiler.empty() && o.profiler != "hpu")
+    fail(HPU_ERROR_INVALID_ARGUMENT, "profiler is \"%s\"; accepted values: \"\" (none), \"hpu\"", o.profiler.c_str());
+  c.profiler = o.profiler;
   return c;
 }
 

@@ -54,6 +54,7 @@ struct TrainerOptions {
   Loggers logger = true;
   bool enable_progress_bar = true;
   bool enable_checkpointing = true;
+  std::string profiler;                  // "" | "hpu": one libhpu trace per fit, and its summary
 };
 
 // The options after validation, with every "auto" decided.
@@ -69,6 +70,7 @@ struct TrainerConfig {
   int64_t max_steps = -1;
   uint64_t seed = 0;
   std::string default_root_dir;
+  std::string profiler;       // "" | "hpu"
 };
 
 // Validates `o` against the `visible` devices and decides the "auto" choices as
