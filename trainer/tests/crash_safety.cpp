@@ -10,6 +10,7 @@
 #include <hpu/trainer.hpp>
 
 #include <jansson.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <csignal>
@@ -100,6 +101,23 @@ TEST(CheckpointFaults, TheTrainerSurvivesAShortWriteAndSavesAfterwards) {
   EXPECT_FALSE(file_exists(dir / "x.ckpt"));
   t.save_checkpoint(dir / "x.ckpt");
   EXPECT_FALSE(hpu::load_checkpoint_file(dir / "x.ckpt").tensors.empty());
+}
+
+// Inputs the fuzz targets found (tests/fuzz/corpus), replayed in the default build.
+TEST(CheckpointFaults, FuzzFindingsStayFixed) {
+  TempDir dir;
+  // A tensor's dtype byte of 120: HPU_ERROR_IO naming it (it was loaded into
+  // hpuDataType_t before its range check). The input's last 4 bytes become its CRC.
+  std::string ck = slurp(HPU_SOURCE_DIR "/tests/fuzz/corpus/checkpoint/crash-dtype-out-of-enum-range");
+  ASSERT_GT(ck.size(), 4u);
+  uint32_t crc = uint32_t(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef *>(ck.data()), uInt(ck.size() - 4)));
+  for (int i = 0; i < 4; ++i) ck[ck.size() - 4 + size_t(i)] = char(crc >> (8 * i));
+  spit(dir / "a.ckpt", ck);
+  EXPECT_HPU_ERROR(hpu::load_checkpoint_file(dir / "a.ckpt"), HPU_ERROR_IO, "has dtype 120");
+  // A callback with an unknown key: HPU_ERROR_CONFIG (and, under ASan, no leak).
+  EXPECT_HPU_ERROR(hpu::parse_job(slurp(HPU_SOURCE_DIR "/tests/fuzz/corpus/train_job/leak-unknown-callback-key.json"),
+                                  "job.json"),
+                   HPU_ERROR_CONFIG, "*ave_last");
 }
 
 namespace {
