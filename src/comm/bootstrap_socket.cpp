@@ -95,7 +95,7 @@ class Root {
     std::memcpy(&h, peer.hello.data(), sizeof h);
     std::string why;
     if (nranks_ > 0 && h.nranks != nranks_)
-      why = strf("rank %d says the group has %d ranks, but rank(s) before it said %d", h.rank, h.nranks, nranks_);
+      why = strf("rank %d says the group has nranks %d, but rank(s) before it said nranks %d", h.rank, h.nranks, nranks_);
     else if (h.nranks < 1 || h.rank < 0 || h.rank >= h.nranks)
       why = strf("rank %d of %d is out of range", h.rank, h.nranks);
     else if (ranks_.count(h.rank))

@@ -98,6 +98,8 @@ test('memory is counted and released', () => {
   assert.equal(t.nbytes, 4000);
   t.release();
   t.release();
+  // A free waits for work queued anywhere in the process (hpuMemFree(3)).
+  for (let i = 0; i < hpu.deviceCount(); i++) hpu.synchronize(i);
   assert.equal(hpu.memoryAllocated(5), before);
 });
 
