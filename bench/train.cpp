@@ -112,19 +112,22 @@ def ddp(rank, port, steps, q):
     t = run(m, B // 2, False, steps, dist.barrier)
     if rank == 0: q.put(t)
     dist.destroy_process_group()
-if mode == "ddp":
-    import socket, torch.multiprocessing as mp
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    ctx = mp.get_context("spawn"); q = ctx.Queue()
-    ps = [ctx.Process(target=ddp, args=(r, port, steps, q)) for r in range(2)]
-    [p.start() for p in ps]; t = q.get(); [p.join() for p in ps]
-    print(steps * B / t)
-else:
-    best = 0
-    for n in sorted({1, os.cpu_count() or 1}):
-        torch.set_num_threads(n)
-        best = max(best, steps * B / run(model(), B, mode == "bf16", steps))
-    print(best)
+def main():
+    if mode == "ddp":
+        import socket, torch.multiprocessing as mp
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        ctx = mp.get_context("spawn"); q = ctx.Queue()
+        ps = [ctx.Process(target=ddp, args=(r, port, steps, q)) for r in range(2)]
+        [p.start() for p in ps]; t = q.get(timeout=600); [p.join() for p in ps]
+        print(steps * B / t)
+    else:
+        best = 0
+        for n in sorted({1, os.cpu_count() or 1}):
+            torch.set_num_threads(n)
+            best = max(best, steps * B / run(model(), B, mode == "bf16", steps))
+        print(best)
+if __name__ == "__main__":  # spawned DDP ranks import this file again
+    main()
 )PY";
 
 double torch_rate(const char *mode, int steps) {
