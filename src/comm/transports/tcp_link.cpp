@@ -221,7 +221,10 @@ class TcpEngine final : public Engine {
     auto *s = static_cast<Stream *>(h->data);
     TcpEngine *e = s->engine;
     if (n < 0) {
-      e->lost(*s, n == UV_EOF ? "the connection was closed" : strf("the connection broke: %s", uv_strerror(static_cast<int>(n))));
+      if (n == UV_EOF)
+        e->lost(*s, "the connection was closed", true);
+      else
+        e->lost(*s, strf("the connection broke: %s", uv_strerror(static_cast<int>(n))));
       return;
     }
     s->have += static_cast<size_t>(n);
@@ -264,16 +267,18 @@ class TcpEngine final : public Engine {
     }
   }
 
-  // A connection of `s->peer` ended. Without a goodbye the peer is gone: close
-  // every lane and fail at once. After one, the other lanes may still carry the
-  // peer's last data: the link closes when the last lane has ended.
-  void lost(Stream &s, const std::string &why) {
+  // A connection of `s->peer` ended. A broken one means the peer is gone: close
+  // every lane and fail at once. An orderly end (EOF) may come before the
+  // goodbye, which travels on lane 0 while other lanes carry the peer's last
+  // data: the link closes when its last lane has ended, and only then is a
+  // missing goodbye a failure. (A killed peer's lanes all end at once.)
+  void lost(Stream &s, const std::string &why, bool orderly = false) {
     TcpLink &l = *links_[static_cast<size_t>(s.peer)];
     if (l.closed) return;
     close_stream(&s);
     bool all = true;
     for (Stream *x : l.streams) all = all && !x->open;
-    if (l.bye && !all) return;
+    if ((l.bye || orderly) && !all) return;
     l.closed = true;
     for (Stream *x : l.streams) close_stream(x);
     if (!closing_) t_.on_link_closed(s.peer, why);
