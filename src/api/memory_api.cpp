@@ -72,6 +72,17 @@ hpuMemStats_t public_stats(hpuDevice_t dev) {
   return out;
 }
 
+// The queued work of the copy and fill functions (the profiler sees its bytes).
+void queue_copy(Stream &s, void *dst, const void *src, size_t bytes) {
+  prof::annotate(bytes, 0);
+  s.enqueue([=] { std::memmove(dst, src, bytes); });
+}
+
+void queue_set(Stream &s, void *dst, int value, size_t bytes) {
+  prof::annotate(bytes, 0);
+  s.enqueue([=] { std::memset(dst, value, bytes); });
+}
+
 }  // namespace
 
 extern "C" {
@@ -96,9 +107,7 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpu
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = copy_device(dst, src, bytes, kind);
-  auto s = stream_from_handle(stream, &d);
-  prof::annotate(bytes, 0);
-  s->enqueue([=] { std::memmove(dst, src, bytes); });
+  queue_copy(*stream_from_handle(stream, &d), dst, src, bytes);
   HPU_API_END
 }
 
@@ -107,8 +116,7 @@ HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcp
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = copy_device(dst, src, bytes, kind);
   auto s = d.default_stream();
-  prof::annotate(bytes, 0);
-  s->enqueue([=] { std::memmove(dst, src, bytes); });
+  queue_copy(*s, dst, src, bytes);
   s->synchronize();
   HPU_API_END
 }
@@ -117,7 +125,7 @@ HPU_API hpuStatus_t hpuMemsetAsync(void *dst, int value, size_t bytes, hpuStream
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = set_device(dst, bytes, value);
-  stream_from_handle(stream, &d)->enqueue([=] { std::memset(dst, value, bytes); });
+  queue_set(*stream_from_handle(stream, &d), dst, value, bytes);
   HPU_API_END
 }
 
@@ -125,7 +133,7 @@ HPU_API hpuStatus_t hpuMemset(void *dst, int value, size_t bytes) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
   auto s = set_device(dst, bytes, value).default_stream();
-  s->enqueue([=] { std::memset(dst, value, bytes); });
+  queue_set(*s, dst, value, bytes);
   s->synchronize();
   HPU_API_END
 }
