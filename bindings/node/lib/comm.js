@@ -20,6 +20,7 @@ const COLL = 'const void *send, void *recv, size_t count, int dtype';
 const C = declare({
   hpuGetUniqueId: 'int hpuGetUniqueId(_Out_ hpuUniqueId_t *id)',
   hpuCommInitAll: 'int hpuCommInitAll(_Out_ hpuHandle *comms, int ndev, const hpuHandle *devs)',
+  hpuCommInitFromEnv: 'int hpuCommInitFromEnv(_Out_ hpuHandle *comms, int ndev, const hpuHandle *devs)',
   hpuCommDestroy: 'int hpuCommDestroy(hpuHandle comm)',
   hpuCommAbort: 'int hpuCommAbort(hpuHandle comm)',
   hpuCommGetAsyncError: 'int hpuCommGetAsyncError(hpuHandle comm, _Out_ int *error)',
@@ -80,13 +81,30 @@ class Comm {
 
   /** A whole group in this process: rank i on devices[i] (every visible device by default). */
   static initAll(devices) {
+    return Comm._initDevices('initAll', C.hpuCommInitAll, devices);
+  }
+
+  /**
+   * This process's ranks in the job its launcher describes (torchrun/Lightning's
+   * MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK or NODE_RANK; Open MPI's
+   * OMPI_COMM_WORLD_*; Slurm's SLURM_*; HPU_* variables win): with P processes
+   * of devices.length devices each, launch rank p hosts ranks
+   * p * devices.length + i. Without a launcher it is initAll. Blocks until every
+   * rank of the job has joined (one call per process joins all its ranks), so a
+   * failure carries libhpu's message, e.g. the launcher variable that is missing.
+   */
+  static fromEnv(devices) {
+    return Comm._initDevices('fromEnv', C.hpuCommInitFromEnv, devices);
+  }
+
+  static _initDevices(what, init, devices) {
     const devs = (devices ?? Array.from({ length: deviceCount() }, (_, i) => i)).map(resolve);
-    if (devs.length === 0) throw invalidArgument('initAll: no devices');
+    if (devs.length === 0) throw invalidArgument(`${what}: no devices`);
     if (new Set(devs.map((d) => d.index)).size !== devs.length) {
-      throw invalidArgument(`initAll: devices [${devs.map((d) => d.index)}] repeat one`);
+      throw invalidArgument(`${what}: devices [${devs.map((d) => d.index)}] repeat one`);
     }
     const out = new Array(devs.length).fill(null);
-    C.hpuCommInitAll(out, devs.length, devs.map((d) => d.handle));
+    init(out, devs.length, devs.map((d) => d.handle));
     return out.map((h, i) => new Comm(h, devs[i]));
   }
 

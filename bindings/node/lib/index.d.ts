@@ -191,6 +191,8 @@ export declare function getUniqueId(): Buffer;
 export declare function group<T>(fn: () => T): T;
 export declare class Comm {
   static initAll(devices?: DeviceLike[]): Comm[];
+  /** This process's ranks in the job its launcher (torchrun, mpirun, srun, HPU_*) describes; blocks until all joined. */
+  static fromEnv(devices?: DeviceLike[]): Comm[];
   static initRank(device: DeviceLike, worldSize: number, uniqueId: Buffer, rank: number): Promise<Comm>;
   readonly handle: bigint;
   readonly device: Device;

@@ -71,96 +71,41 @@ class HpuError(RuntimeError):
         return self.status.c_name if isinstance(self.status, Status) else "HPU_STATUS_UNKNOWN"
 
 
-class InvalidArgumentError(HpuError, ValueError):
-    """NULL, out of range, bad shape or dtype (HPU_ERROR_INVALID_ARGUMENT)."""
-    status = Status.INVALID_ARGUMENT
+# The subclass of each status: (status, when it happens, builtin bases). One
+# line each, so that readers and type checkers see every name; _subclass makes
+# the class, named after the status (OUT_OF_MEMORY -> OutOfMemoryError).
+_CLASSES: dict[int, type[HpuError]] = {}
 
 
-class InvalidHandleError(HpuError):
-    """A closed, foreign or wrong-kind handle or device pointer (HPU_ERROR_INVALID_HANDLE)."""
-    status = Status.INVALID_HANDLE
+def _subclass(status: Status, when: str, *builtin_bases: type) -> type[HpuError]:
+    name = "".join(word.capitalize() for word in status.name.split("_")) + "Error"
+    also = "".join(f"; also a builtin {base.__name__}" for base in builtin_bases)
+    cls = type(name, (HpuError, *builtin_bases), {
+        "__doc__": f"{when} ({status.c_name}){also}.", "__module__": "hpu", "__qualname__": name, "status": status})
+    _CLASSES[status] = cls
+    return cls
 
 
-class OutOfMemoryError(HpuError):
-    """Device capacity or host memory exhausted (HPU_ERROR_OUT_OF_MEMORY)."""
-    status = Status.OUT_OF_MEMORY
-
-
-class NotFoundError(HpuError, LookupError):
-    """No such device, file or name (HPU_ERROR_NOT_FOUND)."""
-    status = Status.NOT_FOUND
-
-
-class BusyError(HpuError):
-    """The object still has live children (HPU_ERROR_BUSY)."""
-    status = Status.BUSY
-
-
-class NotReadyError(HpuError):
-    """A query found work still pending (HPU_ERROR_NOT_READY)."""
-    status = Status.NOT_READY
-
-
-class UnsupportedError(HpuError):
-    """A valid request this build or dtype cannot do (HPU_ERROR_UNSUPPORTED)."""
-    status = Status.UNSUPPORTED
-
-
-class ConfigError(HpuError):
-    """A bad environment variable, config file or op-list file (HPU_ERROR_CONFIG)."""
-    status = Status.CONFIG
-
-
-class IoError(HpuError):
-    """A system call or file operation failed (HPU_ERROR_IO)."""
-    status = Status.IO
-
-
-class NotAvailableError(HpuError):
-    """A transport or hardware is absent (HPU_ERROR_NOT_AVAILABLE)."""
-    status = Status.NOT_AVAILABLE
-
-
-class InvalidUsageError(HpuError):
-    """Calls in the wrong order, mismatched collectives (HPU_ERROR_INVALID_USAGE)."""
-    status = Status.INVALID_USAGE
-
-
-class RemoteError(HpuError):
-    """A peer failed or closed (HPU_ERROR_REMOTE)."""
-    status = Status.REMOTE
-
-
-class TimeoutError(HpuError, builtins.TimeoutError):
-    """A deadline passed (HPU_ERROR_TIMEOUT); also a builtin TimeoutError."""
-    status = Status.TIMEOUT
-
-
-class AbortedError(HpuError):
-    """The communicator was aborted (HPU_ERROR_ABORTED)."""
-    status = Status.ABORTED
-
-
-class AddressInUseError(HpuError):
-    """A port is taken (HPU_ERROR_ADDRESS_IN_USE)."""
-    status = Status.ADDRESS_IN_USE
-
-
-class InternalError(HpuError):
-    """A bug in libhpu (HPU_ERROR_INTERNAL)."""
-    status = Status.INTERNAL
-
-
-_CLASSES = {cls.status: cls for cls in (
-    InvalidArgumentError, InvalidHandleError, OutOfMemoryError, NotFoundError, BusyError,
-    NotReadyError, UnsupportedError, ConfigError, IoError, NotAvailableError, InvalidUsageError,
-    RemoteError, TimeoutError, AbortedError, AddressInUseError, InternalError)}
+InvalidArgumentError = _subclass(Status.INVALID_ARGUMENT, "NULL, out of range, bad shape or dtype", ValueError)
+InvalidHandleError = _subclass(Status.INVALID_HANDLE, "A closed, foreign or wrong-kind handle or device pointer")
+OutOfMemoryError = _subclass(Status.OUT_OF_MEMORY, "Device capacity or host memory exhausted")
+NotFoundError = _subclass(Status.NOT_FOUND, "No such device, file or name", LookupError)
+BusyError = _subclass(Status.BUSY, "The object still has live children")
+NotReadyError = _subclass(Status.NOT_READY, "A query found work still pending")
+UnsupportedError = _subclass(Status.UNSUPPORTED, "A valid request this build or dtype cannot do")
+ConfigError = _subclass(Status.CONFIG, "A bad environment variable, config file, op-list file or job")
+IoError = _subclass(Status.IO, "A system call or file operation failed")
+NotAvailableError = _subclass(Status.NOT_AVAILABLE, "A transport or hardware is absent")
+InvalidUsageError = _subclass(Status.INVALID_USAGE, "Calls in the wrong order, mismatched collectives")
+RemoteError = _subclass(Status.REMOTE, "A peer failed or closed")
+TimeoutError = _subclass(Status.TIMEOUT, "A deadline passed", builtins.TimeoutError)
+AbortedError = _subclass(Status.ABORTED, "The communicator was aborted")
+AddressInUseError = _subclass(Status.ADDRESS_IN_USE, "A port is taken")
+InternalError = _subclass(Status.INTERNAL, "A bug in libhpu")
+HpuError.__module__ = "hpu"  # the public home of all of them: hpu.NotFoundError, ...
 
 
 def error_for(status: int, message: str) -> HpuError:
     """The exception for a failed status: its subclass, or HpuError for an unknown number."""
     cls = _CLASSES.get(status)
     return cls(message) if cls else HpuError(message, status)
-
-for _cls in (HpuError, *_CLASSES.values()):
-    _cls.__module__ = "hpu"  # their public home: hpu.NotFoundError, ...
