@@ -72,7 +72,7 @@ HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, h
                                      hpuTensor_t *grad_a, hpuTensor_t *grad_b);
 
 /* torch.matmul: a [k] or [..., m, k], b [k] or [k, n] or [..., k, n]; batch
- * dims equal, or present on one side only. A 1-dim operand's dim is removed
+ * dims broadcast (right-aligned, equal or 1). A 1-dim operand's dim is removed
  * from the result. */
 HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
 HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,

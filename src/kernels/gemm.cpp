@@ -1,4 +1,5 @@
-// GEMM over OpenBLAS; the threading decision is explained in gemm.hpp.
+// GEMM over OpenBLAS, or bf16 on the CPU's bf16 dot product (gemm_bf16.hpp);
+// the threading decision is explained in gemm.hpp.
 #include "kernels/gemm.hpp"
 
 #include <cblas.h>
@@ -10,6 +11,7 @@
 #include "core/error.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/gemm_bf16.hpp"
 #include "kernels/parallel.hpp"
 
 namespace hpu::kernels {
@@ -180,22 +182,32 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const int64_t len = split_cols ? n : m;
   const double flops_per_line = 2.0 * static_cast<double>(split_cols ? m : n) * static_cast<double>(k);
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kFlopsPerChunk / flops_per_line) + 1);
-  if (dt == HPU_FLOAT32 || dt == HPU_FLOAT64) {
-    const int64_t es = static_cast<int64_t>(dtype_size(dt));
-    parallel_for(len, grain, [&](int64_t lo, int64_t hi) {
+  const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
+  if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16)
+    return gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
+  const int64_t es = static_cast<int64_t>(dtype_size(dt)), cs = static_cast<int64_t>(dtype_size(c_dt));
+  parallel_for(len, grain, [&](int64_t lo, int64_t hi) {
+    // The block of C from line lo to hi, and the parts of A and B it needs.
+    GemmShape part = s;
+    const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
+    char *cp = static_cast<char *>(c);
+    if (split_cols) {
+      part.n = hi - lo;
+      bp += (s.trans_b ? lo * ldb : lo) * es;
+      cp += lo * cs;
+    } else {
+      part.m = hi - lo;
+      ap += (s.trans_a ? lo : lo * lda) * es;
+      cp += lo * ldc * cs;
+    }
+    if (native_bf16) {
+      gemm_bf16_native(part, alpha, reinterpret_cast<const uint16_t *>(ap), lda,
+                       reinterpret_cast<const uint16_t *>(bp), ldb, beta, cp, ldc, c_dt);
+    } else {
       single_threaded_blas();
-      const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
-      char *cp = static_cast<char *>(c);
-      if (split_cols)
-        blas(dt, s.trans_a, s.trans_b, m, hi - lo, k, alpha, ap, lda, bp + (s.trans_b ? lo * ldb : lo) * es, ldb,
-             beta, cp + lo * es, ldc);
-      else
-        blas(dt, s.trans_a, s.trans_b, hi - lo, n, k, alpha, ap + (s.trans_a ? lo : lo * lda) * es, lda, bp, ldb,
-             beta, cp + lo * ldc * es, ldc);
-    });
-    return;
-  }
-  gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
+      blas(dt, s.trans_a, s.trans_b, part.m, part.n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc);
+    }
+  });
 }
 
 void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alpha, const void *a, int64_t lda,

@@ -22,11 +22,38 @@ hpuDataType_t direct_type(hpuDataType_t dt, hpuDataType_t want) {
   return want == dt || (want == HPU_FLOAT32 && (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16)) ? want : dt;
 }
 
+// A gemm operand: matrix i of a batch starts `stride` elements after matrix
+// i - 1 (0: one matrix shared by the batch); each matrix is stored row by row
+// with row stride ld, or (trans) column by column with column stride ld.
 struct Operand {
-  TensorPtr t;     // contiguous, of the run type
-  int64_t ld;      // row stride
-  int64_t stride;  // elements between batch matrices (0: shared)
+  TensorPtr t;     // of the run type
+  int64_t ld;
+  int64_t stride;
+  bool trans = false;
 };
+
+// x (2 or 3 dims: [batch,] rows, cols) as a gemm operand of type dt: x itself
+// when it has that type and stores its matrices row by row or column by
+// column with any stride (a transposed or sliced view), else a dense copy
+// queued on s.
+Operand operand(Stream &s, const TensorPtr &x, hpuDataType_t dt) {
+  const int nd = x->ndim();
+  const int64_t rows = x->size(nd - 2), cols = x->size(nd - 1);
+  const int64_t rs = x->strides()[nd - 2], cs = x->strides()[nd - 1];
+  const int64_t bs = nd == 3 && x->size(0) > 1 ? x->strides()[0] : 0;
+  if (x->dtype() == dt && bs >= 0 && rs >= 0 && cs >= 0) {
+    if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols)) return {x, rows == 1 ? cols : rs, bs, false};
+    if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows)) return {x, cols == 1 ? rows : cs, bs, true};
+  }
+  return {copy_as(s, x, dt), cols, rows * cols, false};
+}
+
+// x with all dims but the last folded into rows (dense when it is not
+// already), as an operand of type dt.
+Operand rows_operand(Stream &s, const TensorPtr &x, hpuDataType_t dt) {
+  if (x->ndim() == 2) return operand(s, x, dt);
+  return {as(s, x, dt), x->size(x->ndim() - 1), 0, false};
+}
 
 const char *elem(const TensorPtr &t, int64_t i) {
   return static_cast<const char *>(t->data()) + i * static_cast<int64_t>(t->element_size());
@@ -35,12 +62,15 @@ const char *elem(const TensorPtr &t, int64_t i) {
 // A new tensor of `shape` and type want holding, for each of `batch` matrices,
 // alpha op(A) op(B) + beta C, where C is first set by init (when given).
 // With sum_batches the batch products are added into one m x n result.
-TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &g, int64_t batch, float alpha, const Operand &a,
-                  const Operand &b, hpuDataType_t want, const Dims &shape, bool sum_batches = false,
+TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t batch, float alpha, const Operand &a,
+                  const Operand &b, hpuDataType_t want, const Dims &out_shape, bool sum_batches = false,
                   std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0) {
   hpuDataType_t cdt = direct_type(dt, want);
   if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
-  TensorPtr c = Tensor::empty(a.t->device(), cdt, shape);
+  GemmShape g = shape;
+  g.trans_a ^= a.trans;
+  g.trans_b ^= b.trans;
+  TensorPtr c = Tensor::empty(a.t->device(), cdt, out_shape);
   if (prof::on() && c->numel() > 0) {  // what the profiler shows for this operation
     auto mk = static_cast<uint64_t>(g.m * g.k), kn = static_cast<uint64_t>(g.k * g.n),
          mn = static_cast<uint64_t>(g.m * g.n), nb = static_cast<uint64_t>(batch);
@@ -165,9 +195,8 @@ void mm_forward(bool batched, hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
   check_out(out, "out");
   Pair p = forward_pair(batched ? "bmm" : "mm", stream, a, "a", b, "b");
   MmShape sh = mm_shape(*p.a, *p.b, batched);
-  TensorPtr A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt);
-  give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, {A, sh.k, sh.m * sh.k},
-                    {B, sh.n, sh.k * sh.n}, p.dt, mm_dims(sh, batched, sh.m, sh.n)));
+  Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
+  give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, A, B, p.dt, mm_dims(sh, batched, sh.m, sh.n)));
 }
 
 void mm_backward(bool batched, hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a,
@@ -175,24 +204,27 @@ void mm_backward(bool batched, hpuStream_t stream, hpuTensor_t grad_out, hpuTens
   Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
   MmShape sh = mm_shape(*p.a, *p.b, batched);
   require_shape(*p.g, "grad_out", mm_dims(sh, batched, sh.m, sh.n), "the forward's output shape");
-  TensorPtr G = as(*p.s, p.g, p.dt), A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), ga, gb;
+  Operand G = operand(*p.s, p.g, p.dt);
+  TensorPtr ga, gb;
   if (grad_a)  // ga = G B^T
-    ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, {G, sh.n, sh.m * sh.n},
-                 {B, sh.n, sh.k * sh.n}, p.a->dtype(), p.a->shape());
+    ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, G, operand(*p.s, p.b, p.dt),
+                 p.a->dtype(), p.a->shape());
   if (grad_b)  // gb = A^T G
-    gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, {A, sh.k, sh.m * sh.k},
-                 {G, sh.n, sh.m * sh.n}, p.b->dtype(), p.b->shape());
+    gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, operand(*p.s, p.a, p.dt), G,
+                 p.b->dtype(), p.b->shape());
   give(grad_a, ga);
   give(grad_b, gb);
 }
 
 // ---- matmul ------------------------------------------------------------------
 
-// torch.matmul's operands seen as [batch..., m, k] and [batch..., k, n].
+// torch.matmul's operands seen as [batch..., m, k] and [batch..., k, n]; the
+// batch dims broadcast (right-aligned; equal, or 1 in one of them).
 struct MatmulShape {
-  Dims batch;          // the result's batch dims
-  int64_t nbatch = 1;  // their product
-  bool a_batched = false, b_batched = false, a_vec = false, b_vec = false;
+  Dims a_batch, b_batch;  // each operand's own batch dims
+  Dims batch;             // the result's: their broadcast
+  int64_t nbatch = 1;     // batch.numel()
+  bool a_vec = false, b_vec = false;
   int64_t m = 1, k = 1, n = 1;
   Dims out;
 };
@@ -209,20 +241,63 @@ MatmulShape matmul_shape(const Tensor &a, const Tensor &b) {
   int64_t kb = s.b_vec ? b.size(0) : b.size(b.ndim() - 2);
   s.n = s.b_vec ? 1 : b.size(b.ndim() - 1);
   check_inner(a, "a", s.k, b, "b", kb);
-  Dims ba, bb;
-  for (int i = 0; i + 2 < a.ndim(); ++i) ba.v[ba.n++] = a.size(i);
-  for (int i = 0; i + 2 < b.ndim(); ++i) bb.v[bb.n++] = b.size(i);
-  s.a_batched = ba.n > 0;
-  s.b_batched = bb.n > 0;
-  if (s.a_batched && s.b_batched && ba != bb)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "a is %s and b is %s: batch dims %s and %s differ", a.str().c_str(),
-         b.str().c_str(), ba.str().c_str(), bb.str().c_str());
-  s.batch = s.a_batched ? ba : bb;
+  for (int i = 0; i + 2 < a.ndim(); ++i) s.a_batch.v[s.a_batch.n++] = a.size(i);
+  for (int i = 0; i + 2 < b.ndim(); ++i) s.b_batch.v[s.b_batch.n++] = b.size(i);
+  s.batch.n = std::max(s.a_batch.n, s.b_batch.n);
+  for (int i = s.batch.n - 1, ia = s.a_batch.n - 1, ib = s.b_batch.n - 1; i >= 0; --i, --ia, --ib) {
+    int64_t da = ia >= 0 ? s.a_batch[ia] : 1, db = ib >= 0 ? s.b_batch[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(HPU_ERROR_INVALID_ARGUMENT, "a is %s and b is %s: batch dims %s and %s do not broadcast",
+           a.str().c_str(), b.str().c_str(), s.a_batch.str().c_str(), s.b_batch.str().c_str());
+    s.batch[i] = da == 1 ? db : da;
+  }
   s.nbatch = s.batch.numel();
   s.out = s.batch;
   if (!s.a_vec) s.out.v[s.out.n++] = s.m;
   if (!s.b_vec) s.out.v[s.out.n++] = s.n;
   return s;
+}
+
+// An operand x of matmul (rows x cols matrices, own batch dims `own`) over
+// the result's batch: one shared matrix (stride 0) when x has no batch dims,
+// else dense matrices, one per result batch entry: x itself when its batch
+// dims are the result's, else a copy expanded over the dims it broadcasts.
+Operand matmul_operand(Stream &s, const TensorPtr &x, hpuDataType_t dt, const Dims &own, const MatmulShape &sh,
+                       int64_t rows, int64_t cols) {
+  if (own.n == 0) return x->ndim() == 2 ? operand(s, x, dt) : Operand{as(s, x, dt), cols, 0};
+  if (own == sh.batch) return {as(s, x, dt), cols, rows * cols};
+  Dims shape = sh.batch, strides;
+  shape.v[shape.n++] = rows;
+  shape.v[shape.n++] = cols;
+  strides.n = shape.n;
+  const int skip = sh.batch.n - own.n;
+  for (int i = 0; i < sh.batch.n; ++i) strides[i] = i < skip || own[i - skip] == 1 ? 0 : x->strides()[i - skip];
+  strides[shape.n - 2] = x->strides()[x->ndim() - 2];
+  strides[shape.n - 1] = x->strides()[x->ndim() - 1];
+  return {copy_as(s, x->view(shape, strides, x->offset()), dt), cols, rows * cols};
+}
+
+// The gradient of a matmul operand x (own batch dims `own`, matrices rows x
+// cols) from the per-batch products lhs_i op rhs_i (g: rows, cols, inner):
+// written batch by batch when x has the result's batch dims, summed over the
+// batch when x has none, else computed per result batch entry in f32 (f64)
+// and summed over the dims x broadcasts.
+TensorPtr matmul_grad(Stream &s, hpuDataType_t dt, const GemmShape &g, const MatmulShape &sh, const Dims &own,
+                      const Operand &lhs, const Operand &rhs, const TensorPtr &x) {
+  if (own == sh.batch || own.n == 0)
+    return product(s, dt, g, sh.nbatch, 1.0f, lhs, rhs, x->dtype(), x->shape(), own.n == 0 && sh.nbatch > 1);
+  Dims full_shape = sh.batch;
+  full_shape.v[full_shape.n++] = g.m;
+  full_shape.v[full_shape.n++] = g.n;
+  TensorPtr full = product(s, dt, g, sh.nbatch, 1.0f, lhs, rhs, dt == HPU_FLOAT64 ? dt : HPU_FLOAT32, full_shape);
+  TensorPtr grad = empty_like(*x, x->dtype(), x->shape());
+  Dims to = pad_left(x->shape(), full_shape.n);
+  if (grad->numel() > 0)
+    enqueue(s, [=] {
+      kernels::sum_to(full->dtype(), full->data(), full_shape.n, full_shape.data(), to.data(), 1.0, grad->dtype(),
+                      grad->data());
+    });
+  return grad;
 }
 
 }  // namespace
@@ -269,8 +344,9 @@ HPU_API hpuStatus_t hpuAddmm(hpuStream_t stream, hpuTensor_t bias, hpuTensor_t a
       fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to the product's shape %s",
            c->str().c_str(), Dims{sh.m, sh.n}.str().c_str());
     require_same_dtype(*p.a, "a", p.dt, *c, "bias", autocast::decide("addmm", {c->dtype()}).apply(c->dtype()));
-    TensorPtr A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), C = as(*p.s, c, p.dt);
-    give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), {A, sh.k, 0}, {B, sh.n, 0},
+    Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
+    TensorPtr C = as(*p.s, c, p.dt);
+    give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), A, B,
                       p.dt, Dims{sh.m, sh.n}, false, bias_init(C, sh.m, sh.n), static_cast<float>(beta)));
   HPU_API_END
 }
@@ -289,7 +365,7 @@ HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, h
     if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
       fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to %s", c->str().c_str(),
            Dims{sh.m, sh.n}.str().c_str());
-    TensorPtr G = as(*p.s, p.g, p.dt), A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), gc, ga, gb;
+    TensorPtr G = as(*p.s, p.g, p.dt), gc, ga, gb;
     if (grad_bias) {
       gc = empty_like(*c, c->dtype(), c->shape());
       Dims to = pad_left(c->shape(), 2);
@@ -301,10 +377,10 @@ HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, h
     }
     if (grad_a)
       ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, 1, static_cast<float>(alpha), {G, sh.n, 0},
-                   {B, sh.n, 0}, p.a->dtype(), p.a->shape());
+                   operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
     if (grad_b)
-      gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha), {A, sh.k, 0},
-                   {G, sh.n, 0}, p.b->dtype(), p.b->shape());
+      gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha),
+                   operand(*p.s, p.a, p.dt), {G, sh.n, 0}, p.b->dtype(), p.b->shape());
     give(grad_bias, gc);
     give(grad_a, ga);
     give(grad_b, gb);
@@ -316,12 +392,14 @@ HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, 
     check_out(out, "out");
     Pair p = forward_pair("matmul", stream, a, "a", b, "b");
     MatmulShape sh = matmul_shape(*p.a, *p.b);
-    TensorPtr A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), y;
-    if (!sh.b_batched)  // fold a's batch into its rows: one product
-      y = product(*p.s, p.dt, {sh.nbatch * sh.m, sh.n, sh.k}, 1, 1.0f, {A, sh.k, 0}, {B, sh.n, 0}, p.dt, sh.out);
+    Operand B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
+    TensorPtr y;
+    if (sh.b_batch.n == 0)  // fold a's batch into its rows: one product
+      y = product(*p.s, p.dt, {sh.nbatch * sh.m, sh.n, sh.k}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), B, p.dt,
+                  sh.out);
     else
-      y = product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, 1.0f, {A, sh.k, sh.a_batched ? sh.m * sh.k : 0},
-                  {B, sh.n, sh.k * sh.n}, p.dt, sh.out);
+      y = product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, 1.0f,
+                  matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), B, p.dt, sh.out);
     give(out, y);
   HPU_API_END
 }
@@ -332,21 +410,22 @@ HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, 
     Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
     MatmulShape sh = matmul_shape(*p.a, *p.b);
     require_shape(*p.g, "grad_out", sh.out, "the forward's output shape");
-    TensorPtr G = as(*p.s, p.g, p.dt), A = as(*p.s, p.a, p.dt), B = as(*p.s, p.b, p.dt), ga, gb;
-    int64_t sa = sh.m * sh.k, sb = sh.k * sh.n, sg = sh.m * sh.n;
-    hpuDataType_t ta = p.a->dtype(), tb = p.b->dtype();
-    if (!sh.b_batched) {  // rows folded: G [R, n], A [R, k]
+    TensorPtr ga, gb;
+    if (sh.b_batch.n == 0) {  // rows folded: G [R, n], A [R, k]
       int64_t rows = sh.nbatch * sh.m;
-      if (grad_a) ga = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, {G, sh.n, 0}, {B, sh.n, 0}, ta, p.a->shape());
-      if (grad_b) gb = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, {A, sh.k, 0}, {G, sh.n, 0}, tb, p.b->shape());
-    } else {
-      // b batched; a shared (summed over the batch) or batched alike.
-      if (grad_a)
-        ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.nbatch, 1.0f, {G, sh.n, sg}, {B, sh.n, sb}, ta,
-                     p.a->shape(), !sh.a_batched);
+      Operand G{as(*p.s, p.g, p.dt), sh.n, 0}, B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
+      if (grad_a) ga = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, G, B, p.a->dtype(), p.a->shape());
       if (grad_b)
-        gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.nbatch, 1.0f,
-                     {A, sh.k, sh.a_batched ? sa : 0}, {G, sh.n, sg}, tb, p.b->shape());
+        gb = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), G,
+                     p.b->dtype(), p.b->shape());
+    } else {
+      Operand G{as(*p.s, p.g, p.dt), sh.n, sh.m * sh.n};
+      if (grad_a)  // G_i B_i^T
+        ga = matmul_grad(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh, sh.a_batch, G,
+                         matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n), p.a);
+      if (grad_b)  // A_i^T G_i
+        gb = matmul_grad(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh, sh.b_batch,
+                         matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), G, p.b);
     }
     give(grad_a, ga);
     give(grad_b, gb);
@@ -377,10 +456,10 @@ HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, 
     Dims out = xb->shape();
     out[out.n - 1] = outf;
     int64_t rows = leading(xb->shape());
-    TensorPtr X = as(*s, xb, dt), W = as(*s, wb, dt);
+    Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
     std::function<void(void *, hpuDataType_t)> init;
     if (bb) init = bias_init(as(*s, bb, dt), rows, outf);
-    give(y, product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, {X, in, 0}, {W, in, 0}, dt, out, false, init,
+    give(y, product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, X, W, dt, out, false, init,
                     bb ? 1.0f : 0.0f));
   HPU_API_END
 }
@@ -397,17 +476,18 @@ HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hp
     out[out.n - 1] = outf;
     require_shape(*p.g, "grad_y", out, "the forward's output shape");
     int64_t rows = leading(p.a->shape());
-    TensorPtr G = as(*p.s, p.g, p.dt), X = as(*p.s, p.a, p.dt), W = as(*p.s, p.b, p.dt), gx, gw, gb;
+    Operand G = rows_operand(*p.s, p.g, p.dt);
+    TensorPtr gx, gw, gb;
     if (grad_x)  // dx = dy w
-      gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, {G, outf, 0}, {W, in, 0}, p.a->dtype(), p.a->shape());
+      gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
     if (grad_w)  // dw = dy^T x
-      gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, {G, outf, 0}, {X, in, 0}, p.b->dtype(),
+      gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
                    p.b->shape());
     if (grad_bias) {  // db = the column sums of dy, in w's type
       gb = empty_like(*p.b, p.b->dtype(), Dims{outf});
       if (outf > 0)
-        enqueue(*p.s, [=] {
-          kernels::reduce(kernels::Reduce::sum, G->dtype(), G->data(), 1, rows, outf, gb->data(), gb->dtype());
+        enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt)] {
+          kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
         });
     }
     give(grad_x, gx);

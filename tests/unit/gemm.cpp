@@ -1,6 +1,12 @@
 // GEMM against a double-precision reference written here, per dtype, with
 // transposes, leading dimensions, alpha/beta, f32 results from 16-bit inputs,
-// batches, and the parallel row and column splits.
+// batches, and the parallel row and column splits. bf16 runs on the native
+// vdpbf16ps kernel where the CPU has it; CTest runs this file a second time
+// with HPU_KERNEL_ISA=avx2 (GemmFallback.*), which selects widen-and-sgemm.
+//
+// Tolerance: |got - want| <= u(C) |want| + 4 u32 (k + 2) (|alpha| sum|a b| +
+// |beta c|), u(C) the unit roundoff of C's type (one final rounding) and u32
+// = 6e-8 that of the f32 accumulator (one rounding per addition, k of them).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +16,9 @@
 #include "core/error.hpp"
 #include "device/compute_budget.hpp"
 #include "kernels/convert.hpp"
+#include "kernels/cpu.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_bf16.hpp"
 
 using namespace hpu::kernels;
 
@@ -166,4 +174,66 @@ TEST(Gemm, UnsupportedTypes) {
   float x = 0;
   EXPECT_THROW(gemm(HPU_INT32, {1, 1, 1}, 1, &x, 1, &x, 1, 0, &x, 1, HPU_INT32), hpu::Error);
   EXPECT_THROW(gemm(HPU_FLOAT32, {1, 1, 1}, 1, &x, 1, &x, 1, 0, &x, 1, HPU_BFLOAT16), hpu::Error);
+}
+
+TEST(Gemm, Bf16OddShapes) {
+  // Sizes around and off the kernel's tiles (8 x 48, 12 x 32, 12 x 16; k in pairs).
+  const int64_t shapes[][3] = {{1, 1, 1},   {7, 17, 255}, {17, 7, 3},  {255, 49, 17},
+                               {33, 97, 1}, {13, 33, 8},  {9, 16, 31}, {25, 100, 2}};
+  for (auto &sh : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        check({HPU_BFLOAT16, HPU_BFLOAT16, sh[0], sh[1], sh[2], ta, tb, 1.0f, 0.0f});
+        check({HPU_BFLOAT16, HPU_FLOAT32, sh[0], sh[1], sh[2], ta, tb, -0.75f, 0.5f});
+      }
+}
+
+TEST(Gemm, Bf16LongK) {
+  // k beyond one block of the native kernel (1024): f32 partial sums, one rounding.
+  for (bool ta : {false, true}) {
+    check({HPU_BFLOAT16, HPU_BFLOAT16, 9, 50, 2051, ta, !ta, 1.0f, 0.0f});
+    check({HPU_BFLOAT16, HPU_BFLOAT16, 5, 20, 1500, ta, ta, 0.5f, 1.5f});
+    check({HPU_BFLOAT16, HPU_FLOAT32, 10, 70, 1027, ta, !ta, 1.0f, 1.0f});
+  }
+}
+
+TEST(Gemm, Bf16RoundsOnceToNearestEven) {
+  // Integer inputs whose sums are exact in f32: the bf16 result must be the
+  // exact sum rounded once to nearest even (257 -> 256, 259 -> 260, 771 -> 772).
+  const int64_t m = 3, n = 20, k = 37;
+  std::vector<uint16_t> a(m * k), b(k * n), c(m * n);
+  std::vector<double> want(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < k; ++l) a[i * k + l] = f32_to_bf16(static_cast<float>((i + 1) * (l % 3 == 0)));
+  for (int64_t l = 0; l < k; ++l)
+    for (int64_t j = 0; j < n; ++j) b[l * n + j] = f32_to_bf16(static_cast<float>(j + 7 * (l % 5)));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l) want[i * n + j] += bf16_to_f32(a[i * k + l]) * double(bf16_to_f32(b[l * n + j]));
+  gemm(HPU_BFLOAT16, {m, n, k}, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, HPU_BFLOAT16);
+  int inexact = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    ASSERT_EQ(c[i], f32_to_bf16(static_cast<float>(want[i]))) << "at " << i << ": exact " << want[i];
+    inexact += bf16_to_f32(c[i]) != want[i];
+  }
+  EXPECT_GT(inexact, 0);  // the case does exercise the rounding
+}
+
+TEST(Gemm, Bf16InfinityAndNanPropagate) {
+  const int64_t m = 2, n = 18, k = 5;
+  std::vector<uint16_t> a(m * k, f32_to_bf16(1.0f)), b(k * n, f32_to_bf16(1.0f)), c(m * n);
+  a[0 * k + 2] = f32_to_bf16(INFINITY);  // row 0: +inf in every column
+  b[3 * n + 17] = f32_to_bf16(NAN);      // column 17: NaN in every row
+  gemm(HPU_BFLOAT16, {m, n, k}, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, HPU_BFLOAT16);
+  for (int64_t j = 0; j < 17; ++j) {
+    EXPECT_EQ(bf16_to_f32(c[j]), INFINITY) << j;
+    EXPECT_EQ(bf16_to_f32(c[n + j]), 5.0f) << j;
+  }
+  EXPECT_TRUE(std::isnan(bf16_to_f32(c[17])));
+  EXPECT_TRUE(std::isnan(bf16_to_f32(c[n + 17])));
+}
+
+TEST(Gemm, Bf16PathFollowsTheCpuAndIsaKnob) {
+  // Native exactly when AVX-512 is allowed (HPU_KERNEL_ISA) and the CPU has BF16.
+  EXPECT_EQ(gemm_bf16_native_supported(), best_isa() == Isa::avx512 && __builtin_cpu_supports("avx512bf16"));
 }

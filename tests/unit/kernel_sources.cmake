@@ -8,6 +8,7 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/kernels/elementwise.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/reduce.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm.cpp
+  ${PROJECT_SOURCE_DIR}/src/kernels/gemm_bf16.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/random.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/parallel.cpp
   ${PROJECT_SOURCE_DIR}/src/device/compute_budget.cpp

@@ -21,6 +21,34 @@ std::vector<double> ref_mm(const std::vector<double> &a, const std::vector<doubl
   return c;
 }
 
+// torch.matmul's result for a (shape sa) and b (shape sb), batch dims
+// broadcast; vectors count as [1, k] and [k, 1].
+std::vector<double> ref_matmul(const std::vector<double> &a, Shape sa, const std::vector<double> &b, Shape sb) {
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2), bo(std::max(ba.size(), bb.size()), 1);
+  ba.insert(ba.begin(), bo.size() - ba.size(), 1);
+  bb.insert(bb.begin(), bo.size() - bb.size(), 1);
+  for (size_t i = 0; i < bo.size(); ++i) bo[i] = std::max(ba[i], bb[i]);
+  std::vector<double> c;
+  for (int64_t flat = 0; flat < numel(bo); ++flat) {
+    int64_t ia = 0, ib = 0, rest = flat, step = numel(bo);
+    for (size_t d = 0; d < bo.size(); ++d) {
+      step /= bo[d];
+      int64_t idx = rest / step;
+      rest %= step;
+      ia = ia * ba[d] + (ba[d] == 1 ? 0 : idx);
+      ib = ib * bb[d] + (bb[d] == 1 ? 0 : idx);
+    }
+    std::vector<double> one = ref_mm(std::vector<double>(a.begin() + ia * m * k, a.begin() + (ia + 1) * m * k),
+                                     std::vector<double>(b.begin() + ib * k * n, b.begin() + (ib + 1) * k * n), 1, m,
+                                     k, n);
+    c.insert(c.end(), one.begin(), one.end());
+  }
+  return c;
+}
+
 class Matmul : public OpsTest, public ::testing::WithParamInterface<hpuDataType_t> {};
 
 }  // namespace
@@ -86,21 +114,66 @@ TEST_P(Matmul, MatmulCases) {
   struct Case {
     Shape a, b, out;
   };
-  for (const Case &c : {Case{{3, 4}, {4, 2}, {3, 2}}, Case{{4}, {4, 2}, {2}}, Case{{3, 4}, {4}, {3}},
-                        Case{{4}, {4}, {}}, Case{{2, 3, 4}, {4, 5}, {2, 3, 5}}, Case{{3, 4}, {2, 4, 5}, {2, 3, 5}},
-                        Case{{2, 3, 4}, {2, 4, 5}, {2, 3, 5}}, Case{{4}, {2, 4, 5}, {2, 5}}}) {
+  for (const Case &c :
+       {Case{{3, 4}, {4, 2}, {3, 2}}, Case{{4}, {4, 2}, {2}}, Case{{3, 4}, {4}, {3}}, Case{{4}, {4}, {}},
+        Case{{2, 3, 4}, {4, 5}, {2, 3, 5}}, Case{{3, 4}, {2, 4, 5}, {2, 3, 5}}, Case{{2, 3, 4}, {2, 4, 5}, {2, 3, 5}},
+        Case{{4}, {2, 4, 5}, {2, 5}}, Case{{2, 3, 4}, {4}, {2, 3}},
+        // batch dims that broadcast
+        Case{{2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5}}, Case{{1, 3, 4}, {2, 4, 5}, {2, 3, 5}},
+        Case{{2, 3, 4}, {1, 4, 5}, {2, 3, 5}}, Case{{3, 1, 2, 4}, {1, 2, 4, 3}, {3, 2, 2, 3}},
+        Case{{2, 2, 3, 4}, {2, 4, 5}, {2, 2, 3, 5}}}) {
     auto av = round_all(dt, random_values(numel(c.a), 11)), bv = round_all(dt, random_values(numel(c.b), 12));
     hpuTensor_t out = nullptr;
     ASSERT_HPU_OK(hpuMatmul(nullptr, T(dt, c.a, av), T(dt, c.b, bv), &out));
     keep(out);
     EXPECT_EQ(shape_of(out), c.out);
-    // Reference: the operands as [batch, m, k] and [batch, k, n].
-    bool a_vec = c.a.size() == 1, b_vec = c.b.size() == 1;
-    int64_t m = a_vec ? 1 : c.a[c.a.size() - 2], k = c.a.back(), n = b_vec ? 1 : c.b.back();
-    int64_t ba = numel(c.a) / (m * k), bb = numel(c.b) / (k * n), batch = std::max(ba, bb);
-    EXPECT_TRUE(near(read(out), ref_mm(av, bv, batch, m, k, n, ba == 1 && batch > 1, bb == 1 && batch > 1),
-                     tolerance(dt)));
+    EXPECT_TRUE(near(read(out), ref_matmul(av, c.a, bv, c.b), tolerance(dt)))
+        << "a " << ::testing::PrintToString(c.a) << " b " << ::testing::PrintToString(c.b);
   }
+}
+
+TEST_P(Matmul, MmReadsTransposedAndSlicedViews) {
+  // Views go to the GEMM as they are stored (a transposed or strided operand),
+  // never through a copy, and give the same result as dense operands.
+  hpuDataType_t dt = GetParam();
+  const int64_t m = 5, k = 7, n = 6;
+  auto at = round_all(dt, random_values(k * m, 21)), bw = round_all(dt, random_values(k * (n + 3), 22));
+  hpuTensor_t a = nullptr, b = nullptr, out = nullptr;
+  ASSERT_HPU_OK(hpuTensorTranspose(&a, T(dt, {k, m}, at), 0, 1));  // a = (k x m)^T
+  keep(a);
+  ASSERT_HPU_OK(hpuTensorSlice(&b, T(dt, {k, n + 3}, bw), 1, 2, 2 + n, 1));  // columns 2..2+n of b
+  keep(b);
+  std::vector<double> av(m * k), bv(k * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < k; ++l) av[i * k + l] = at[l * m + i];
+  for (int64_t l = 0; l < k; ++l)
+    for (int64_t j = 0; j < n; ++j) bv[l * n + j] = bw[l * (n + 3) + 2 + j];
+  hpuMemStats_t before = HPU_MEM_STATS_INIT, after = HPU_MEM_STATS_INIT;
+  ASSERT_HPU_OK(hpuMemStats(dev, &before));
+  ASSERT_HPU_OK(hpuMm(nullptr, a, b, &out));
+  keep(out);
+  ASSERT_HPU_OK(hpuMemStats(dev, &after));
+  EXPECT_EQ(after.num_allocs - before.num_allocs, 1u);  // the result only: no copies of a or b
+  EXPECT_TRUE(near(read(out), ref_mm(av, bv, 1, m, k, n), tolerance(dt)));
+  // Backward: ga = g b^T reads b's slice transposed, gb = a^T g reads a's transpose as stored.
+  auto gv = round_all(dt, random_values(m * n, 23));
+  hpuTensor_t ga = nullptr, gb = nullptr, bt = nullptr;
+  ASSERT_HPU_OK(hpuMmBackward(nullptr, T(dt, {m, n}, gv), a, b, &ga, &gb));
+  keep(ga), keep(gb);
+  std::vector<double> bvt(n * k), avt(k * m);
+  for (int64_t l = 0; l < k; ++l)
+    for (int64_t j = 0; j < n; ++j) bvt[j * k + l] = bv[l * n + j];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < k; ++l) avt[l * m + i] = av[i * k + l];
+  EXPECT_TRUE(near(read(ga), ref_mm(gv, bvt, 1, m, n, k), tolerance(dt)));
+  EXPECT_TRUE(near(read(gb), ref_mm(avt, gv, 1, k, m, n), tolerance(dt)));
+  // A linear layer whose weight is a transposed view: y = x (w^T)^T = x wt.
+  ASSERT_HPU_OK(hpuTensorTranspose(&bt, b, 0, 1));  // [n, k] view over b's slice
+  keep(bt);
+  hpuTensor_t y = nullptr;
+  ASSERT_HPU_OK(hpuLinear(nullptr, T(dt, {m, k}, av), bt, nullptr, &y));
+  keep(y);
+  EXPECT_TRUE(near(read(y), ref_mm(av, bv, 1, m, k, n), tolerance(dt)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Matmul, ::testing::Values(HPU_FLOAT32, HPU_BFLOAT16, HPU_FLOAT64));
@@ -153,7 +226,8 @@ TEST_F(MatmulGrad, AddmmByFiniteDifferences) {
 
 TEST_F(MatmulGrad, MatmulByFiniteDifferences) {
   for (auto [a, b] : {std::pair<Shape, Shape>{{2, 3, 4}, {4, 2}}, {{3, 4}, {2, 4, 2}}, {{2, 3, 4}, {2, 4, 2}},
-                      {{4}, {4, 2}}, {{3, 4}, {4}}, {{4}, {4}}}) {
+                      {{4}, {4, 2}}, {{3, 4}, {4}}, {{4}, {4}}, {{4}, {2, 4, 3}}, {{2, 1, 3, 4}, {3, 4, 2}},
+                      {{1, 3, 4}, {2, 4, 2}}, {{2, 3, 4}, {1, 4, 2}}, {{2, 2, 3, 4}, {2, 4, 2}}}) {
     check_gradients(
         dev, {{a, random_values(numel(a), 8)}, {b, random_values(numel(b), 9)}},
         [](auto &t) {
@@ -228,7 +302,7 @@ TEST_F(MatmulGrad, BadInput) {
                   HPU_ERROR_INVALID_ARGUMENT, "bias is f32[4]", "does not broadcast");
   EXPECT_HPU_FAIL(hpuMatmul(nullptr, T(HPU_FLOAT32, {2, 2, 3}, random_values(12, 7)),
                             T(HPU_FLOAT32, {3, 3, 2}, random_values(18, 8)), &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "batch dims [2] and [3] differ");
+                  HPU_ERROR_INVALID_ARGUMENT, "batch dims [2] and [3] do not broadcast");
   EXPECT_HPU_FAIL(hpuLinear(nullptr, a, b, nullptr, &out), HPU_ERROR_INVALID_ARGUMENT, "x is f32[2, 3]",
                   "w is f32[4, 5]");
   EXPECT_HPU_FAIL(hpuLinear(nullptr, a, T(HPU_FLOAT32, {2, 3}, random_values(6, 9)), v, &out),

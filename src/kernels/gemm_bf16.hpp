@@ -1,0 +1,39 @@
+// bf16 GEMM on the CPU's own bf16 dot product (AVX-512 BF16: vdpbf16ps adds
+// the two products of a pair of bf16 values to an f32 lane, twice the
+// multiply-adds per instruction of an f32 FMA), with no widening of operands.
+//
+//   C = alpha * op(A) * op(B) + beta * C    (row-major, as in gemm.hpp)
+//
+// Accumulation is in f32 and the result is rounded once (to nearest even,
+// NaN kept a NaN) when C is bf16; C may also be f32. As the instruction
+// defines it, subnormal bf16 inputs count as zero and subnormal partial sums
+// are flushed to zero (values below 1.2e-38); everything else matches the
+// widen-and-sgemm path within f32 rounding.
+//
+// How it works: B is packed, a block of k x nc at a time, into slivers of
+// NR columns holding (B[2p][j], B[2p+1][j]) pairs as 32-bit words; op(A) is
+// read in place when it is stored row by row (its pairs are adjacent), or
+// first transposed into a row-major copy when it is stored transposed. A
+// register-blocked micro-kernel keeps an MR x NR tile of C in f32 registers
+// while it walks k, broadcasting one pair of A per row against NR/16 vectors
+// of packed B. Runs on the calling thread; gemm() splits C over threads.
+#pragma once
+
+#include <hpu/types.h>
+
+#include <cstdint>
+
+#include "kernels/gemm.hpp"
+
+namespace hpu::kernels {
+
+// True when the CPU has AVX-512 BF16 and HPU_KERNEL_ISA does not ask for a
+// lower path (HPU_KERNEL_ISA=avx2 or scalar selects widen-and-sgemm).
+bool gemm_bf16_native_supported();
+
+// C (c_dt: bf16 or f32) = alpha op(A) op(B) + beta C for bf16 A and B, with
+// m, n, k > 0. Requires gemm_bf16_native_supported().
+void gemm_bf16_native(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
+                      int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt);
+
+}  // namespace hpu::kernels
