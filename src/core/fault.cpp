@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 
+#include <signal.h>
+
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/runtime.hpp"
@@ -15,15 +17,14 @@ namespace hpu::fault {
 
 namespace {
 
-const char *const kNames[] = {"alloc_fail_after", "alloc_fail_count",      "conn_drop_after_bytes", "peer_delay_ms",
-                              "peer_stall",       "fault_rank",            "checkpoint_short_write"};
+const char *const kNames[] = {"alloc_fail_after", "alloc_fail_count", "conn_drop_after_bytes",  "peer_delay_ms",
+                              "peer_stall",       "fault_rank",       "checkpoint_short_write", "stop_in_setup"};
 
 std::mutex g_mu;
 std::map<std::string, int64_t> *g_faults = nullptr;  // set once at initialisation; never freed
 std::atomic<bool> g_any{false};
 std::atomic<int64_t> g_allocs{0};
 std::atomic<int64_t> g_alloc_failures{0};
-int64_t g_fail_after = -1, g_fail_count = -1;
 
 void init(const Config &) {
   const char *spec = getenv("HPU_FAULT_INJECT");
@@ -47,11 +48,11 @@ void configure(const std::string &spec) {
     std::string name = item.substr(0, eq);
     bool known = false;
     for (const char *k : kNames) known = known || name == k;
-    if (!known)
-      fail(HPU_ERROR_CONFIG,
-           "HPU_FAULT_INJECT: unknown fault \"%s\" (known: alloc_fail_after, alloc_fail_count, "
-           "conn_drop_after_bytes, peer_delay_ms, peer_stall, fault_rank, checkpoint_short_write)",
-           name.c_str());
+    if (!known) {
+      std::string names;
+      for (const char *k : kNames) names += (names.empty() ? "" : ", ") + std::string(k);
+      fail(HPU_ERROR_CONFIG, "HPU_FAULT_INJECT: unknown fault \"%s\" (known: %s)", name.c_str(), names.c_str());
+    }
     std::string text = eq == std::string::npos ? "" : item.substr(eq + 1);
     char *end = nullptr;
     long long v = strtoll(text.c_str(), &end, 10);
@@ -61,8 +62,6 @@ void configure(const std::string &spec) {
     (*faults)[name] = v;
   }
   std::lock_guard<std::mutex> lock(g_mu);
-  g_fail_after = faults->count("alloc_fail_after") ? (*faults)["alloc_fail_after"] : -1;
-  g_fail_count = faults->count("alloc_fail_count") ? (*faults)["alloc_fail_count"] : -1;
   g_allocs = 0;
   g_alloc_failures = 0;
   g_any = !faults->empty();
@@ -80,11 +79,19 @@ int64_t value(const char *name) {
 bool active(const char *name) { return value(name) >= 0; }
 
 bool fail_this_allocation() {
-  if (!g_any.load(std::memory_order_relaxed) || g_fail_after < 0) return false;
-  int64_t n = g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (n < g_fail_after) return false;
-  if (g_fail_count >= 0 && g_alloc_failures.fetch_add(1, std::memory_order_relaxed) >= g_fail_count) return false;
-  return true;
+  const int64_t after = value("alloc_fail_after");
+  if (after < 0) return false;
+  if (g_allocs.fetch_add(1, std::memory_order_relaxed) < after) return false;
+  const int64_t count = value("alloc_fail_count");
+  return count < 0 || g_alloc_failures.fetch_add(1, std::memory_order_relaxed) < count;
+}
+
+void setup_point(const char *what, int rank) {
+  if (value("stop_in_setup") <= 0) return;
+  const int64_t chosen = value("fault_rank");
+  if (chosen >= 0 && chosen != rank) return;
+  HPU_LOG(warn, "fault", "rank %d stops itself in its %s setup (HPU_FAULT_INJECT stop_in_setup)", rank, what);
+  raise(SIGSTOP);
 }
 
 }  // namespace hpu::fault

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "netns.hpp"
+
 extern char **environ;
 
 namespace {
@@ -314,55 +316,13 @@ TEST(CommProc, UnderMpirun) {
   EXPECT_EQ(oks, 3) << all;
 }
 
-// ---- hosts: network namespaces joined by a veth pair ---------------------------
+// ---- hosts: network namespaces joined by a veth pair (netns.hpp) ---------------
 
-namespace {
-
-int sh(const std::string &cmd) { return system((cmd + " >/dev/null 2>&1").c_str()); }
-
-// Two "hosts": namespaces hpu-<pid>-0 (10.201.x.1) and hpu-<pid>-1 (10.201.x.2)
-// joined by a veth pair; removed (with every process in them) on scope exit.
-struct Hosts {
-  std::string ns[2], dev[2], addr[2];
-  bool ok = false;
-  Hosts() {
-    int id = getpid();
-    for (int i = 0; i < 2; ++i) {
-      ns[i] = "hpu-" + std::to_string(id) + "-" + std::to_string(i);
-      dev[i] = "hv" + std::to_string(id % 1000000) + (i ? "b" : "a");
-      addr[i] = "10.201." + std::to_string(id % 250) + "." + std::to_string(i + 1);
-    }
-    ok = sh("ip netns add " + ns[0]) == 0 && sh("ip netns add " + ns[1]) == 0 &&
-         sh("ip link add " + dev[0] + " type veth peer name " + dev[1]) == 0;
-    for (int i = 0; ok && i < 2; ++i)
-      ok = sh("ip link set " + dev[i] + " netns " + ns[i]) == 0 &&
-           sh("ip -n " + ns[i] + " addr add " + addr[i] + "/24 dev " + dev[i]) == 0 &&
-           sh("ip -n " + ns[i] + " link set " + dev[i] + " up") == 0 &&
-           sh("ip -n " + ns[i] + " link set lo up") == 0;
-  }
-  ~Hosts() {
-    for (auto &n : ns) {
-      sh("ip netns pids " + n + " | xargs -r kill -9");
-      sh("ip netns del " + n);
-    }
-  }
-  std::vector<std::string> in(int host, const std::vector<std::string> &argv) const {
-    std::vector<std::string> a = {"ip", "netns", "exec", ns[host]};
-    a.insert(a.end(), argv.begin(), argv.end());
-    return a;
-  }
-  Env env(int host, const Env &extra = {}) const {
-    Env e = {{"RANK", std::to_string(host)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", addr[0]}, {"MASTER_PORT", "29500"}};
-    e.insert(extra.begin(), extra.end());
-    return e;
-  }
-};
-
-}  // namespace
+using hpu_test::Hosts;
 
 TEST(CommHosts, TwoHostsTwoDevicesEachOverTcp) {
   Hosts h;
-  ASSERT_TRUE(h.ok) << "cannot make network namespaces (needs root and iproute2)";
+  ASSERT_TRUE(h.ok) << h.why;
   std::vector<Proc> procs;
   for (int i = 0; i < 2; ++i) procs.push_back(spawn(h.in(i, job(2, 300007)), h.env(i, {{"HPU_LOG_LEVEL", "info"}})));
   for (int i = 0; i < 2; ++i) {
@@ -375,14 +335,14 @@ TEST(CommHosts, TwoHostsTwoDevicesEachOverTcp) {
 // The link goes down mid-allreduce: no packet says so; both hosts time out.
 TEST(CommHosts, CutLinkTimesOut) {
   Hosts h;
-  ASSERT_TRUE(h.ok) << "cannot make network namespaces (needs root and iproute2)";
+  ASSERT_TRUE(h.ok) << h.why;
   const double timeout = 3.0;
   std::vector<Proc> procs;
   for (int i = 0; i < 2; ++i)
     procs.push_back(spawn(h.in(i, job(1, 1 << 18, true)), h.env(i, {{"HPU_COMM_TIMEOUT", std::to_string(timeout)}})));
   for (int i = 0; i < 2; ++i) ASSERT_EQ(read_line(procs[static_cast<size_t>(i)], 30), "READY") << "host " << i;
   double cut = now();
-  ASSERT_EQ(sh("ip -n " + h.ns[1] + " link set " + h.dev[1] + " down"), 0);
+  ASSERT_TRUE(h.cut(1));
   for (int i = 0; i < 2; ++i) {
     std::string last = finish(procs[static_cast<size_t>(i)], timeout + 20);
     std::istringstream in(last);

@@ -1,26 +1,6 @@
-# White-box: the test compiles the sources of the process transports and the verbs transport (and the
-# core they use) into itself to reach their internal classes.
-target_sources(test_comm_verbs PRIVATE
-  ${PROJECT_SOURCE_DIR}/src/core/error.cpp
-  ${PROJECT_SOURCE_DIR}/src/core/fault.cpp
-  ${PROJECT_SOURCE_DIR}/src/core/log.cpp
-  ${PROJECT_SOURCE_DIR}/src/core/config.cpp
-  ${PROJECT_SOURCE_DIR}/src/core/runtime.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/socket.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/bootstrap.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/bootstrap_socket.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transport.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/net_transport.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/fault_engine.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/tcp_link.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/shm_link.cpp)
-target_link_libraries(test_comm_verbs PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON)
-target_sources(test_comm_verbs PRIVATE
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_api.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_link.cpp
-  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_test_adapter.cpp)
-target_link_libraries(test_comm_verbs PRIVATE ${CMAKE_DL_LIBS})
-# The collective algorithms, run over the verbs transport.
+# White-box like comm_wire (its sources), plus the collective algorithms, run
+# over the verbs transport.
+include(${CMAKE_CURRENT_LIST_DIR}/comm_wire.cmake)
 file(GLOB comm_algorithm_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/comm/algorithms/*.cpp)
 target_sources(test_comm_verbs PRIVATE ${comm_algorithm_sources}
   ${PROJECT_SOURCE_DIR}/src/comm/algorithm.cpp

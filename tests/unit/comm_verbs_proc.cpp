@@ -162,31 +162,16 @@ bool run_collectives(Rank &k) {
 // (the adapter reads its fault settings when a communicator is made).
 std::vector<int> run(Shared *sh, const std::function<int(Rank &)> &body,
                      const std::function<void(int)> &before_init = nullptr) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < kRanks; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (before_init) before_init(r);
-      Rank k{r, sh};
-      int code = k.init() ? body(k) : 3;
-      sh->status[r] = code;
-      snprintf(sh->message[r], sizeof sh->message[r], "%s", k.error.c_str());
-      if (k.comm) hpuCommDestroy(k.comm);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  for (pid_t p : pids) {
-    int st = 0;
-    while (waitpid(p, &st, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > until) kill(p, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-  }
-  return codes;
+  auto pids = fork_ranks(kRanks, [&](int r) {
+    if (before_init) before_init(r);
+    Rank k{r, sh};
+    int code = k.init() ? body(k) : 3;
+    sh->status[r] = code;
+    snprintf(sh->message[r], sizeof sh->message[r], "%s", k.error.c_str());
+    if (k.comm) hpuCommDestroy(k.comm);
+    return code;
+  });
+  return reap(pids, 90);
 }
 
 }  // namespace

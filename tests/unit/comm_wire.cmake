@@ -1,6 +1,7 @@
-# White-box: the test compiles the sources of the process transports (and the
-# core they use) into itself to reach their internal classes.
-target_sources(test_comm_wire PRIVATE
+# White-box: the test compiles the sources of the process transports, the verbs
+# transport with its test adapter (and the core they use) into itself to reach
+# their internal classes. comm_verbs.cmake includes this file.
+target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/core/error.cpp
   ${PROJECT_SOURCE_DIR}/src/core/fault.cpp
   ${PROJECT_SOURCE_DIR}/src/core/log.cpp
@@ -17,4 +18,4 @@ target_sources(test_comm_wire PRIVATE
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_api.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_link.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_test_adapter.cpp)
-target_link_libraries(test_comm_wire PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON ${CMAKE_DL_LIBS})
+target_link_libraries(test_${name} PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON ${CMAKE_DL_LIBS})

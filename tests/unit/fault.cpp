@@ -49,6 +49,19 @@ TEST(FaultInjection, BadSpecificationIsAConfigError) {
   }
 }
 
+TEST(FaultInjection, AnUnknownFaultIsNamedBesideTheKnownOnes) {
+  auto r = run_child({{"HPU_FAULT_INJECT", "peer_stal=1"}}, [] {
+    int n;
+    if (hpuDeviceCount(&n) != HPU_ERROR_CONFIG) return 1;
+    std::string m = hpuGetLastErrorMessage();
+    for (const char *name : {"\"peer_stal\"", "alloc_fail_after", "alloc_fail_count", "conn_drop_after_bytes",
+                             "peer_delay_ms", "peer_stall", "fault_rank", "checkpoint_short_write", "stop_in_setup"})
+      if (m.find(name) == std::string::npos) return 2;
+    return 0;
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST(FaultInjection, InjectionIsLoggedAsAWarning) {
   auto r = run_child({{"HPU_FAULT_INJECT", "peer_delay_ms=5"}}, [] {
     int n;

@@ -24,6 +24,7 @@
 
 #include "comm/transports/net_transport.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 #include "core/log.hpp"
 
 namespace hpu::comm {
@@ -363,8 +364,20 @@ std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, c
   struct Flag {
     int32_t ok;
   };
-  Flag made{1};
-  bootstrap.allgather(made, deadline);  // every segment exists
+  // Until every rank has mapped every segment, the names stay in /dev/shm. If
+  // the group fails before (a peer died or stopped), this rank removes its own
+  // name and its peers' (a dead peer cannot).
+  auto gather = [&](Flag flag) {
+    try {
+      return bootstrap.allgather(flag, deadline);
+    } catch (const Error &) {
+      if (!peers.empty()) shm_unlink(name.c_str());
+      for (int p : peers) shm_unlink(segment_name(secret, p).c_str());
+      throw;
+    }
+  };
+  gather(Flag{1});  // every segment exists
+  fault::setup_point("shm", rank);
   std::string error;
   try {
     for (int p : peers) {
@@ -382,7 +395,7 @@ std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, c
     error = e.what();
   }
   Flag mapped{error.empty() ? 1 : 0};
-  auto all = bootstrap.allgather(mapped, deadline);  // every segment mapped: the names can go
+  auto all = gather(mapped);  // every segment mapped: the names can go
   if (!peers.empty()) shm_unlink(name.c_str());
   if (!error.empty()) throw Error(HPU_ERROR_IO, error);
   for (int r = 0; r < size; ++r)

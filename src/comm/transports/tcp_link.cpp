@@ -22,6 +22,7 @@
 #include "comm/socket.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 #include "core/log.hpp"
 
 namespace hpu::comm {
@@ -377,6 +378,7 @@ std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, c
   }
   me.lanes = lanes_from_env();
   std::vector<Listing> all = bootstrap.allgather(me, deadline);
+  fault::setup_point("tcp", rank);
   int lanes = all[0].lanes;
   std::vector<bool> wanted(static_cast<size_t>(size), false);
   for (int p : peers) wanted[static_cast<size_t>(p)] = true;

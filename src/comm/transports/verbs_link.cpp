@@ -32,6 +32,7 @@
 #include "comm/transports/verbs_api.hpp"
 #include "comm/transports/verbs_engine.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 #include "core/log.hpp"
 
 namespace hpu::comm {
@@ -482,6 +483,7 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
   if (!error.empty()) pub.ok = 0;
   std::memcpy(mine.data(), &pub, sizeof pub);
   bootstrap.allgather(mine.data(), rec, all.data(), deadline);
+  fault::setup_point("verbs", rank);
   auto published = [&](int r) {
     Published p;
     std::memcpy(&p, all.data() + rec * static_cast<size_t>(r), sizeof p);
