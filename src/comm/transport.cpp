@@ -2,7 +2,10 @@
 // deadline, and the sticky error.
 #include "comm/transport.hpp"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cinttypes>
 
@@ -13,6 +16,21 @@
 namespace hpu::comm {
 
 namespace {
+
+// How long a waiter polls before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+void futex_wake(std::atomic<uint32_t> *word, bool shared) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
+          nullptr, 0);
+}
+
+void futex_wait(std::atomic<uint32_t> *word, uint32_t seen, Clock::duration slice, bool shared) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seen, &ts, nullptr,
+          0);
+}
 
 const char *dtype_name(uint32_t t) {
   static const char *const names[] = {"bool", "u8", "i8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64"};
@@ -74,11 +92,8 @@ std::string Request::describe() const {
 }
 
 void Transport::complete(Request &r) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    r.state_.store(Request::State::done, std::memory_order_release);
-  }
-  cv_.notify_all();
+  r.state_.store(Request::State::done, std::memory_order_release);
+  ring();
 }
 
 void Transport::complete_with_error(Request &r, hpuStatus_t status, const std::string &message) {
@@ -86,17 +101,22 @@ void Transport::complete_with_error(Request &r, hpuStatus_t status, const std::s
     std::lock_guard<std::mutex> lock(mu_);
     r.status_ = status;
     r.message_ = message;
-    r.state_.store(Request::State::failed, std::memory_order_release);
   }
-  cv_.notify_all();
+  r.state_.store(Request::State::failed, std::memory_order_release);
+  ring();
 }
 
-void Transport::notify() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    kicked_ = true;
-  }
-  cv_.notify_all();
+void Transport::use_doorbell(std::atomic<uint32_t> *word, std::atomic<uint32_t> *sleepers, bool shared) {
+  shared_.store(shared, std::memory_order_relaxed);
+  sleepers_.store(sleepers, std::memory_order_relaxed);
+  word_.store(word, std::memory_order_release);
+}
+
+void Transport::ring() {
+  auto *word = word_.load(std::memory_order_acquire);
+  word->fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_relaxed)->load(std::memory_order_seq_cst))
+    futex_wake(word, shared_.load(std::memory_order_relaxed));
 }
 
 hpuStatus_t Transport::error(std::string *message) const {
@@ -120,7 +140,7 @@ void Transport::fail_all(hpuStatus_t status, const std::string &message) {
     failed_.store(true, std::memory_order_release);
   }
   HPU_LOG(debug, "comm", "rank %d: %s: %s", rank_, hpuGetErrorName(status), message.c_str());
-  cv_.notify_all();
+  ring();
   on_fail(status, message);
 }
 
@@ -148,34 +168,43 @@ bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadlin
     for (size_t i = 0; i < n; ++i)
       if (reqs[i]->state() == Request::State::failed) throw_request_error(*reqs[i]);
   };
-  // Poll for a while first, yielding the CPU between looks: a peer usually
-  // answers within microseconds, far sooner than a sleep and a wake-up would,
-  // and the yield lets it run on this core when ranks outnumber cores.
-  for (int spin = 0; spin < 64; ++spin) {
+  // Poll first, yielding the CPU between looks: a peer usually answers within
+  // microseconds, far sooner than a sleep and a wake-up would, and the yield
+  // lets it run on this core when ranks outnumber cores.
+  const auto spin_until = Clock::now() + kSpin;
+  do {
     progress();
     check();
     if (all_done()) return true;
     sched_yield();
-  }
+  } while (Clock::now() < spin_until);
+  std::atomic<uint32_t> *word = word_.load(std::memory_order_acquire);
+  std::atomic<uint32_t> *sleepers = sleepers_.load(std::memory_order_relaxed);
+  const bool shared = shared_.load(std::memory_order_relaxed);
   for (;;) {
-    progress();
-    check();
-    if (all_done()) return true;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (failed_.load(std::memory_order_relaxed) || all_done()) continue;
-    if (kicked_) {  // notify() came after our last progress(): run it again
-      kicked_ = false;
-      continue;
+    // Announce the sleep, then look once more: a ring after `seen` was read
+    // makes the futex wait return at once.
+    sleepers->fetch_add(1, std::memory_order_seq_cst);
+    uint32_t seen = word->load(std::memory_order_seq_cst);
+    bool ready = false;
+    try {
+      progress();
+      check();
+      ready = all_done();
+    } catch (...) {
+      sleepers->fetch_sub(1, std::memory_order_relaxed);
+      throw;
     }
     auto now = Clock::now();
-    if (now >= deadline) return false;
-    // Sleep in slices so that process exit is noticed.
-    auto until = std::min(deadline, now + std::chrono::milliseconds(100));
-    cv_.wait_until(lock, until);
-    if (shutting_down() && !all_done()) {
-      lock.unlock();
-      fail_all(HPU_ERROR_ABORTED, "the process is exiting");
+    if (!ready && now < deadline) {
+      // Sleep in slices so that process exit is noticed.
+      auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
+      futex_wait(word, seen, slice, shared);
     }
+    sleepers->fetch_sub(1, std::memory_order_relaxed);
+    if (ready) return true;
+    if (now >= deadline) return false;
+    if (shutting_down() && !all_done()) fail_all(HPU_ERROR_ABORTED, "the process is exiting");
   }
 }
 

@@ -15,11 +15,16 @@
 //     element-aligned pieces as they arrive (a local transport straight from
 //     the sender's memory, with no staging copy; a network transport from its
 //     receive buffers). That lets rings reduce data once, where it lands.
-//   - Requests complete through complete()/complete_with_error(), which wake the waiters
-//     of this endpoint. wait() is written once here: it calls progress() (for
-//     transports that progress in the waiting thread), then sleeps until the
-//     requests complete, the deadline passes (HPU_ERROR_TIMEOUT), the endpoint
-//     fails (its sticky error) or is aborted (HPU_ERROR_ABORTED).
+//   - Requests complete through complete()/complete_with_error(), which ring
+//     this endpoint's doorbell. wait() is written once here: it polls (calling
+//     progress(), for transports that progress in the waiting thread) for a
+//     bounded time, since a peer usually answers within microseconds, then
+//     sleeps on the doorbell until the requests complete, the deadline passes
+//     (HPU_ERROR_TIMEOUT), the endpoint fails (its sticky error) or is aborted
+//     (HPU_ERROR_ABORTED). The doorbell is a futex word; a transport may place
+//     it in memory shared with its peers (shm), so that a peer process wakes
+//     the waiter itself, with no thread in between. A ring costs a system call
+//     only when someone sleeps.
 //   - Memory that a transport may access directly (RDMA, a peer's mapping)
 //     is registered first; isend/irecv name the registration. Transports that
 //     do not need it (local, tcp) return a plain record; unregistered memory
@@ -47,7 +52,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -198,6 +202,13 @@ class Transport {
   hpuStatus_t error(std::string *message = nullptr) const;
   void throw_if_failed() const;
 
+  // The doorbell: `word` is bumped by every ring, `sleepers` counts the
+  // threads asleep on it. `shared`: the words live in memory shared between
+  // processes (a process-shared futex). Set before any thread waits; the
+  // words must outlive every ring (use_own_doorbell() before they go).
+  void use_doorbell(std::atomic<uint32_t> *word, std::atomic<uint32_t> *sleepers, bool shared);
+  void use_own_doorbell() { use_doorbell(&own_word_, &own_sleepers_, false); }
+
  protected:
   // Called by fail_all() once, after the sticky error is set: cancel what is in
   // flight and tell the peers. Must not block on a peer.
@@ -209,20 +220,23 @@ class Transport {
   void complete(Request &request);
   void complete_with_error(Request &request, hpuStatus_t status, const std::string &message);
   // Wakes waiters without completing anything (new work for progress()).
-  void notify();
+  void notify() { ring(); }
+
 
  private:
+  void ring();
   bool wait_until_done(Request *const *requests, size_t n, Deadline deadline);
   void wait_all(Request *const *requests, size_t n, Deadline deadline);
   void throw_request_error(const Request &request) const;
 
   const int rank_, size_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable std::mutex mu_;  // the error texts
   std::atomic<bool> failed_{false};
-  bool kicked_ = false;  // notify() since the waiter last looked
   hpuStatus_t error_ = HPU_SUCCESS;
   std::string error_message_;
+  std::atomic<uint32_t> own_word_{0}, own_sleepers_{0};
+  std::atomic<std::atomic<uint32_t> *> word_{&own_word_}, sleepers_{&own_sleepers_};
+  std::atomic<bool> shared_{false};
 };
 
 }  // namespace hpu::comm

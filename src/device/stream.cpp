@@ -131,9 +131,12 @@ void Stream::run() {
       error_message_ = message;
       HPU_LOG(debug, "stream", "device %d: queued operation failed: %s", device_->ordinal(), message.c_str());
     }
-    completed_.fetch_add(1, std::memory_order_release);
+    uint64_t done = completed_.fetch_add(1, std::memory_order_release) + 1;
     g_pending.fetch_sub(1, std::memory_order_acq_rel);
-    done_cv_.notify_all();
+    if (done >= wake_at_) {
+      wake_at_ = UINT64_MAX;  // woken waiters that want more register again
+      done_cv_.notify_all();
+    }
   }
   // Discarded work counts as done so that no waiter blocks forever.
   completed_.fetch_add(queue_.size(), std::memory_order_release);
@@ -142,16 +145,22 @@ void Stream::run() {
   done_cv_.notify_all();
 }
 
+void Stream::wait_done(std::unique_lock<std::mutex> &lock, uint64_t target) {
+  while (completed_.load(std::memory_order_acquire) < target) {
+    wake_at_ = std::min(wake_at_, target);
+    done_cv_.wait(lock);
+  }
+}
+
 void Stream::wait_completed(uint64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
+  wait_done(lock, seq);
 }
 
 void Stream::synchronize() {
   if (t_current == this) fail(HPU_ERROR_INVALID_USAGE, "a queued operation synchronized its own stream");
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t target = enqueued_.load(std::memory_order_acquire);
-  done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= target; });
+  wait_done(lock, enqueued_.load(std::memory_order_acquire));
   throw_if_error();
 }
 

@@ -75,6 +75,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   };
   void run();
   void throw_if_error();
+  // Sleeps (mu_ held through `lock`) until `target` operations have completed.
+  void wait_done(std::unique_lock<std::mutex> &lock, uint64_t target);
 
   Device *device_;
   bool is_default_;
@@ -87,6 +89,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   hpuStatus_t error_ = HPU_SUCCESS;
   std::string error_message_;
   bool stop_ = false;
+  // The smallest completion count a synchronize/wait_completed sleeps for: the
+  // worker wakes waiters only when it reaches it, not after every operation.
+  uint64_t wake_at_ = UINT64_MAX;
   std::thread worker_;
 };
 

@@ -102,10 +102,11 @@ RequestPtr NetTransport::irecv(const RecvDesc &d) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Peer &p = peers_[static_cast<size_t>(d.peer)];
-    auto &q = p.arrived[d.tag];
-    if (!q.empty()) {
-      Arrival a = std::move(q.front());
-      q.pop_front();
+    auto q = p.arrived.find(d.tag);
+    if (q != p.arrived.end()) {
+      Arrival a = std::move(q->second.front());
+      q->second.pop_front();
+      if (q->second.empty()) p.arrived.erase(q);  // tags are not reused: keep the map small
       err = match(p, d.peer, r, a);
     } else if (p.left) {
       err = strf("rank %d has left the group; rank %d cannot receive from it", d.peer, rank());
@@ -255,14 +256,15 @@ void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
       a.has_header = f.flags & Frame::kHasHeader;
       a.header = f.header;
       Peer &p = peers_[static_cast<size_t>(peer)];
-      auto &q = p.posted[f.tag];
-      if (q.empty()) {
+      auto q = p.posted.find(f.tag);
+      if (q == p.posted.end()) {
         if (a.eager) a.data.assign(static_cast<const uint8_t *>(payload), static_cast<const uint8_t *>(payload) + f.size);
         p.arrived[f.tag].push_back(std::move(a));
         break;
       }
-      auto r = q.front();
-      q.pop_front();
+      auto r = std::move(q->second.front());
+      q->second.pop_front();
+      if (q->second.empty()) p.posted.erase(q);
       if (a.eager) {  // deliver straight from the link's buffer
         if (a.has_header && a.header.coll == static_cast<uint32_t>(CollKind::send) && r->desc.expect)
           err = header_mismatch(*r->desc.expect, rank(), a.header, peer);

@@ -1,19 +1,23 @@
 // shm: links between processes of one host through POSIX shared memory; no
 // socket on the data path. Each rank owns a segment holding one ring per
 // sender; a sender copies frames into its ring in the receiver's segment, the
-// receiver copies (or reduces) them out. A futex "bell" in each segment wakes
-// a sleeping receiver, or a sender waiting for room.
+// receiver copies (or reduces) them out.
 //
-// Progress: a thread per endpoint drains the rings and pushes queued frames;
-// a thread waiting in Transport::wait drains them too (progress()), so a small
-// message usually reaches its waiter without a thread switch.
-// A peer that dies is seen through a pidfd within milliseconds; one that stops
-// is left to the deadline.
+// Progress happens in the thread that waits for requests (progress(): drain
+// the rings, push queued frames). The segment's "bell" is that rank's
+// transport doorbell (Transport::use_doorbell): a sender rings it after each
+// write, and a receiver after it made room for a sender that waits, so a
+// sleeping waiter is woken by the peer process itself, and a ring costs a
+// system call only when the waiter sleeps. A small thread per endpoint only
+// watches the peers (a pidfd each: a peer that dies is seen at once; one that
+// stops is left to the deadline) and pushes frames queued for a full ring
+// when no one waits (error reports, goodbyes).
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,7 +38,6 @@ namespace {
 constexpr size_t kRing = 2 << 20;      // bytes of one sender's ring
 constexpr size_t kChunk = 256 << 10;   // largest DATA payload
 constexpr size_t kFrame = sizeof(Frame);
-constexpr auto kDeathCheck = std::chrono::milliseconds(20);
 constexpr auto kFlushTime = std::chrono::seconds(1);
 
 struct alignas(64) Ring {
@@ -45,8 +48,8 @@ struct alignas(64) Ring {
 };
 
 struct alignas(64) Segment {
-  alignas(64) std::atomic<uint32_t> bell{0};
-  alignas(64) std::atomic<uint32_t> sleeping{0};
+  alignas(64) std::atomic<uint32_t> bell{0};      // the owner's transport doorbell
+  alignas(64) std::atomic<uint32_t> sleeping{0};  // threads of the owner asleep on it
   // Ring rings[size] follows, one per possible sender.
 };
 
@@ -113,7 +116,8 @@ class ShmLink final : public Link {
   int pidfd = -1;
   bool dead = false;
   std::mutex mu;
-  std::deque<Outgoing> queue;
+  std::deque<Outgoing> queue;       // frames waiting for room in the peer's ring
+  std::atomic<bool> queued{false};  // !queue.empty(), readable without mu
 };
 
 class ShmEngine final : public Engine {
@@ -127,12 +131,16 @@ class ShmEngine final : public Engine {
       if (l->remote) munmap(l->remote, segment_bytes(size_));
     }
     if (mine_) munmap(mine_, segment_bytes(size_));
+    if (wake_fd_ >= 0) close(wake_fd_);
   }
 
   Link *link(int peer) override { return links_[static_cast<size_t>(peer)].get(); }
 
   void start() override {
     started_ = true;
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) fail(HPU_ERROR_IO, "shm: eventfd failed: %s", strerror(errno));
+    if (mine_) t_.use_doorbell(&mine_->bell, &mine_->sleeping, true);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -144,8 +152,9 @@ class ShmEngine final : public Engine {
       if (l && !l->dead) l->send(bye, nullptr, 0, 0, nullptr);
     flush_until_ = Clock::now() + kFlushTime;
     closing_ = true;
-    ring_bell(mine_);
+    wake();
     thread_.join();
+    t_.use_own_doorbell();  // the segment goes with the engine
     for (auto &l : links_) {  // what a stuck peer never took
       if (!l) continue;
       std::deque<Outgoing> left;
@@ -158,15 +167,27 @@ class ShmEngine final : public Engine {
     }
   }
 
+  // Wakes the watcher thread (frames queued for a full ring, or closing).
+  void wake() {
+    uint64_t one = 1;
+    if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof one) < 0) {
+      // the counter is saturated: the thread is awake anyway
+    }
+  }
+
   // From a waiting thread: drain what has arrived, if no one else is.
   bool poll() override {
-    std::unique_lock<std::mutex> lock(drain_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    drainer_ = std::this_thread::get_id();
     bool did = false;
+    {
+      std::unique_lock<std::mutex> lock(drain_mu_, std::try_to_lock);
+      if (!lock.owns_lock()) return false;
+      drainer_ = std::this_thread::get_id();
+      for (auto &l : links_)
+        if (l && !l->dead) did |= drain(*l);
+      drainer_ = std::thread::id();
+    }
     for (auto &l : links_)
-      if (l && !l->dead) did |= drain(*l);
-    drainer_ = std::thread::id();
+      if (l && !l->dead && l->queued.load(std::memory_order_relaxed)) did |= l->flush();
     return did;
   }
 
@@ -215,6 +236,7 @@ class ShmEngine final : public Engine {
     return did;
   }
 
+  // Drains what a peer that died wrote before, then reports it gone.
   void check_deaths() {
     for (auto &l : links_) {
       if (!l || l->dead || l->pidfd < 0) continue;
@@ -231,54 +253,25 @@ class ShmEngine final : public Engine {
     }
   }
 
+  // The watcher: sleeps on the peers' pidfds and the wake eventfd; pushes
+  // queued frames now and then while there are any.
   void run() {
-    int idle = 0;
-    auto next_check = Clock::now();
+    std::vector<pollfd> fds;
     for (;;) {
-      bool did = poll();
+      bool queued = false;
       for (auto &l : links_)
-        if (l && !l->dead) did |= l->flush();
-      auto now = Clock::now();
-      if (now >= next_check) {
-        check_deaths();
-        next_check = now + kDeathCheck;
-      }
-      if (closing_) {
-        bool empty = true;
-        for (auto &l : links_)
-          if (l && !l->dead) {
-            std::lock_guard<std::mutex> lock(l->mu);
-            empty = empty && l->queue.empty();
-          }
-        if (empty || now >= flush_until_) return;
-      }
-      if (did) {
-        idle = 0;
-        continue;
-      }
-      if (++idle < 64) {
-        std::this_thread::yield();
-        continue;
-      }
-      // Sleep until a peer rings (new frames, or room in a ring we wait on).
-      mine_->sleeping.store(1, std::memory_order_seq_cst);
-      uint32_t seen = mine_->bell.load(std::memory_order_seq_cst);
-      bool waiting = false;
-      for (auto &l : links_) {
-        if (!l || l->dead) continue;
-        std::lock_guard<std::mutex> lock(l->mu);
-        l->out->sender_waiting.store(l->queue.empty() ? 0 : 1, std::memory_order_seq_cst);
-        waiting = waiting || !l->queue.empty();
-      }
-      bool ready = false;
+        if (l && !l->dead && l->queued.load(std::memory_order_relaxed)) {
+          l->flush();
+          queued = queued || l->queued.load(std::memory_order_relaxed);
+        }
+      check_deaths();
+      if (closing_ && (!queued || Clock::now() >= flush_until_)) return;
+      fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
       for (auto &l : links_)
-        if (l && !l->dead && l->in->tail.load() != l->in->head.load()) ready = true;
-      if (!ready && !closing_) {
-        timespec ts{0, waiting ? 2000000 : 20000000};
-        syscall(SYS_futex, reinterpret_cast<uint32_t *>(&mine_->bell), FUTEX_WAIT, seen, &ts, nullptr, 0);
-      }
-      mine_->sleeping.store(0, std::memory_order_relaxed);
-      idle = 0;
+        if (l && !l->dead && l->pidfd >= 0) fds.push_back(pollfd{l->pidfd, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), queued || closing_ ? 1 : 100);
+      uint64_t n;
+      if (fds[0].revents & POLLIN) (void)!read(wake_fd_, &n, sizeof n);
     }
   }
 
@@ -288,6 +281,7 @@ class ShmEngine final : public Engine {
   std::mutex drain_mu_;
   std::atomic<std::thread::id> drainer_{};
   std::thread thread_;
+  int wake_fd_ = -1;
   std::atomic<bool> closing_{false};
   bool started_ = false;
   Deadline flush_until_;
@@ -318,11 +312,17 @@ bool ShmLink::flush() {
   bool moved = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    while (!queue.empty() && try_write(queue.front().frame, queue.front().payload, queue.front().bytes)) {
-      if (queue.front().done) finished.push_back(std::move(queue.front().done));
-      queue.pop_front();
-      moved = true;
+    for (int attempt = 0; attempt < 2 && !queue.empty(); ++attempt) {
+      while (!queue.empty() && try_write(queue.front().frame, queue.front().payload, queue.front().bytes)) {
+        if (queue.front().done) finished.push_back(std::move(queue.front().done));
+        queue.pop_front();
+        moved = true;
+      }
+      // Still full: ask the peer to ring our bell when it makes room, then
+      // look again (it may have made room before it saw the request).
+      out->sender_waiting.store(queue.empty() ? 0 : 1, std::memory_order_seq_cst);
     }
+    queued.store(!queue.empty(), std::memory_order_relaxed);
   }
   if (moved) ring_bell(remote);
   for (auto &d : finished) d(true);
@@ -330,7 +330,7 @@ bool ShmLink::flush() {
 }
 
 void ShmLink::send(const Frame &f, const void *payload, size_t bytes, int, std::function<void(bool)> done) {
-  bool written = false;
+  bool written = false, later = false;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (dead) {
@@ -339,14 +339,18 @@ void ShmLink::send(const Frame &f, const void *payload, size_t bytes, int, std::
       written = true;
     } else {
       queue.push_back({f, payload, bytes, std::move(done)});
-      ring_bell(engine->mine_);  // our progress thread pushes it when there is room
-      return;
+      queued.store(true, std::memory_order_relaxed);
+      later = true;
     }
+  }
+  if (later) {  // push what fits now; a waiter or the watcher pushes the rest
+    flush();
+    engine->wake();
+    return;
   }
   if (written) ring_bell(remote);
   if (done) done(written);
 }
-
 }  // namespace
 
 std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
