@@ -1,8 +1,11 @@
 // hpu-bench allreduce-proc: allreduce between processes (one device each) over
-// the shm or tcp transport, beside Open MPI's MPI_Allreduce on the same sizes
-// in the same run (hpu-bench-mpi under mpirun, when Open MPI was found at
-// build time and mpirun runs). f32 sum; nccl-tests columns; busbw = algbw x
-// 2(n-1)/n for both; the ratio is ours over Open MPI's busbw.
+// the shm or tcp transport, beside two peers on the same sizes in the same
+// run: Open MPI's MPI_Allreduce (hpu-bench-mpi under mpirun, when Open MPI was
+// found at build time and mpirun runs) and Gloo's ring allreduce over its tcp
+// transport (hpu-bench-gloo, when libgloo-dev was found). f32 sum; nccl-tests
+// columns; busbw = algbw x 2(n-1)/n for all; each ratio is ours over the
+// peer's busbw. With more than 2 processes it also times a 2-process job at
+// the smallest size and prints our latency ratio (N ranks over 2 ranks).
 //
 //   --transport T  shm or tcp (default: by locality, i.e. shm); Open MPI uses
 //                  its shared-memory BTL for shm and `--mca btl tcp,self` for tcp
@@ -10,6 +13,7 @@
 //   -b / -e / -f   smallest, largest size in bytes, factor (default 4K, 16M, 4)
 //   -n / -w        iterations per size (default ~256 MiB moved, 5..1000), warm-up (3)
 //   --no-mpi       skip the Open MPI peer
+//   --no-gloo      skip the Gloo peer
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -18,6 +22,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -33,7 +38,7 @@ struct Options {
   size_t min_bytes = 4096, max_bytes = size_t(16) << 20;
   double factor = 4;
   int iters = 0, warmup = 3;
-  bool mpi = true;
+  bool mpi = true, gloo = true;
 };
 
 std::vector<size_t> sizes(const Options &o) {
@@ -112,25 +117,52 @@ int rank_main(const Options &o, int rank, Shared *out) {
   return 0;
 }
 
-// Open MPI's times per size in microseconds (empty when it cannot run).
-std::map<size_t, double> mpi_times(const Options &o) {
+// A peer's "<bytes> <microseconds>" lines, read from `cmd`.
+std::map<size_t, double> read_times(const std::string &cmd) {
   std::map<size_t, double> t;
-#ifdef HPU_BENCH_MPI
-  std::string btl = o.transport == "tcp" ? "tcp,self" : "self,vader";
-  std::string cmd = "mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(o.np) + " --mca btl " + btl +
-                    " " HPU_BENCH_MPI " " + std::to_string(o.min_bytes) + " " + std::to_string(o.max_bytes) + " " +
-                    std::to_string(o.factor) + " " + std::to_string(o.iters) + " " + std::to_string(o.warmup) +
-                    " 2>/dev/null";
   FILE *p = popen(cmd.c_str(), "r");
   if (!p) return t;
   unsigned long long bytes;
   double us;
   while (fscanf(p, "%llu %lf", &bytes, &us) == 2) t[static_cast<size_t>(bytes) / 4 * 4] = us;
   pclose(p);
+  return t;
+}
+
+std::string size_args(const Options &o) {
+  return std::to_string(o.min_bytes) + " " + std::to_string(o.max_bytes) + " " + std::to_string(o.factor) + " " +
+         std::to_string(o.iters) + " " + std::to_string(o.warmup);
+}
+
+// Open MPI's times per size in microseconds (empty when it cannot run).
+std::map<size_t, double> mpi_times(const Options &o) {
+#ifdef HPU_BENCH_MPI
+  std::string btl = o.transport == "tcp" ? "tcp,self" : "self,vader";
+  return read_times("mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(o.np) + " --mca btl " + btl +
+                    " " HPU_BENCH_MPI " " + size_args(o) + " 2>/dev/null");
 #else
   (void)o;
+  return {};
 #endif
+}
+
+// Gloo's ring allreduce times per size in microseconds (empty when it cannot run).
+std::map<size_t, double> gloo_times(const Options &o) {
+#ifdef HPU_BENCH_GLOO
+  char dir[] = "/tmp/hpu-bench-gloo-XXXXXX";
+  if (!mkdtemp(dir)) return {};
+  std::string cmd = "sh -c '";
+  for (int r = o.np - 1; r >= 0; --r)
+    cmd += std::string(HPU_BENCH_GLOO) + " " + std::to_string(r) + " " + std::to_string(o.np) + " " + dir + " " +
+           size_args(o) + (r > 0 ? " >/dev/null & " : "; wait'");
+  auto t = read_times(cmd + " 2>/dev/null");
+  std::string rm = std::string("rm -rf ") + dir;
+  if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "hpu-bench: cannot remove %s\n", dir);
   return t;
+#else
+  (void)o;
+  return {};
+#endif
 }
 
 size_t parse_size(const char *s) {
@@ -147,33 +179,12 @@ size_t parse_size(const char *s) {
 
 int usage() {
   std::fprintf(stderr, "usage: hpu-bench allreduce-proc [--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] "
-                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi]\n");
+                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi] [--no-gloo]\n");
   return 2;
 }
 
-int allreduce_proc_main(int argc, char **argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--no-mpi") {
-      o.mpi = false;
-      continue;
-    }
-    if (i + 1 >= argc) return usage();
-    const char *v = argv[++i];
-    if (a == "--transport") o.transport = v;
-    else if (a == "-np") o.np = std::atoi(v);
-    else if (a == "-b") o.min_bytes = parse_size(v);
-    else if (a == "-e") o.max_bytes = parse_size(v);
-    else if (a == "-f") o.factor = std::atof(v);
-    else if (a == "-n") o.iters = std::atoi(v);
-    else if (a == "-w") o.warmup = std::atoi(v);
-    else return usage();
-  }
-  if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return usage();
-  if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return usage();
-  auto *shared = static_cast<Shared *>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+// Runs one job of o.np processes; their figures land in `shared`. False if a rank failed.
+bool run_job(const Options &o, Shared *shared) {
   std::memset(shared, 0, sizeof *shared);
   std::string id = "127.0.0.1:" + std::to_string(free_port());
   std::vector<pid_t> pids;
@@ -198,37 +209,93 @@ int allreduce_proc_main(int argc, char **argv) {
     waitpid(p, &st, 0);
     ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
   }
-  if (!ok) {
-    std::fprintf(stderr, "hpu-bench: a rank failed\n");
-    return 1;
+  if (!ok) std::fprintf(stderr, "hpu-bench: a rank failed\n");
+  return ok;
+}
+
+// Seconds per allreduce of size k (the slowest rank) and the wrong elements.
+double job_time(const Shared &s, int np, size_t k, long *wrong) {
+  double t = 0;
+  for (int r = 0; r < np; ++r) {
+    t = std::max(t, s.seconds[k][r]);
+    if (wrong) *wrong += s.wrong[k][r];
   }
+  return t;
+}
+
+// " | time busbw ratio" for a peer's figure at `bytes`, or dashes.
+void print_peer(const std::map<size_t, double> &peer, size_t bytes, double factor, double busbw) {
+  auto it = peer.find(bytes);
+  if (it == peer.end()) {
+    std::printf(" | %10s %8s %6s", "-", "-", "-");
+    return;
+  }
+  double pbus = static_cast<double>(bytes) / (it->second * 1e-6) / 1e9 * factor;
+  std::printf(" | %10.2f %8.3f %6.2f", it->second, pbus, busbw / pbus);
+}
+
+int allreduce_proc_main(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-mpi" || a == "--no-gloo") {
+      (a == "--no-mpi" ? o.mpi : o.gloo) = false;
+      continue;
+    }
+    if (i + 1 >= argc) return usage();
+    const char *v = argv[++i];
+    if (a == "--transport") o.transport = v;
+    else if (a == "-np") o.np = std::atoi(v);
+    else if (a == "-b") o.min_bytes = parse_size(v);
+    else if (a == "-e") o.max_bytes = parse_size(v);
+    else if (a == "-f") o.factor = std::atof(v);
+    else if (a == "-n") o.iters = std::atoi(v);
+    else if (a == "-w") o.warmup = std::atoi(v);
+    else return usage();
+  }
+  if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return usage();
+  if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return usage();
+  auto *shared = static_cast<Shared *>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  // With more than two ranks, our own two-rank latency at the smallest size first.
+  double two_rank = 0;
+  if (o.np > 2) {
+    Options two = o;
+    two.np = 2;
+    two.max_bytes = o.min_bytes;
+    if (!run_job(two, shared)) return 1;
+    two_rank = job_time(*shared, 2, 0, nullptr);
+  }
+  if (!run_job(o, shared)) return 1;
   std::map<size_t, double> mpi = o.mpi ? mpi_times(o) : std::map<size_t, double>();
+  std::map<size_t, double> gloo = o.gloo ? gloo_times(o) : std::map<size_t, double>();
   double factor = 2.0 * (o.np - 1) / o.np;
   std::printf("# hpu-bench allreduce-proc: %d processes x 1 device, transport %s, float sum\n", o.np,
               o.transport.empty() ? "by locality (shm)" : o.transport.c_str());
-  std::printf("# peer: %s\n", !o.mpi ? "none (--no-mpi)"
-                              : mpi.empty() ? "Open MPI not available (not built with it, or mpirun failed)"
-                              : o.transport == "tcp" ? "Open MPI MPI_Allreduce, --mca btl tcp,self"
-                                                     : "Open MPI MPI_Allreduce, --mca btl self,vader");
-  std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s | %6s\n", "size", "count", "time(us)", "algbw", "busbw",
-              "#wrong", "mpi(us)", "busbw", "ratio");
+  std::printf("# peer mpi: %s\n", !o.mpi ? "none (--no-mpi)"
+                                  : mpi.empty() ? "Open MPI not available (not built with it, or mpirun failed)"
+                                  : o.transport == "tcp" ? "Open MPI MPI_Allreduce, --mca btl tcp,self"
+                                                         : "Open MPI MPI_Allreduce, --mca btl self,vader");
+  std::printf("# peer gloo: %s\n", !o.gloo ? "none (--no-gloo)"
+                                   : gloo.empty() ? "Gloo not available (not built with libgloo-dev, or it failed)"
+                                                  : "Gloo allreduce, Algorithm::RING, tcp transport on 127.0.0.1");
+  std::printf("# ratio = our busbw / the peer's (for latency: the peer's time / ours)\n");
+  std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s %6s | %10s %8s %6s\n", "size", "count", "time(us)", "algbw",
+              "busbw", "#wrong", "mpi(us)", "busbw", "ratio", "gloo(us)", "busbw", "ratio");
   auto sz = sizes(o);
   for (size_t k = 0; k < sz.size() && k < 64; ++k) {
-    double t = 0;
     long wrong = 0;
-    for (int r = 0; r < o.np; ++r) {
-      t = std::max(t, shared->seconds[k][r]);
-      wrong += shared->wrong[k][r];
-    }
+    double t = job_time(*shared, o.np, k, &wrong);
     double algbw = static_cast<double>(sz[k]) / t / 1e9, busbw = algbw * factor;
     std::printf("%12zu %12zu %10.2f %8.3f %8.3f %7ld", sz[k], sz[k] / 4, t * 1e6, algbw, busbw, wrong);
-    auto it = mpi.find(sz[k]);
-    if (it != mpi.end()) {
-      double mbus = static_cast<double>(sz[k]) / (it->second * 1e-6) / 1e9 * factor;
-      std::printf(" | %10.2f %8.3f | %6.2f\n", it->second, mbus, busbw / mbus);
-    } else {
-      std::printf(" | %10s %8s | %6s\n", "-", "-", "-");
-    }
+    print_peer(mpi, sz[k], factor, busbw);
+    print_peer(gloo, sz[k], factor, busbw);
+    std::printf("\n");
+  }
+  if (two_rank > 0) {
+    double t = job_time(*shared, o.np, 0, nullptr);
+    std::printf("# latency at %zu B: %d ranks %.2f us, 2 ranks %.2f us: %.2f x (target <= 4)\n", sz[0], o.np, t * 1e6,
+                two_rank * 1e6, t / two_rank);
   }
   munmap(shared, sizeof *shared);
   return 0;
@@ -236,4 +303,4 @@ int allreduce_proc_main(int argc, char **argv) {
 
 }  // namespace
 
-HPU_BENCH("allreduce-proc", "allreduce between processes over shm or tcp, vs Open MPI's MPI_Allreduce", allreduce_proc_main);
+HPU_BENCH("allreduce-proc", "allreduce between processes over shm or tcp, vs Open MPI's MPI_Allreduce and Gloo", allreduce_proc_main);
