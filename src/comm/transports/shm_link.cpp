@@ -170,12 +170,11 @@ class ShmEngine final : public Engine {
   // Wakes the watcher thread (frames queued for a full ring, or closing).
   void wake() {
     uint64_t one = 1;
-    if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof one) < 0) {
-      // the counter is saturated: the thread is awake anyway
-    }
+    if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof one);  // fails only when already pending
   }
 
-  // From a waiting thread: drain what has arrived, if no one else is.
+  // From a waiting thread: drain what has arrived (if no one else is), push
+  // what waits for room.
   bool poll() override {
     bool did = false;
     {
