@@ -38,6 +38,11 @@ inline void check(hpuStatus_t s, const char *what) {
   }
 }
 
+// Runs run(threads) for each thread count in a child process of its own with
+// HPU_NUM_THREADS = threads (read when libhpu initialises); returns the sum of
+// the children's exit codes (rows below target; a crash counts one).
+int in_child_per_thread_count(const std::vector<int> &thread_counts, int (*run)(int threads));
+
 }  // namespace bench
 
 #define HPU_BENCH_CAT2_(a, b) a##b

@@ -1,14 +1,38 @@
 // hpu-bench: benchmarks that print tables with the ratio to a peer measured in
 // the same run. `hpu-bench` alone lists the subcommands.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "bench.hpp"
 
 namespace bench {
+
 std::vector<Command> &commands() {
   static std::vector<Command> list;
   return list;
 }
+
+int in_child_per_thread_count(const std::vector<int> &thread_counts, int (*run)(int threads)) {
+  int misses = 0;
+  for (int t : thread_counts) {
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HPU_NUM_THREADS", std::to_string(t).c_str(), 1);
+      int child_misses = run(t);
+      std::fflush(stdout);  // _exit does not flush
+      _exit(std::min(child_misses, 100));
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    misses += WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  return misses;
+}
+
 }  // namespace bench
 
 int main(int argc, char **argv) {

@@ -90,6 +90,15 @@ std::shared_ptr<Tensor> floating_tensor(hpuTensor_t tensor) {
   return t;
 }
 
+// The shape of each single-value getter: look the tensor up, check the
+// out-pointer (named out_arg), store get(tensor).
+template <class T, class Get>
+void get_property(hpuTensor_t tensor, T *out, const char *out_arg, Get get) {
+  auto t = tensor_from_handle(tensor, "tensor");
+  HPU_CHECK_ARG(out != nullptr, "%s is NULL", out_arg);
+  *out = get(*t);
+}
+
 }  // namespace
 
 extern "C" {
@@ -296,9 +305,7 @@ HPU_API hpuStatus_t hpuTensorWindow(hpuTensor_t *view, hpuTensor_t base, int64_t
 
 HPU_API hpuStatus_t hpuTensorGetDtype(hpuTensor_t tensor, hpuDataType_t *dtype) {
   HPU_API_BEGIN
-  auto t = tensor_from_handle(tensor, "tensor");
-  HPU_CHECK_ARG(dtype != nullptr, "dtype is NULL");
-  *dtype = t->dtype();
+  get_property(tensor, dtype, "dtype", [](const Tensor &t) { return t.dtype(); });
   HPU_API_END
 }
 
@@ -321,41 +328,31 @@ HPU_API hpuStatus_t hpuTensorGetStrides(hpuTensor_t tensor, int64_t *strides) {
 
 HPU_API hpuStatus_t hpuTensorGetNumel(hpuTensor_t tensor, int64_t *numel) {
   HPU_API_BEGIN
-  auto t = tensor_from_handle(tensor, "tensor");
-  HPU_CHECK_ARG(numel != nullptr, "numel is NULL");
-  *numel = t->numel();
+  get_property(tensor, numel, "numel", [](const Tensor &t) { return t.numel(); });
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuTensorGetElementSize(hpuTensor_t tensor, size_t *size) {
   HPU_API_BEGIN
-  auto t = tensor_from_handle(tensor, "tensor");
-  HPU_CHECK_ARG(size != nullptr, "size is NULL");
-  *size = t->element_size();
+  get_property(tensor, size, "size", [](const Tensor &t) { return t.element_size(); });
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuTensorGetDevice(hpuTensor_t tensor, hpuDevice_t *dev) {
   HPU_API_BEGIN
-  auto t = tensor_from_handle(tensor, "tensor");
-  HPU_CHECK_ARG(dev != nullptr, "dev is NULL");
-  *dev = t->device().handle();
+  get_property(tensor, dev, "dev", [](const Tensor &t) { return t.device().handle(); });
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuTensorGetData(hpuTensor_t tensor, void **data) {
   HPU_API_BEGIN
-  auto t = tensor_from_handle(tensor, "tensor");
-  HPU_CHECK_ARG(data != nullptr, "data is NULL");
-  *data = t->data();
+  get_property(tensor, data, "data", [](const Tensor &t) { return t.data(); });
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuTensorIsContiguous(hpuTensor_t tensor, int *contiguous) {
   HPU_API_BEGIN
-  auto t = tensor_from_handle(tensor, "tensor");
-  HPU_CHECK_ARG(contiguous != nullptr, "contiguous is NULL");
-  *contiguous = t->contiguous() ? 1 : 0;
+  get_property(tensor, contiguous, "contiguous", [](const Tensor &t) { return t.contiguous() ? 1 : 0; });
   HPU_API_END
 }
 

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "kernels/convert_vec.hpp"
 #include "kernels/dtype.hpp"
+#include "kernels/elementwise_vec.hpp"
 #include "kernels/parallel.hpp"
 
 namespace hpu::kernels {
@@ -43,7 +44,10 @@ inline double erf_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x * 0.707106
 template <Unary OP, class T>
 inline T una(T x) {
   if constexpr (OP == Unary::neg) return static_cast<T>(-x);
-  else if constexpr (OP == Unary::abs) return x < 0 ? static_cast<T>(-x) : x;
+  else if constexpr (OP == Unary::abs) {
+    if constexpr (std::is_floating_point_v<T>) return std::fabs(x);  // -0 and NaN lose their sign
+    else return x < 0 ? static_cast<T>(-x) : x;
+  }
   else if constexpr (OP == Unary::relu) return x < T(0) ? T(0) : x;  // NaN stays NaN
   else if constexpr (OP == Unary::square) return static_cast<T>(x * x);
   else if constexpr (OP == Unary::exp) return std::exp(x);
@@ -115,6 +119,20 @@ void blocks(hpuDataType_t dt, const void *const *in, void *out, size_t n, Body b
   });
 }
 
+// Runs the vector loop `vec` (elementwise_vec.hpp) over f32 blocks when C is
+// f32 and the op has one: call(vec, inputs, out, n) per block. False otherwise
+// (the plain loops then run in C).
+template <class C, int K, class Fn, class Call>
+bool run_vec(Fn vec, hpuDataType_t dt, const void *const *in, void *out, size_t n, Call call) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (!vec) return false;
+    blocks<float, K>(dt, in, out, n, [&](const float *const *x, float *o, size_t m) { call(vec, x, o, m); });
+    return true;
+  } else {
+    return false;
+  }
+}
+
 // Calls fn(C{}) with the compute type of dt.
 template <class Fn>
 void compute_type(hpuDataType_t dt, Fn fn) {
@@ -132,7 +150,8 @@ void binary_op(hpuDataType_t dt, const void *a, const void *b, void *out, size_t
     using C = decltype(c);
     if constexpr (OP == Binary::pow && std::is_integral_v<C>) {
       fail(HPU_ERROR_UNSUPPORTED, "pow on %s", dtype_name(dt));
-    } else {
+    } else if (!run_vec<C, 2>(elementwise_vec().binary[static_cast<int>(OP)], dt, in, out, n,
+                               [](auto vec, const float *const *x, float *o, size_t m) { vec(x[0], x[1], o, m); })) {
       blocks<C, 2>(dt, in, out, n, [](const C *const *x, C *o, size_t m) {
         const C *x0 = x[0], *x1 = x[1];
         for (size_t i = 0; i < m; ++i) o[i] = bin<OP>(x0[i], x1[i]);
@@ -148,7 +167,9 @@ void binary_scalar_op(hpuDataType_t dt, const void *a, double s, void *out, size
     using C = decltype(c);
     if constexpr (OP == Binary::pow && std::is_integral_v<C>) {
       fail(HPU_ERROR_UNSUPPORTED, "pow on %s", dtype_name(dt));
-    } else {
+    } else if (const float bf = static_cast<float>(s);
+               !run_vec<C, 1>(elementwise_vec().binary_scalar[static_cast<int>(OP)], dt, in, out, n,
+                              [bf](auto vec, const float *const *x, float *o, size_t m) { vec(x[0], bf, o, m); })) {
       const C b = static_cast<C>(s);
       blocks<C, 1>(dt, in, out, n, [b](const C *const *x, C *o, size_t m) {
         const C *x0 = x[0];
@@ -166,7 +187,8 @@ void unary_op(hpuDataType_t dt, const void *x, void *out, size_t n) {
     constexpr bool integral_ok = OP == Unary::neg || OP == Unary::abs || OP == Unary::relu || OP == Unary::square;
     if constexpr (std::is_integral_v<C> && !integral_ok) {
       fail(HPU_ERROR_UNSUPPORTED, "%s on %s", unary_name(OP), dtype_name(dt));
-    } else {
+    } else if (!run_vec<C, 1>(elementwise_vec().unary[static_cast<int>(OP)], dt, in, out, n,
+                               [](auto vec, const float *const *v, float *o, size_t m) { vec(v[0], o, m); })) {
       blocks<C, 1>(dt, in, out, n, [](const C *const *v, C *o, size_t m) {
         const C *v0 = v[0];
         for (size_t i = 0; i < m; ++i) o[i] = una<OP>(v0[i]);
@@ -182,7 +204,8 @@ void unary_backward_op(hpuDataType_t dt, const void *x, const void *g, void *out
     using C = decltype(c);
     if constexpr (std::is_integral_v<C>) {
       fail(HPU_ERROR_UNSUPPORTED, "%s backward on %s", unary_name(OP), dtype_name(dt));
-    } else {
+    } else if (!run_vec<C, 2>(OP == Unary::relu ? elementwise_vec().relu_backward : nullptr, dt, in, out, n,
+                               [](auto vec, const float *const *v, float *o, size_t m) { vec(v[0], v[1], o, m); })) {
       blocks<C, 2>(dt, in, out, n, [](const C *const *v, C *o, size_t m) {
         const C *x0 = v[0], *g0 = v[1];
         for (size_t i = 0; i < m; ++i) o[i] = g0[i] * una_grad<OP>(x0[i]);
@@ -350,18 +373,20 @@ void axpby(float alpha, const void *x, hpuDataType_t x_dt, float beta, void *y, 
     });
     return;
   }
+  auto axpby_f32 = elementwise_vec().axpby;
   parallel_for(static_cast<int64_t>(n), kGrain, [&](int64_t b, int64_t e) {
     float xb[kBlock], yb[kBlock];
     for (int64_t i = b; i < e; i += kBlock) {
       size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, e - i));
+      const char *xp = static_cast<const char *>(x) + i * xs;
       char *yp = static_cast<char *>(y) + i * ys;
-      load_f32(x_dt, static_cast<const char *>(x) + i * xs, xb, m);
-      load_f32(y_dt, yp, yb, m);
-      if (beta == 0.0f)
-        for (size_t j = 0; j < m; ++j) yb[j] = alpha * xb[j];
-      else
-        for (size_t j = 0; j < m; ++j) yb[j] = beta * yb[j] + alpha * xb[j];
-      store_f32(y_dt, yb, yp, m);
+      // f32 operands are used in place; the others go through f32 blocks.
+      const float *xf = x_dt == HPU_FLOAT32 ? reinterpret_cast<const float *>(xp) : xb;
+      float *yf = y_dt == HPU_FLOAT32 ? reinterpret_cast<float *>(yp) : yb;
+      if (xf == xb) load_f32(x_dt, xp, xb, m);
+      if (yf == yb && beta != 0.0f) load_f32(y_dt, yp, yb, m);
+      axpby_f32(alpha, xf, beta, yf, m);
+      if (yf == yb) store_f32(y_dt, yb, yp, m);
     }
   });
 }

@@ -72,7 +72,7 @@ void forward(const char *name, Binary op, hpuStream_t stream, hpuTensor_t ha, hp
   hpuDataType_t dt = combine(op, *o.a, d.apply(o.a->dtype()), *o.b, d.apply(o.b->dtype(), 1));
   TensorPtr A = as(*o.s, o.a, dt), B = as(*o.s, o.b, dt), y = empty_like(*o.a, dt, o.shape);
   if (y->numel() > 0)
-    enqueue(*o.s, [=] {
+    enqueue(*o.s, work({A.get(), B.get(), y.get()}, *y), [=] {
       if (A->shape() == B->shape())
         kernels::binary(op, dt, A->data(), B->data(), y->data(), y->numel());
       else
@@ -87,7 +87,7 @@ TensorPtr reduce_to(Stream &s, const TensorPtr &g, const Dims &shape, const Tens
   TensorPtr r = empty_like(*x, x->dtype(), x->shape());
   Dims to = pad_left(x->shape(), shape.n);
   if (r->numel() > 0)
-    enqueue(s, [=] { kernels::sum_to(g->dtype(), g->data(), shape.n, shape.data(), to.data(), scale, r->dtype(), r->data()); });
+    enqueue(s, work({g.get(), r.get()}, *g), [=] { kernels::sum_to(g->dtype(), g->data(), shape.n, shape.data(), to.data(), scale, r->dtype(), r->data()); });
   return r;
 }
 
@@ -96,7 +96,7 @@ TensorPtr apply(Stream &s, Binary op, const TensorPtr &a, const Dims &sa, const 
                 const Dims &shape) {
   TensorPtr t = empty_like(*a, a->dtype(), shape);
   if (t->numel() > 0)
-    enqueue(s, [=] {
+    enqueue(s, work({a.get(), b.get(), t.get()}, *t), [=] {
       kernels::binary_strided(op, a->dtype(), shape.n, shape.data(), a->data(), sa.data(), b->data(), sb.data(),
                               t->data());
     });
@@ -193,7 +193,7 @@ HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double al
     bool same = x->data() == y->data() && x->dtype() == y->dtype() && x->contiguous();
     TensorPtr X = !same && overlap(*x, *y) ? copy_as(*s, x, x->dtype()) : as(*s, x, x->dtype());
     if (y->numel() > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, work({X.get(), y.get(), y.get()}, *y, 2), [=] {
         kernels::axpby(static_cast<float>(alpha), X->data(), X->dtype(), 1.0f, y->data(), y->dtype(), y->numel());
       });
   HPU_API_END
@@ -208,7 +208,7 @@ HPU_API hpuStatus_t hpuScaleInplace(hpuStream_t stream, hpuTensor_t x, double al
            t->strides().str().c_str());
     auto s = stream_for(stream, *t);
     if (t->numel() > 0)
-      enqueue(*s, [=] { kernels::binary_scalar(Binary::mul, t->dtype(), t->data(), alpha, t->data(), t->numel()); });
+      enqueue(*s, work({t.get(), t.get()}, *t), [=] { kernels::binary_scalar(Binary::mul, t->dtype(), t->data(), alpha, t->data(), t->numel()); });
   HPU_API_END
 }
 

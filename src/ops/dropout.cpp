@@ -31,14 +31,15 @@ HPU_API hpuStatus_t hpuDropout(hpuStream_t stream, hpuTensor_t x, double p, int 
     int64_t n = xt->numel();
     if (!train) {
       y = copy_as(*s, xt, dt);
-      if (m && n > 0) enqueue(*s, [=] { kernels::fill(m->data(), HPU_UINT8, n, 1.0); });
+      if (m && n > 0) enqueue(*s, work({m.get()}, *m, 0), [=] { kernels::fill(m->data(), HPU_UINT8, n, 1.0); });
     } else {
       TensorPtr X = as(*s, xt, xt->dtype());
       y = empty_like(*xt, dt, xt->shape());
       // Counters are taken here, on the calling thread, so results follow the order of calls.
       RandomKey key = random_reserve(xt->device(), static_cast<uint64_t>(n));
+      // A draw and a scaling per element.
       if (n > 0)
-        enqueue(*s, [=] {
+        enqueue(*s, work({X.get(), y.get(), m.get()}, *y, 2), [=] {
           kernels::dropout(X->dtype(), X->data(), dt, y->data(), m ? m->data_as<uint8_t>() : nullptr, n, p, key.seed,
                            key.offset);
         });
@@ -66,7 +67,7 @@ HPU_API hpuStatus_t hpuDropoutBackward(hpuStream_t stream, hpuTensor_t grad_out,
     TensorPtr G = as(*s, g, g->dtype()), M = as(*s, m, m->dtype()), gx = empty_like(*g, input_dtype, g->shape());
     double scale = p < 1 ? 1 / (1 - p) : 0;
     if (gx->numel() > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, work({G.get(), M.get(), gx.get()}, *gx), [=] {
         kernels::dropout_backward(G->dtype(), G->data(), M->data_as<uint8_t>(), scale, input_dtype, gx->data(),
                                   gx->numel());
       });

@@ -34,8 +34,9 @@ HPU_API hpuStatus_t hpuEmbedding(hpuStream_t stream, hpuTensor_t weight, hpuTens
     shape.v[shape.n++] = d;
     auto s = stream_for(stream, *w);
     TensorPtr W = as(*s, w, w->dtype()), I = as(*s, idx, idx->dtype()), y = empty_like(*w, dt, shape);
+    // A gather: the indices and the rows they name read, the rows written.
     if (n > 0)
-      enqueue(*s, [=] { kernels::embedding(W->dtype(), W->data(), v, d, I->dtype(), I->data(), n, dt, y->data()); });
+      enqueue(*s, {bytes_of({I.get(), y.get()}) + y->numel() * W->element_size(), 0}, [=] { kernels::embedding(W->dtype(), W->data(), v, d, I->dtype(), I->data(), n, dt, y->data()); });
     give(out, y);
   HPU_API_END
 }
@@ -59,8 +60,11 @@ HPU_API hpuStatus_t hpuEmbeddingBackward(hpuStream_t stream, hpuTensor_t grad_ou
     require_shape(*g, "grad_out", shape, "indices' shape plus weight's row size");
     auto s = stream_for(stream, *w);
     TensorPtr G = as(*s, g, g->dtype()), I = as(*s, idx, idx->dtype()), gw = empty_like(*w, w->dtype(), w->shape());
+    // A scatter-add: grad_out and the indices read, grad_weight written once
+    // (zeroed) and each named row read and written once more per index.
     if (gw->numel() > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, {bytes_of({G.get(), I.get(), gw.get()}) + 2 * G->numel() * gw->element_size(),
+                   static_cast<uint64_t>(G->numel())}, [=] {
         kernels::embedding_backward(G->dtype(), G->data(), I->dtype(), I->data(), n, v, d, padding_idx, gw->dtype(),
                                     gw->data());
       });

@@ -47,14 +47,15 @@ HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t 
     TensorPtr X = as(*s, xt, dt), W = w ? as(*s, w, w->dtype()) : nullptr, B = b ? as(*s, b, b->dtype()) : nullptr;
     TensorPtr out = empty_like(*xt, dt, xt->shape());
     TensorPtr mu = empty_like(*xt, HPU_FLOAT32, rows_shape), rs = empty_like(*xt, HPU_FLOAT32, rows_shape);
+    // Per element: the mean (1), the variance (3), normalise, scale and shift (4).
     if (out->numel() > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, work({X.get(), W.get(), B.get(), out.get(), mu.get(), rs.get()}, *out, 8), [=] {
         kernels::layer_norm(dt, X->data(), W ? W->dtype() : dt, W ? W->data() : nullptr, B ? B->dtype() : dt,
                             B ? B->data() : nullptr, eps, rows, d, dt, out->data(), mu->data_as<float>(),
                             rs->data_as<float>());
       });
     else if (rows > 0)  // d == 0: mean 0, rstd 1/sqrt(eps), as the formula gives
-      enqueue(*s, [=] {
+      enqueue(*s, work({mu.get(), rs.get()}, *mu, 0), [=] {
         kernels::fill(mu->data(), HPU_FLOAT32, rows, 0.0);
         kernels::fill(rs->data(), HPU_FLOAT32, rows, 1.0 / std::sqrt(eps));
       });
@@ -93,8 +94,14 @@ HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y,
     TensorPtr gx = grad_x ? empty_like(*xt, xt->dtype(), xt->shape()) : nullptr;
     TensorPtr gw = grad_weight ? empty_like(*xt, pt, Dims{d}) : nullptr;
     TensorPtr gb = grad_bias ? empty_like(*xt, pt, Dims{d}) : nullptr;
+    // Per element: grad_x normalises x again and combines (9); the parameter
+    // gradients accumulate (3 and 1). x and grad_y are read once per pass.
+    uint64_t per = (gx ? 9 : 0) + (gw ? 3 : 0) + (gb ? 1 : 0);
+    int passes = (gx ? 1 : 0) + (gw || gb ? 1 : 0);
+    Work work_done = work({gx.get(), gw.get(), gb.get(), W.get(), M.get(), R.get()}, *X, per);
+    work_done.bytes += passes * bytes_of({G.get(), X.get()});
     if ((gx || gw || gb) && d > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, work_done, [=] {
         if (rows == 0) {  // no rows: the parameter gradients are zero
           if (gw) kernels::fill(gw->data(), pt, d, 0.0);
           if (gb) kernels::fill(gb->data(), pt, d, 0.0);

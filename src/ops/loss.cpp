@@ -30,6 +30,16 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuReduction_t re
   return l;
 }
 
+// nll reads one input element per sample and negates it; cross entropy reads
+// every logit and per element subtracts the max, exps and adds (3), its
+// backward also scales each (4). Targets read, results written.
+Work work(bool fused, bool backward, const Loss &l, std::initializer_list<const Tensor *> tensors) {
+  uint64_t per_sample = fused ? (backward ? 4 : 3) * static_cast<uint64_t>(l.c) : 1;
+  Work w{bytes_of(tensors), per_sample * static_cast<uint64_t>(l.n)};
+  if (!fused && !backward) w.bytes += static_cast<uint64_t>(l.n) * l.input->element_size();
+  return w;
+}
+
 Dims loss_shape(const Loss &l, hpuReduction_t reduction) {
   return reduction == HPU_REDUCTION_NONE ? Dims{l.n} : Dims{};
 }
@@ -43,7 +53,7 @@ void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht,
   TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
   TensorPtr y = empty_like(*l.input, dt, loss_shape(l, reduction));
   if (y->numel() > 0)
-    enqueue(*l.s, [=] {
+    enqueue(*l.s, work(fused, false, l, {fused ? I.get() : nullptr, T.get(), y.get()}), [=] {
       auto f = fused ? kernels::cross_entropy : kernels::nll_loss;
       f(dt, I->data(), T->dtype(), T->data(), l.n, l.c, reduction, ignore_index, dt, y->data());
     });
@@ -63,7 +73,7 @@ void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hp
   TensorPtr I = fused ? as(*l.s, l.input, dt) : nullptr;
   TensorPtr gi = empty_like(*l.input, l.input->dtype(), l.input->shape());
   if (gi->numel() > 0)
-    enqueue(*l.s, [=] {
+    enqueue(*l.s, work(fused, true, l, {G.get(), T.get(), I.get(), gi.get()}), [=] {
       if (fused)
         kernels::cross_entropy_backward(dt, G->data(), dt, I->data(), T->dtype(), T->data(), l.n, l.c, reduction,
                                         ignore_index, gi->dtype(), gi->data());

@@ -28,7 +28,9 @@ HPU_API hpuStatus_t hpuSquaredNorm(hpuStream_t stream, const hpuTensor_t *tensor
     auto s = stream_for(stream, *xs[0]);
     for (TensorPtr &x : xs) x = as(*s, x, x->dtype());
     TensorPtr y = empty_like(*xs[0], HPU_FLOAT32, Dims{});
-    enqueue(*s, [=] {
+    Work w{bytes_of({y.get()}), 0};  // a square and an add per element
+    for (const TensorPtr &x : xs) w.bytes += x->nbytes(), w.flops += 2 * static_cast<uint64_t>(x->numel());
+    enqueue(*s, w, [=] {
       double total = 0;
       for (const TensorPtr &x : xs)
         if (x->numel() > 0) total += kernels::sum_squares(x->dtype(), x->data(), x->numel());
@@ -55,8 +57,8 @@ HPU_API hpuStatus_t hpuArgmax(hpuStream_t stream, hpuTensor_t x, int dim, int ke
     hpuDataType_t dt = t->dtype() == HPU_BFLOAT16 || t->dtype() == HPU_FLOAT16 ? HPU_FLOAT32 : t->dtype();
     auto s = stream_for(stream, *t);
     TensorPtr X = as(*s, t, dt), y = empty_like(*t, HPU_INT64, shape);
-    if (y->numel() > 0)
-      enqueue(*s, [=] { kernels::argmax(dt, X->data(), sp.outer, sp.n, sp.inner, y->data_as<int64_t>()); });
+    if (y->numel() > 0)  // a comparison per element
+      enqueue(*s, work({X.get(), y.get()}, *X), [=] { kernels::argmax(dt, X->data(), sp.outer, sp.n, sp.inner, y->data_as<int64_t>()); });
     give(indices, y);
   HPU_API_END
 }

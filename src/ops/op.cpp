@@ -86,9 +86,34 @@ void enqueue(Stream &s, std::function<void()> fn) {
   });
 }
 
+uint64_t bytes_of(std::initializer_list<const Tensor *> tensors) {
+  uint64_t n = 0;
+  for (const Tensor *t : tensors)
+    if (t) n += t->nbytes();
+  return n;
+}
+
+void enqueue(Stream &s, const Work &work, std::function<void()> fn) {
+  if (prof::on()) prof::annotate(work.bytes, work.flops);
+  try {
+    enqueue(s, std::move(fn));
+  } catch (...) {
+    prof::annotate(0, 0);  // not taken: keep it off the next operation
+    throw;
+  }
+}
+
 TensorPtr copy_as(Stream &s, const TensorPtr &x, hpuDataType_t dt) {
   TensorPtr y = Tensor::empty(x->device(), dt, x->shape());
-  enqueue_copy(s, y, x);
+  if (y->numel() == 0) return y;
+  // A conversion: each element read and written once, no arithmetic.
+  if (prof::on()) prof::annotate(bytes_of({x.get(), y.get()}), 0);
+  try {
+    enqueue_copy(s, y, x);
+  } catch (...) {
+    prof::annotate(0, 0);
+    throw;
+  }
   return y;
 }
 

@@ -47,8 +47,26 @@ TensorPtr as(Stream &s, const TensorPtr &x, hpuDataType_t dt);
 // Always a new contiguous tensor: a converted copy of x queued on s.
 TensorPtr copy_as(Stream &s, const TensorPtr &x, hpuDataType_t dt);
 
-// Queues a kernel on s. An error it throws when it runs (a target out of
-// range) becomes the stream's sticky error, prefixed with the op's name.
+// What the profiler shows for one queued kernel (hpuProfilerStart(3)): bytes
+// read + written and floating-point operations. Each op family counts its
+// work in one place (a `work` function in its file); each element a kernel
+// reads or writes counts once, an element updated in place twice.
+struct Work {
+  uint64_t bytes = 0, flops = 0;
+};
+// The bytes of these tensors' elements (nullptr counts nothing).
+uint64_t bytes_of(std::initializer_list<const Tensor *> tensors);
+// A kernel that reads or writes `tensors` (an in-place one lists its tensor
+// twice) and does flops_per_element operations per element of `per`.
+inline Work work(std::initializer_list<const Tensor *> tensors, const Tensor &per, uint64_t flops_per_element = 1) {
+  return {bytes_of(tensors), static_cast<uint64_t>(per.numel()) * flops_per_element};
+}
+
+// Queues a kernel on s with the work it does. An error it throws when it runs
+// (a target out of range) becomes the stream's sticky error, prefixed with the
+// op's name.
+void enqueue(Stream &s, const Work &work, std::function<void()> fn);
+// The same for callers that annotate their work themselves (prof::annotate).
 void enqueue(Stream &s, std::function<void()> fn);
 
 // A new tensor on x's device.

@@ -58,8 +58,12 @@ HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_
     auto s = stream_for(stream, *p);
     TensorPtr G = as(*s, g, g->dtype());
     kernels::SgdParams sp{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov != 0};
+    // Per element: decay and gradient (2), momentum (3), nesterov (2), the update (2);
+    // param and the momentum buffer read and written, the gradient read.
+    uint64_t flops = 4 + (o.momentum != 0 ? 3 : 0) + (o.nesterov ? 2 : 0);
+    TensorPtr B = o.momentum != 0 ? buf : nullptr;
     if (p->numel() > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, work({p.get(), p.get(), G.get(), B.get(), B.get()}, *p, flops), [=] {
         kernels::sgd_step(p->data_as<float>(), G->dtype(), G->data(), buf ? buf->data_as<float>() : nullptr,
                           p->numel(), step, sp);
       });
@@ -81,8 +85,10 @@ HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTenso
     auto s = stream_for(stream, *p);
     TensorPtr G = as(*s, g, g->dtype());
     kernels::AdamwParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
+    // Per element: decay (1), exp_avg (3), exp_avg_sq (4), the update (6); param
+    // and both moments read and written, the gradient read.
     if (p->numel() > 0)
-      enqueue(*s, [=] {
+      enqueue(*s, work({p.get(), p.get(), m.get(), m.get(), v.get(), v.get(), G.get()}, *p, 14), [=] {
         kernels::adamw_step(p->data_as<float>(), G->dtype(), G->data(), m->data_as<float>(), v->data_as<float>(),
                             p->numel(), step, ap);
       });

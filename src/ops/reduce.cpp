@@ -92,7 +92,8 @@ void forward(Reduce op, hpuStream_t stream, hpuTensor_t hx, const int *dims, int
   hpuDataType_t out_dt = is_floating(dt) ? dt : HPU_INT64;
   auto s = stream_for(stream, *x);
   TensorPtr X = as(*s, x, dt), y = empty_like(*x, out_dt, p.out);
-  if (y->numel() > 0) enqueue(*s, [=] { run(op, *X, p, X->data(), dt, y->data(), out_dt); });
+  // One operation per input element.
+  if (y->numel() > 0) enqueue(*s, work({X.get(), y.get()}, *X), [=] { run(op, *X, p, X->data(), dt, y->data(), out_dt); });
   give(out, y);
 }
 
@@ -112,8 +113,10 @@ void backward(Reduce op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hx, con
   broadcast_strides(p.kept, x->shape(), &src);
   Dims dense = x->shape().contiguous_strides();
   double scale = op == Reduce::mean ? 1.0 / static_cast<double>(p.count) : 1.0;
+  // A broadcast copy, and a scaling pass over gx for mean.
+  Work w = scale != 1.0 ? work({G.get(), gx.get(), gx.get(), gx.get()}, *gx) : work({G.get(), gx.get()}, *gx, 0);
   if (gx->numel() > 0)
-    enqueue(*s, [=] {
+    enqueue(*s, w, [=] {
       kernels::copy_strided(G->data(), dt, src.data(), gx->data(), dt, dense.data(), x->ndim(), x->shape().data());
       if (scale != 1.0)
         kernels::binary_scalar(kernels::Binary::mul, dt, gx->data(), scale, gx->data(), gx->numel());

@@ -16,8 +16,9 @@ void forward(bool log, hpuStream_t stream, hpuTensor_t hx, int dim, hpuTensor_t 
   auto s = stream_for(stream, *x);
   Split sp = split_at(x->shape(), d);
   TensorPtr X = as(*s, x, dt), y = empty_like(*x, dt, x->shape());
+  // Per element: subtract the max, exp, add to the sum, scale (log_softmax: log once per row instead).
   if (y->numel() > 0)
-    enqueue(*s, [=] { kernels::softmax(log, dt, X->data(), dt, y->data(), sp.outer, sp.n, sp.inner); });
+    enqueue(*s, work({X.get(), y.get()}, *y, 4), [=] { kernels::softmax(log, dt, X->data(), dt, y->data(), sp.outer, sp.n, sp.inner); });
   give(out, y);
 }
 
@@ -37,8 +38,9 @@ void backward(bool log, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hy, int 
   auto s = stream_for(stream, *y);
   Split sp = split_at(y->shape(), d);
   TensorPtr G = as(*s, g, dt), Y = as(*s, y, dt), gx = empty_like(*y, input_dtype, y->shape());
+  // Per element: the product for the row's dot product, then the difference and its scaling.
   if (gx->numel() > 0)
-    enqueue(*s, [=] {
+    enqueue(*s, work({G.get(), Y.get(), gx.get()}, *gx, 4), [=] {
       kernels::softmax_backward(log, dt, G->data(), Y->data(), input_dtype, gx->data(), sp.outer, sp.n, sp.inner);
     });
   give(grad_x, gx);

@@ -16,7 +16,8 @@ void forward(const char *name, Unary op, hpuStream_t stream, hpuTensor_t hx,
   hpuDataType_t dt = autocast::decide(name, {x->dtype()}).apply(x->dtype());
   auto s = stream_for(stream, *x);
   TensorPtr X = as(*s, x, dt), y = empty_like(*x, dt, x->shape());
-  if (y->numel() > 0) enqueue(*s, [=] { kernels::unary(op, dt, X->data(), y->data(), y->numel()); });
+  if (y->numel() > 0)
+    enqueue(*s, work({X.get(), y.get()}, *y, 1), [=] { kernels::unary(op, dt, X->data(), y->data(), y->numel()); });
   give(out, y);
 }
 
@@ -32,7 +33,8 @@ void backward(Unary op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hx,
   auto s = stream_for(stream, *x);
   TensorPtr G = as(*s, g, dt), X = as(*s, x, dt), gx = empty_like(*x, dt, x->shape());
   if (gx->numel() > 0)
-    enqueue(*s, [=] { kernels::unary_backward(op, dt, X->data(), G->data(), gx->data(), gx->numel()); });
+    enqueue(*s, work({X.get(), G.get(), gx.get()}, *gx, 2),
+            [=] { kernels::unary_backward(op, dt, X->data(), G->data(), gx->data(), gx->numel()); });
   give(grad_x, as(*s, gx, x->dtype()));
 }
 

@@ -6,6 +6,7 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/kernels/convert_vec.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/cast.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/elementwise.cpp
+  ${PROJECT_SOURCE_DIR}/src/kernels/elementwise_vec.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/reduce.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm_bf16.cpp

@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "core/error.hpp"
@@ -16,6 +17,8 @@
 #include "kernels/convert.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/elementwise_vec.hpp"
+#include "kernels/cpu.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/random.hpp"
 #include "kernels/reduce.hpp"
@@ -321,6 +324,131 @@ TEST_F(Kernels, AxpbyAccumulatesAcrossTypes) {
   Buf y = random_buf(HPU_FLOAT64, n, -1, 1, 15);
   axpby(2.0f, acc.data(), HPU_FLOAT32, 0.0f, y.data(), HPU_FLOAT64, n);
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.at(i), 2.0 * acc.at(i));
+}
+
+// ---- vector paths of the f32 loops ----------------------------------------------------------
+
+namespace {
+
+// Inputs with every special case (NaN of both signs, infinities, signed
+// zeros, subnormals, the largest finite values) among random values.
+std::vector<float> special_floats(size_t n, unsigned seed) {
+  const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f,
+                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 1.0f, -1.0f,
+                            std::numeric_limits<float>::min(), 3.0f, -0.5f};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4, 4);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = rng() % 3 == 0 ? specials[rng() % std::size(specials)] : u(rng);
+  return v;
+}
+
+uint32_t bits_of(float f) { return f32_bits(f); }
+
+// The scalar rules every path must follow, computed independently.
+float want_binary(Binary op, float a, float b) {
+  switch (op) {
+    case Binary::add: return static_cast<float>(double(a) + double(b));
+    case Binary::sub: return static_cast<float>(double(a) - double(b));
+    case Binary::mul: return static_cast<float>(double(a) * double(b));
+    case Binary::div: return static_cast<float>(double(a) / double(b));
+    case Binary::max: return std::isnan(a) ? a : a > b ? a : b;
+    case Binary::min: return std::isnan(a) ? a : a < b ? a : b;
+    default: return 0;
+  }
+}
+
+float want_unary(Unary op, float x) {
+  switch (op) {
+    case Unary::neg: return -x;
+    case Unary::abs: return std::fabs(x);
+    case Unary::relu: return x < 0 ? 0.0f : x;
+    case Unary::square: return static_cast<float>(double(x) * double(x));
+    case Unary::sqrt: return static_cast<float>(std::sqrt(double(x)));
+    case Unary::rsqrt: return 1.0f / std::sqrt(x);
+    case Unary::reciprocal: return static_cast<float>(1.0 / double(x));
+    default: return 0;
+  }
+}
+
+// Same bits, or both NaN (the payload of a NaN from an operation may differ).
+void expect_same(float got, float want, const std::string &what) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what;
+    return;
+  }
+  EXPECT_EQ(bits_of(got), bits_of(want)) << what << ": got " << got << " want " << want;
+}
+
+std::vector<Isa> all_paths() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+}  // namespace
+
+TEST(ElementwisePaths, EveryPathFollowsTheScalarRulesBitForBit) {
+  const size_t n = 1000;
+  std::vector<float> a = special_floats(n, 21), b = special_floats(n, 22), out(n);
+  for (Isa isa : all_paths()) {
+    const ElementwisePaths &p = elementwise_paths(isa);
+    // Every length up to 40 exercises the tails of each vector width.
+    for (size_t len : {size_t(0), size_t(1), size_t(7), size_t(15), size_t(16), size_t(17), size_t(33), size_t(40),
+                       n}) {
+      for (Binary op : kBinary) {
+        int k = static_cast<int>(op);
+        if (!p.binary[k]) continue;
+        std::string what = std::string(isa_name(isa)) + " " + binary_name(op) + " n=" + std::to_string(len);
+        p.binary[k](a.data(), b.data(), out.data(), len);
+        for (size_t i = 0; i < len; ++i) expect_same(out[i], want_binary(op, a[i], b[i]), what);
+        p.binary_scalar[k](a.data(), b[3], out.data(), len);
+        for (size_t i = 0; i < len; ++i) expect_same(out[i], want_binary(op, a[i], b[3]), what + " scalar b");
+      }
+      for (Unary op : kUnary) {
+        int k = static_cast<int>(op);
+        if (!p.unary[k]) continue;
+        p.unary[k](a.data(), out.data(), len);
+        std::string what = std::string(isa_name(isa)) + " " + unary_name(op) + " n=" + std::to_string(len);
+        for (size_t i = 0; i < len; ++i) expect_same(out[i], want_unary(op, a[i]), what);
+      }
+      p.relu_backward(a.data(), b.data(), out.data(), len);
+      for (size_t i = 0; i < len; ++i)
+        expect_same(out[i], b[i] * (a[i] > 0 ? 1.0f : 0.0f), std::string(isa_name(isa)) + " relu backward");
+      std::vector<float> y(b.begin(), b.end());
+      p.axpby(0.5f, a.data(), 2.0f, y.data(), len);
+      for (size_t i = 0; i < len; ++i) expect_same(y[i], 2.0f * b[i] + 0.5f * a[i], std::string(isa_name(isa)) + " axpby");
+      y.assign(len, std::nanf(""));
+      p.axpby(0.5f, a.data(), 0.0f, y.data(), len);  // beta 0: y is not read
+      for (size_t i = 0; i < len; ++i) expect_same(y[i], 0.5f * a[i], std::string(isa_name(isa)) + " axpby beta 0");
+    }
+  }
+  // The signed zeros relu and max keep, and the sign abs drops.
+  float z[2] = {-0.0f, 0.0f}, o[2];
+  for (Isa isa : all_paths()) {
+    const ElementwisePaths &p = elementwise_paths(isa);
+    p.unary[static_cast<int>(Unary::relu)](z, o, 2);
+    EXPECT_TRUE(std::signbit(o[0])) << isa_name(isa);
+    p.unary[static_cast<int>(Unary::abs)](z, o, 2);
+    EXPECT_FALSE(std::signbit(o[0])) << isa_name(isa);
+  }
+}
+
+TEST_F(Kernels, Bf16OpsRunTheVectorLoopsOnWidenedBlocks) {
+  // bf16 results are the f32 results rounded once, whatever the path.
+  const size_t n = 3000;
+  std::vector<float> a = special_floats(n, 23), b = special_floats(n, 24);
+  std::vector<uint16_t> ah(n), bh(n), oh(n);
+  for (size_t i = 0; i < n; ++i) ah[i] = f32_to_bf16(a[i]), bh[i] = f32_to_bf16(b[i]);
+  binary(Binary::add, HPU_BFLOAT16, ah.data(), bh.data(), oh.data(), n);
+  for (size_t i = 0; i < n; ++i) {
+    float want = want_binary(Binary::add, bf16_to_f32(ah[i]), bf16_to_f32(bh[i]));
+    expect_same(bf16_to_f32(oh[i]), bf16_to_f32(f32_to_bf16(want)), "bf16 add");
+  }
+  unary(Unary::relu, HPU_BFLOAT16, ah.data(), oh.data(), n);
+  for (size_t i = 0; i < n; ++i)
+    expect_same(bf16_to_f32(oh[i]), want_unary(Unary::relu, bf16_to_f32(ah[i])), "bf16 relu");
 }
 
 // ---- reductions ---------------------------------------------------------------------------------

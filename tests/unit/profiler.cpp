@@ -235,3 +235,149 @@ TEST(Profiler, MatrixProductsCarryTheirFlops) {
   for (hpuTensor_t t : {a, b, c}) ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
 }
+
+namespace {
+
+// Bytes and FLOPs of the stream events of a trace, per op name, summed.
+struct Totals {
+  long long bytes = 0, flops = 0;
+  int events = 0;
+};
+
+std::map<std::string, Totals> stream_totals(const std::string &path, std::vector<std::string> *without_bytes) {
+  std::map<std::string, Totals> out;
+  json_t *root = load(path);
+  if (!root) return out;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+    long long pid = json_integer_value(json_object_get(e, "pid"));
+    if (std::string(json_string_value(json_object_get(e, "ph"))) != "X" || pid < 100 || pid >= 10000) continue;
+    json_t *args = json_object_get(e, "args");
+    Totals &t = out[json_string_value(json_object_get(e, "name"))];
+    long long bytes = json_integer_value(json_object_get(args, "bytes"));
+    t.bytes += bytes;
+    t.flops += json_integer_value(json_object_get(args, "flops"));
+    t.events++;
+    if (bytes == 0) without_bytes->push_back(json_string_value(json_object_get(e, "name")));
+  }
+  json_decref(root);
+  return out;
+}
+
+}  // namespace
+
+// Every op family counts its work (ops.h's counting rules in hpuProfilerStart(3)):
+// the totals per op match bytes read + written and the operations done.
+TEST(Profiler, EveryOpCarriesItsBytesAndFlops) {
+  std::string path = testing::TempDir() + "hpu-profile-ops.json";
+  hpuDevice_t dev;
+  ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
+  const long long rows = 64, cols = 32, n = rows * cols;
+  const int64_t shape[2] = {rows, cols}, row[1] = {cols}, col_count[1] = {rows};
+  hpuTensor_t x, x2, bias, w, b, target, emb, idx, p, g, mom, m, v;
+  for (hpuTensor_t *t : {&x, &x2, &p, &g, &mom, &m, &v}) ASSERT_EQ(hpuTensorCreate(t, dev, HPU_FLOAT32, 2, shape), HPU_SUCCESS);
+  for (hpuTensor_t *t : {&bias, &w, &b}) ASSERT_EQ(hpuTensorCreate(t, dev, HPU_FLOAT32, 1, row), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorCreate(&target, dev, HPU_INT64, 1, col_count), HPU_SUCCESS);
+  const int64_t emb_shape[2] = {10, 8}, idx_shape[1] = {5};
+  ASSERT_EQ(hpuTensorCreate(&emb, dev, HPU_FLOAT32, 2, emb_shape), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorCreate(&idx, dev, HPU_INT64, 1, idx_shape), HPU_SUCCESS);
+  for (hpuTensor_t t : {x, x2, bias, w, b, target, emb, idx, p, g, mom, m, v}) ASSERT_EQ(hpuTensorFill(t, 1.0, nullptr), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  std::vector<hpuTensor_t> outs(16, nullptr);
+  int k = 0;
+  const int dim1[1] = {1};
+  ASSERT_EQ(hpuRelu(nullptr, x, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuAdd(nullptr, x, x2, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuMul(nullptr, x, bias, &outs[k++]), HPU_SUCCESS);  // broadcast
+  ASSERT_EQ(hpuSum(nullptr, x, dim1, 1, 0, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuSoftmax(nullptr, x, 1, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuCrossEntropyLoss(nullptr, x, target, HPU_REDUCTION_MEAN, -100, &outs[k++]), HPU_SUCCESS);
+  hpuTensor_t mean = nullptr, rstd = nullptr, mask = nullptr;
+  ASSERT_EQ(hpuLayerNorm(nullptr, x, w, b, 1e-5, &outs[k++], &mean, &rstd), HPU_SUCCESS);
+  ASSERT_EQ(hpuDropout(nullptr, x, 0.5, 1, &outs[k++], &mask), HPU_SUCCESS);
+  ASSERT_EQ(hpuEmbedding(nullptr, emb, idx, -1, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuCast(nullptr, x, HPU_BFLOAT16, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuSquaredNorm(nullptr, &x, 1, &outs[k++]), HPU_SUCCESS);
+  hpuSgdOptions_t sgd = HPU_SGD_OPTIONS_INIT;
+  sgd.momentum = 0.9;
+  ASSERT_EQ(hpuSgdStep(nullptr, p, g, mom, 1, &sgd), HPU_SUCCESS);
+  hpuAdamwOptions_t adamw = HPU_ADAMW_OPTIONS_INIT;
+  ASSERT_EQ(hpuAdamwStep(nullptr, p, g, m, v, 1, &adamw), HPU_SUCCESS);
+  ASSERT_EQ(hpuAddInplace(nullptr, x2, 0.5, x), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+
+  std::vector<std::string> without_bytes;
+  auto totals = stream_totals(path, &without_bytes);
+  EXPECT_TRUE(without_bytes.empty()) << without_bytes.size() << " stream events without bytes, the first "
+                                     << (without_bytes.empty() ? "" : without_bytes[0]);
+  struct Want {
+    const char *op;
+    long long bytes, flops;
+  };
+  const long long f = 4;  // bytes of an f32
+  const Want wants[] = {
+      {"hpuRelu", 2 * n * f, n},
+      {"hpuAdd", 3 * n * f, n},
+      {"hpuMul", (2 * n + cols) * f, n},
+      {"hpuSum", (n + rows) * f, n},
+      {"hpuSoftmax", 2 * n * f, 4 * n},
+      {"hpuCrossEntropyLoss", n * f + rows * 8 + f, 3 * n},
+      {"hpuLayerNorm", (2 * n + 2 * cols + 2 * rows) * f, 8 * n},
+      {"hpuDropout", 2 * n * f + n, 2 * n},
+      {"hpuEmbedding", 5 * 8 + 2 * 5 * 8 * f, 0},
+      {"hpuCast", n * f + n * 2, 0},
+      {"hpuSquaredNorm", n * f + f, 2 * n},
+      {"hpuSgdStep", 5 * n * f, 7 * n},
+      {"hpuAdamwStep", 7 * n * f, 14 * n},
+      {"hpuAddInplace", 3 * n * f, 2 * n},
+  };
+  for (const Want &want : wants) {
+    auto it = totals.find(want.op);
+    ASSERT_NE(it, totals.end()) << want.op << " has no stream event";
+    EXPECT_EQ(it->second.events, 1) << want.op;
+    EXPECT_EQ(it->second.bytes, want.bytes) << want.op;
+    EXPECT_EQ(it->second.flops, want.flops) << want.op;
+  }
+  for (hpuTensor_t t : outs) ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
+  for (hpuTensor_t t : {mean, rstd, mask, x, x2, bias, w, b, target, emb, idx, p, g, mom, m, v})
+    ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
+}
+
+// A backward counts its work too; an op whose input is converted first shows
+// the conversion and the kernel as two events of that op.
+TEST(Profiler, BackwardsAndConversionsCarryTheirWork) {
+  std::string path = testing::TempDir() + "hpu-profile-backward.json";
+  hpuDevice_t dev;
+  ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
+  const long long n = 1000;
+  const int64_t shape[1] = {n};
+  hpuTensor_t x, g, xh;
+  ASSERT_EQ(hpuTensorCreate(&x, dev, HPU_FLOAT32, 1, shape), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorCreate(&g, dev, HPU_FLOAT32, 1, shape), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorCreate(&xh, dev, HPU_BFLOAT16, 1, shape), HPU_SUCCESS);
+  for (hpuTensor_t t : {x, g, xh}) ASSERT_EQ(hpuTensorFill(t, 1.0, nullptr), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  hpuTensor_t gx = nullptr, y = nullptr;
+  ASSERT_EQ(hpuReluBackward(nullptr, g, x, &gx), HPU_SUCCESS);
+  ASSERT_EQ(hpuAutocastPush(1, HPU_BFLOAT16), HPU_SUCCESS);
+  ASSERT_EQ(hpuExp(nullptr, xh, &y), HPU_SUCCESS);  // exp runs in f32: xh is widened first
+  ASSERT_EQ(hpuAutocastPop(), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  std::vector<std::string> without_bytes;
+  auto totals = stream_totals(path, &without_bytes);
+  EXPECT_TRUE(without_bytes.empty());
+  EXPECT_EQ(totals["hpuReluBackward"].bytes, 3 * n * 4);
+  EXPECT_EQ(totals["hpuReluBackward"].flops, 2 * n);
+  EXPECT_EQ(totals["hpuExp"].events, 2);
+  EXPECT_EQ(totals["hpuExp"].bytes, (2 + 4) * n + 2 * n * 4);  // the widening, then exp in f32
+  EXPECT_EQ(totals["hpuExp"].flops, n);
+  for (hpuTensor_t t : {gx, y, x, g, xh}) ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
+}
