@@ -162,6 +162,13 @@ HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t 
  * dim) are what the backward needs; either output may be NULL. */
 HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
                                  double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd);
+/* The same over the last normalized_ndim dims of x (1..x's ndim; ATen's
+ * normalized_shape is x's shape from there): weight and bias have those dims'
+ * shape; mean and rstd x's shape without them. hpuLayerNormBackward tells the
+ * normalized dims from mean's shape. */
+HPU_API hpuStatus_t hpuLayerNormNd(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t weight,
+                                   hpuTensor_t bias, double eps, hpuTensor_t *y, hpuTensor_t *mean,
+                                   hpuTensor_t *rstd);
 HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean,
                                          hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x,
                                          hpuTensor_t *grad_weight, hpuTensor_t *grad_bias);

@@ -37,6 +37,23 @@ double ref_nll(const std::vector<double> &lp, const std::vector<double> &t, int6
   return red == HPU_REDUCTION_MEAN ? s / count : s;
 }
 
+// Layer norm of [rows, d] with eps 1e-5; the rows' mean and rstd.
+std::vector<double> ref_layer_norm(const std::vector<double> &x, int64_t rows, int64_t d, const std::vector<double> &w,
+                                   const std::vector<double> &b, std::vector<double> *mean, std::vector<double> *rstd) {
+  std::vector<double> y(rows * d);
+  mean->assign(rows, 0);
+  rstd->assign(rows, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) mu += x[r * d + j] / d;
+    for (int64_t j = 0; j < d; ++j) var += (x[r * d + j] - mu) * (x[r * d + j] - mu) / d;
+    (*mean)[r] = mu;
+    (*rstd)[r] = 1 / std::sqrt(var + 1e-5);
+    for (int64_t j = 0; j < d; ++j) y[r * d + j] = (x[r * d + j] - mu) * (*rstd)[r] * w[j] + b[j];
+  }
+  return y;
+}
+
 class Nn : public OpsTest, public ::testing::WithParamInterface<hpuDataType_t> {};
 
 hpuTensor_t forward_softmax(bool log, hpuTensor_t x, int dim) {
@@ -98,18 +115,41 @@ TEST_P(Nn, LayerNormMatchesReference) {
   keep(y), keep(mean), keep(rstd);
   EXPECT_EQ(shape_of(mean), (Shape{2, 3}));
   EXPECT_EQ(dtype_of(mean), HPU_FLOAT32);
-  std::vector<double> want(rows * d), wm(rows), wr(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    double mu = 0, var = 0;
-    for (int64_t j = 0; j < d; ++j) mu += xv[r * d + j] / d;
-    for (int64_t j = 0; j < d; ++j) var += (xv[r * d + j] - mu) * (xv[r * d + j] - mu) / d;
-    wm[r] = mu;
-    wr[r] = 1 / std::sqrt(var + 1e-5);
-    for (int64_t j = 0; j < d; ++j) want[r * d + j] = (xv[r * d + j] - mu) * wr[r] * wv[j] + bv[j];
-  }
+  std::vector<double> wm, wr, want = ref_layer_norm(xv, rows, d, wv, bv, &wm, &wr);
   EXPECT_TRUE(near(read(y), want, tolerance(dt) * 2));
   EXPECT_TRUE(near(read(mean), wm, 1e-5));
   EXPECT_TRUE(near(read(rstd), wr, 1e-5));
+}
+
+// ATen's normalized_shape of several dims: x [2, 3, 4] over its last 2 dims
+// against a double reference, and over all 3.
+TEST_P(Nn, LayerNormOverSeveralDimsMatchesReference) {
+  hpuDataType_t dt = GetParam();
+  auto xv = round_all(dt, random_values(24, 6, -2, 3));
+  auto wv = round_all(dt, random_values(24, 7)), bv = round_all(dt, random_values(24, 8));
+  for (int k : {2, 3}) {
+    const int64_t d = k == 2 ? 12 : 24, rows = 24 / d;
+    Shape pshape = k == 2 ? Shape{3, 4} : Shape{2, 3, 4};
+    std::vector<double> w(wv.begin(), wv.begin() + d), b(bv.begin(), bv.begin() + d);
+    hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
+    ASSERT_HPU_OK(hpuLayerNormNd(nullptr, T(dt, {2, 3, 4}, xv), k, T(dt, pshape, w), T(dt, pshape, b), 1e-5, &y,
+                                 &mean, &rstd));
+    keep(y), keep(mean), keep(rstd);
+    EXPECT_EQ(shape_of(y), (Shape{2, 3, 4}));
+    EXPECT_EQ(shape_of(mean), k == 2 ? Shape{2} : Shape{});
+    EXPECT_EQ(shape_of(rstd), shape_of(mean));
+    std::vector<double> wm, wr, want = ref_layer_norm(xv, rows, d, w, b, &wm, &wr);
+    EXPECT_TRUE(near(read(y), want, tolerance(dt) * 2)) << k;
+    EXPECT_TRUE(near(read(mean), wm, 1e-5)) << k;
+    EXPECT_TRUE(near(read(rstd), wr, 1e-5)) << k;
+  }
+  // normalized_ndim 1 is hpuLayerNorm.
+  hpuTensor_t a = nullptr, b = nullptr;
+  hpuTensor_t x = T(dt, {2, 3, 4}, xv);
+  ASSERT_HPU_OK(hpuLayerNormNd(nullptr, x, 1, nullptr, nullptr, 1e-5, &a, nullptr, nullptr));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, 1e-5, &b, nullptr, nullptr));
+  keep(a), keep(b);
+  EXPECT_TRUE(near(read(a), read(b), 0));
 }
 
 TEST_P(Nn, EmbeddingSumMeanCast) {
@@ -330,6 +370,39 @@ TEST_F(NnGrad, BadTargetOrIndexFailsTheStream) {
   keep(e);
   EXPECT_HPU_FAIL(hpuStreamSynchronize(s), HPU_ERROR_INVALID_ARGUMENT, "indices[1] is -1");
   EXPECT_HPU_OK(hpuStreamDestroy(s));
+}
+
+TEST_F(NnGrad, LayerNormOverSeveralDimsByFiniteDifferences) {
+  check_gradients(
+      dev, {{{2, 3, 4}, random_values(24, 9, -2, 2)}, {{3, 4}, random_values(12, 10)}, {{3, 4}, random_values(12, 11)}},
+      [](auto &t) {
+        hpuTensor_t y = nullptr;
+        EXPECT_HPU_OK(hpuLayerNormNd(nullptr, t[0], 2, t[1], t[2], 1e-5, &y, nullptr, nullptr));
+        return y;
+      },
+      [](hpuTensor_t g, auto &t, hpuTensor_t) {
+        hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr, gx = nullptr, gw = nullptr, gb = nullptr;
+        EXPECT_HPU_OK(hpuLayerNormNd(nullptr, t[0], 2, t[1], t[2], 1e-5, &y, &mean, &rstd));
+        EXPECT_HPU_OK(hpuLayerNormBackward(nullptr, g, t[0], mean, rstd, t[1], &gx, &gw, &gb));
+        hpuTensorRelease(y), hpuTensorRelease(mean), hpuTensorRelease(rstd);
+        return std::vector<hpuTensor_t>{gx, gw, gb};
+      });
+}
+
+TEST_F(NnGrad, LayerNormOverSeveralDimsBadInput) {
+  hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 12)), out = nullptr, g = nullptr;
+  for (int k : {0, 4, -1})
+    EXPECT_HPU_FAIL(hpuLayerNormNd(nullptr, x, k, nullptr, nullptr, 1e-5, &out, nullptr, nullptr),
+                    HPU_ERROR_INVALID_ARGUMENT, ("normalized_ndim " + std::to_string(k)).c_str(), "1..3");
+  EXPECT_HPU_FAIL(hpuLayerNormNd(nullptr, x, 2, T(HPU_FLOAT32, {12}, random_values(12, 13)), nullptr, 1e-5, &out,
+                                 nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "weight is f32[12]", "expected shape [3, 4]");
+  hpuTensor_t same = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 14));
+  EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, same, same, nullptr, &g, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "mean is f32[2, 3, 4]", "without the normalized dims");
+  hpuTensor_t mean = T(HPU_FLOAT32, {2}, {0, 0}), rstd = T(HPU_FLOAT32, {3}, {1, 1, 1});
+  EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, mean, rstd, nullptr, &g, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "rstd is f32[3]", "expected shape [2]");
 }
 
 TEST_F(NnGrad, BadInput) {
