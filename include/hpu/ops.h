@@ -157,6 +157,23 @@ HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t 
                                                 hpuTensor_t target, hpuReduction_t reduction,
                                                 int64_t ignore_index, hpuTensor_t *grad_input);
 
+/* The two losses with class weights (ATen's weight): weight [C], any floating
+ * type, or NULL (all 1). Sample i's loss is multiplied by weight[target_i];
+ * HPU_REDUCTION_MEAN divides the sum by the sum of the counted samples'
+ * weights. */
+HPU_API hpuStatus_t hpuNllLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                                       hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss);
+HPU_API hpuStatus_t hpuNllLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
+                                               hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction,
+                                               int64_t ignore_index, hpuTensor_t *grad_input);
+HPU_API hpuStatus_t hpuCrossEntropyLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
+                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
+                                                hpuTensor_t *loss);
+HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
+                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                                                        hpuReduction_t reduction, int64_t ignore_index,
+                                                        hpuTensor_t *grad_input);
+
 /* Layer normalisation over the last dim D: y = (x - mean) rstd weight + bias;
  * weight and bias [D] or NULL. mean and rstd (f32, x's shape without its last
  * dim) are what the backward needs; either output may be NULL. */

@@ -19,18 +19,27 @@ void softmax_backward(bool log, hpuDataType_t dt, const void *dy, const void *y,
 
 // ---- losses (nn_loss.cpp): input [n, c], target [n] (i32/i64). A target
 // outside 0..c-1 that is not ignore_index throws HPU_ERROR_INVALID_ARGUMENT.
-// loss holds n values (HPU_REDUCTION_NONE) or one.
-void nll_loss(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target, int64_t n,
-              int64_t c, hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t loss_dt, void *loss);
+// loss holds n values (HPU_REDUCTION_NONE) or one. Class weights (c values of
+// any floating type; data nullptr: all 1) scale each sample's loss by the
+// weight of its target class, and a mean divides by the sum of the counted
+// samples' weights (as ATen does).
+struct LossWeights {
+  hpuDataType_t dt = HPU_FLOAT32;
+  const void *data = nullptr;
+};
+void nll_loss(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
+              const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
+              hpuDataType_t loss_dt, void *loss);
 void nll_loss_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target,
-                       int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t gi_dt,
-                       void *grad_input);
+                       const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction,
+                       int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input);
 // log_softmax over c, then nll.
-void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target, int64_t n,
-                   int64_t c, hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t loss_dt, void *loss);
+void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
+                   const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
+                   hpuDataType_t loss_dt, void *loss);
 void cross_entropy_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt, const void *input,
-                            hpuDataType_t t_dt, const void *target, int64_t n, int64_t c, hpuReduction_t reduction,
-                            int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input);
+                            hpuDataType_t t_dt, const void *target, const LossWeights &weights, int64_t n, int64_t c,
+                            hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input);
 
 // ---- layer norm (nn_layer_norm.cpp) over the last dim d of [rows, d]; w and
 // b may be null. mean and rstd: rows f32 values each.

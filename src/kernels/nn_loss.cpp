@@ -1,6 +1,8 @@
 // nll_loss and cross_entropy_loss (log_softmax + nll, fused) with their
-// backwards. Per-sample losses are computed in parallel and reduced in order,
-// so results do not depend on the thread count.
+// backwards, with optional class weights (ATen's weight: sample i counts
+// weight[target_i], and a mean divides by the counted samples' weights).
+// Per-sample losses are computed in parallel and reduced in order, so results
+// do not depend on the thread count.
 #include <cmath>
 #include <vector>
 
@@ -26,73 +28,85 @@ int64_t class_of(hpuDataType_t t_dt, const void *target, int64_t i, int64_t c, i
   return t;
 }
 
+// The weight of each class (all 1 without weights).
+template <class Acc>
+std::vector<Acc> class_weights(const LossWeights &w, int64_t c) {
+  std::vector<Acc> v(c, Acc(1));
+  if (w.data) nn::load<Acc>(w.dt, w.data, v.data(), c);
+  return v;
+}
+
 int64_t grain_rows(int64_t c) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, c)); }
 
 // Writes per-sample losses (NONE) or their sum / mean over counted samples.
+// (per holds weighted losses; weight_of[i] the weight sample i counts with, 0 when ignored.)
 template <class Acc>
-void reduce_losses(const std::vector<Acc> &per, const std::vector<char> &counted, hpuReduction_t reduction,
+void reduce_losses(const std::vector<Acc> &per, const std::vector<Acc> &weight_of, hpuReduction_t reduction,
                    hpuDataType_t loss_dt, void *loss) {
   if (reduction == HPU_REDUCTION_NONE) {
     nn::store<Acc>(loss_dt, per.data(), loss, per.size());
     return;
   }
-  Acc total = 0;
-  int64_t count = 0;
-  for (size_t i = 0; i < per.size(); ++i) total += per[i], count += counted[i];
-  if (reduction == HPU_REDUCTION_MEAN) total = count ? total / static_cast<Acc>(count) : static_cast<Acc>(NAN);
+  Acc total = 0, weights = 0;
+  bool any = false;
+  for (size_t i = 0; i < per.size(); ++i) total += per[i], weights += weight_of[i], any |= weight_of[i] != 0;
+  if (reduction == HPU_REDUCTION_MEAN) total = any ? total / weights : static_cast<Acc>(NAN);
   nn::store<Acc>(loss_dt, &total, loss, 1);
 }
 
 // d(loss_i)/d(loss) factor for each sample: grad_loss[i] (NONE), or the one
-// grad_loss divided by the counted samples (MEAN).
+// grad_loss divided by the counted samples' weights (MEAN), each factor
+// times the weight of its class.
 template <class Acc>
 std::vector<Acc> sample_scales(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target,
-                               int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
-                               std::vector<int64_t> &cls) {
-  std::vector<Acc> s(n);
+                               const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction,
+                               int64_t ignore_index, std::vector<int64_t> &cls) {
+  std::vector<Acc> s(n), wc = class_weights<Acc>(weights, c);
   cls.resize(n);
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += (cls[i] = class_of(t_dt, target, i, c, ignore_index)) >= 0;
+  Acc total = 0;
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i)
+    if ((cls[i] = class_of(t_dt, target, i, c, ignore_index)) >= 0) total += wc[cls[i]], any = true;
   if (reduction == HPU_REDUCTION_NONE) {
     nn::load<Acc>(g_dt, grad_loss, s.data(), n);
   } else {
     Acc g;
     nn::load<Acc>(g_dt, grad_loss, &g, 1);
-    if (reduction == HPU_REDUCTION_MEAN) g = count ? g / static_cast<Acc>(count) : static_cast<Acc>(NAN);
+    if (reduction == HPU_REDUCTION_MEAN) g = any ? g / total : static_cast<Acc>(NAN);
     for (auto &x : s) x = g;
   }
-  for (int64_t i = 0; i < n; ++i)
-    if (cls[i] < 0) s[i] = 0;
+  for (int64_t i = 0; i < n; ++i) s[i] = cls[i] < 0 ? Acc(0) : s[i] * wc[cls[i]];
   return s;
 }
 
 }  // namespace
 
-void nll_loss(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target, int64_t n, int64_t c,
-              hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t loss_dt, void *loss) {
+void nll_loss(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
+              const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
+              hpuDataType_t loss_dt, void *loss) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
-    std::vector<Acc> per(n, 0);
-    std::vector<char> counted(n, 0);
+    std::vector<Acc> per(n, 0), weight_of(n, 0), wc = class_weights<Acc>(weights, c);
     for (int64_t i = 0; i < n; ++i) {
       int64_t t = class_of(t_dt, target, i, c, ignore_index);
       if (t < 0) continue;
       Acc v;
       nn::load<Acc>(in_dt, at(input, in_dt, i * c + t), &v, 1);
-      per[i] = -v;
-      counted[i] = 1;
+      per[i] = -v * wc[t];
+      weight_of[i] = wc[t];
     }
-    reduce_losses(per, counted, reduction, loss_dt, loss);
+    reduce_losses(per, weight_of, reduction, loss_dt, loss);
   });
 }
 
-void nll_loss_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target, int64_t n,
-                       int64_t c, hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t gi_dt,
-                       void *grad_input) {
+void nll_loss_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target,
+                       const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction,
+                       int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input) {
   nn::with_acc(g_dt, [&](auto acc) {
     using Acc = decltype(acc);
     std::vector<int64_t> cls;
-    std::vector<Acc> s = sample_scales<Acc>(g_dt, grad_loss, t_dt, target, n, c, reduction, ignore_index, cls);
+    std::vector<Acc> s =
+        sample_scales<Acc>(g_dt, grad_loss, t_dt, target, weights, n, c, reduction, ignore_index, cls);
     parallel_for(n, grain_rows(c), [&](int64_t i0, int64_t i1) {
       std::vector<Acc> row(c);
       for (int64_t i = i0; i < i1; ++i) {
@@ -104,14 +118,15 @@ void nll_loss_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t 
   });
 }
 
-void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target, int64_t n,
-                   int64_t c, hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t loss_dt, void *loss) {
+void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
+                   const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
+                   hpuDataType_t loss_dt, void *loss) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
     std::vector<int64_t> cls(n);
-    std::vector<char> counted(n);
-    for (int64_t i = 0; i < n; ++i) counted[i] = (cls[i] = class_of(t_dt, target, i, c, ignore_index)) >= 0;
-    std::vector<Acc> per(n, 0);
+    std::vector<Acc> per(n, 0), weight_of(n, 0), wc = class_weights<Acc>(weights, c);
+    for (int64_t i = 0; i < n; ++i)
+      if ((cls[i] = class_of(t_dt, target, i, c, ignore_index)) >= 0) weight_of[i] = wc[cls[i]];
     parallel_for(n, grain_rows(c), [&](int64_t i0, int64_t i1) {
       std::vector<Acc> row(c);
       for (int64_t i = i0; i < i1; ++i) {
@@ -121,20 +136,21 @@ void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, c
         for (Acc v : row) mx = std::max(mx, v);
         if (std::isinf(mx)) mx = 0;
         for (Acc v : row) sum += std::exp(v - mx);
-        per[i] = mx + std::log(sum) - row[cls[i]];
+        per[i] = (mx + std::log(sum) - row[cls[i]]) * weight_of[i];
       }
     });
-    reduce_losses(per, counted, reduction, loss_dt, loss);
+    reduce_losses(per, weight_of, reduction, loss_dt, loss);
   });
 }
 
 void cross_entropy_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt, const void *input,
-                            hpuDataType_t t_dt, const void *target, int64_t n, int64_t c, hpuReduction_t reduction,
-                            int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input) {
+                            hpuDataType_t t_dt, const void *target, const LossWeights &weights, int64_t n, int64_t c,
+                            hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
     std::vector<int64_t> cls;
-    std::vector<Acc> s = sample_scales<Acc>(g_dt, grad_loss, t_dt, target, n, c, reduction, ignore_index, cls);
+    std::vector<Acc> s =
+        sample_scales<Acc>(g_dt, grad_loss, t_dt, target, weights, n, c, reduction, ignore_index, cls);
     parallel_for(n, grain_rows(c), [&](int64_t i0, int64_t i1) {
       std::vector<Acc> row(c);
       for (int64_t i = i0; i < i1; ++i) {

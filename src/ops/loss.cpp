@@ -1,4 +1,5 @@
-// nll_loss and cross_entropy_loss over [N, C] inputs and [N] class targets.
+// nll_loss and cross_entropy_loss over [N, C] inputs and [N] class targets,
+// with optional class weights [C].
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
 
@@ -8,12 +9,12 @@ using namespace hpu::ops;
 namespace {
 
 struct Loss {
-  TensorPtr input, target;
+  TensorPtr input, target, weight;  // weight: contiguous, or nullptr
   int64_t n, c;
   std::shared_ptr<Stream> s;
 };
 
-Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuReduction_t reduction) {
+Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, hpuReduction_t reduction) {
   Loss l;
   l.input = input(hi, "input");
   l.target = input(ht, "target");
@@ -27,6 +28,12 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuReduction_t re
   l.c = l.input->size(1);
   require_shape(*l.target, "target", Dims{l.n}, "one class per row of input");
   l.s = stream_for(stream, *l.input);
+  if (TensorPtr w = optional(hw, "weight")) {
+    same_device(*l.input, "input", *w, "weight");
+    require_floating(*w, "weight");
+    require_shape(*w, "weight", Dims{l.c}, "one weight per class of input");
+    l.weight = as(*l.s, w, w->dtype());
+  }
   return l;
 }
 
@@ -35,7 +42,7 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuReduction_t re
 // backward also scales each (4). Targets read, results written.
 Work work(bool fused, bool backward, const Loss &l, std::initializer_list<const Tensor *> tensors) {
   uint64_t per_sample = fused ? (backward ? 4 : 3) * static_cast<uint64_t>(l.c) : 1;
-  Work w{bytes_of(tensors), per_sample * static_cast<uint64_t>(l.n)};
+  Work w{bytes_of(tensors) + bytes_of({l.weight.get()}), per_sample * static_cast<uint64_t>(l.n)};
   if (!fused && !backward) w.bytes += static_cast<uint64_t>(l.n) * l.input->element_size();
   return w;
 }
@@ -44,10 +51,14 @@ Dims loss_shape(const Loss &l, hpuReduction_t reduction) {
   return reduction == HPU_REDUCTION_NONE ? Dims{l.n} : Dims{};
 }
 
-void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht,
-                    hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
+kernels::LossWeights weights_of(const Loss &l) {
+  return l.weight ? kernels::LossWeights{l.weight->dtype(), l.weight->data()} : kernels::LossWeights{};
+}
+
+void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
+             hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
   check_out(loss, "loss");
-  Loss l = check(stream, hi, ht, reduction);
+  Loss l = check(stream, hi, ht, hw, reduction);
   hpuDataType_t dt =
       autocast::decide(fused ? "cross_entropy_loss" : "nll_loss", {l.input->dtype()}).apply(l.input->dtype());
   TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
@@ -55,15 +66,15 @@ void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht,
   if (y->numel() > 0)
     enqueue(*l.s, work(fused, false, l, {fused ? I.get() : nullptr, T.get(), y.get()}), [=] {
       auto f = fused ? kernels::cross_entropy : kernels::nll_loss;
-      f(dt, I->data(), T->dtype(), T->data(), l.n, l.c, reduction, ignore_index, dt, y->data());
+      f(dt, I->data(), T->dtype(), T->data(), weights_of(l), l.n, l.c, reduction, ignore_index, dt, y->data());
     });
   give(loss, y);
 }
 
-void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht,
-                     hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input) {
+void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
+              hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input) {
   check_out(grad_input, "grad_input");
-  Loss l = check(stream, hi, ht, reduction);
+  Loss l = check(stream, hi, ht, hw, reduction);
   TensorPtr g = input(hg, "grad_loss");
   same_device(*l.input, "input", *g, "grad_loss");
   require_floating(*g, "grad_loss");
@@ -75,11 +86,11 @@ void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hp
   if (gi->numel() > 0)
     enqueue(*l.s, work(fused, true, l, {G.get(), T.get(), I.get(), gi.get()}), [=] {
       if (fused)
-        kernels::cross_entropy_backward(dt, G->data(), dt, I->data(), T->dtype(), T->data(), l.n, l.c, reduction,
-                                        ignore_index, gi->dtype(), gi->data());
+        kernels::cross_entropy_backward(dt, G->data(), dt, I->data(), T->dtype(), T->data(), weights_of(l), l.n, l.c,
+                                        reduction, ignore_index, gi->dtype(), gi->data());
       else
-        kernels::nll_loss_backward(dt, G->data(), T->dtype(), T->data(), l.n, l.c, reduction, ignore_index,
-                                   gi->dtype(), gi->data());
+        kernels::nll_loss_backward(dt, G->data(), T->dtype(), T->data(), weights_of(l), l.n, l.c, reduction,
+                                   ignore_index, gi->dtype(), gi->data());
     });
   give(grad_input, gi);
 }
@@ -91,7 +102,7 @@ extern "C" {
 HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
                                int64_t ignore_index, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(false, stream, input, target, reduction, ignore_index, loss);
+    forward(false, stream, input, target, nullptr, reduction, ignore_index, loss);
   HPU_API_END
 }
 
@@ -99,14 +110,29 @@ HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss
                                        hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index,
                                        hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(false, stream, grad_loss, input, target, reduction, ignore_index, grad_input);
+    backward(false, stream, grad_loss, input, target, nullptr, reduction, ignore_index, grad_input);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuNllLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                                       hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
+  HPU_API_BEGIN
+    forward(false, stream, input, target, weight, reduction, ignore_index, loss);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuNllLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
+                                               hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction,
+                                               int64_t ignore_index, hpuTensor_t *grad_input) {
+  HPU_API_BEGIN
+    backward(false, stream, grad_loss, input, target, weight, reduction, ignore_index, grad_input);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
                                         hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(true, stream, input, target, reduction, ignore_index, loss);
+    forward(true, stream, input, target, nullptr, reduction, ignore_index, loss);
   HPU_API_END
 }
 
@@ -114,7 +140,24 @@ HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t 
                                                 hpuTensor_t target, hpuReduction_t reduction,
                                                 int64_t ignore_index, hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, reduction, ignore_index, grad_input);
+    backward(true, stream, grad_loss, input, target, nullptr, reduction, ignore_index, grad_input);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCrossEntropyLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
+                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
+                                                hpuTensor_t *loss) {
+  HPU_API_BEGIN
+    forward(true, stream, input, target, weight, reduction, ignore_index, loss);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
+                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                                                        hpuReduction_t reduction, int64_t ignore_index,
+                                                        hpuTensor_t *grad_input) {
+  HPU_API_BEGIN
+    backward(true, stream, grad_loss, input, target, weight, reduction, ignore_index, grad_input);
   HPU_API_END
 }
 

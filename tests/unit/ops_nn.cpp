@@ -23,16 +23,17 @@ std::vector<double> ref_softmax(const std::vector<double> &x, int64_t outer, int
   return y;
 }
 
+// With class weights w (empty: all 1), a mean divides by the counted samples' weights.
 double ref_nll(const std::vector<double> &lp, const std::vector<double> &t, int64_t c, hpuReduction_t red,
-               int64_t ignore, std::vector<double> *per) {
-  double s = 0;
-  int64_t count = 0;
+               int64_t ignore, std::vector<double> *per, const std::vector<double> &w = {}) {
+  double s = 0, count = 0;
   per->assign(t.size(), 0);
   for (size_t i = 0; i < t.size(); ++i) {
     if (static_cast<int64_t>(t[i]) == ignore) continue;
-    (*per)[i] = -lp[i * c + static_cast<int64_t>(t[i])];
+    double wt = w.empty() ? 1.0 : w[static_cast<size_t>(t[i])];
+    (*per)[i] = -lp[i * c + static_cast<int64_t>(t[i])] * wt;
     s += (*per)[i];
-    ++count;
+    count += wt;
   }
   return red == HPU_REDUCTION_MEAN ? s / count : s;
 }
@@ -103,6 +104,34 @@ TEST_P(Nn, LossesMatchReference) {
         EXPECT_TRUE(near(read(nll), {total_nll}, tolerance(dt)));
       }
     }
+}
+
+TEST_P(Nn, LossesWithClassWeightsMatchReference) {
+  hpuDataType_t dt = GetParam();
+  const int64_t n = 6, c = 4;
+  auto xv = round_all(dt, random_values(n * c, 15, -2, 2));
+  std::vector<double> tv = {0, 3, 1, -100, 2, 3}, wv = {0.5, 2, 1, 3};
+  auto lp = ref_softmax(xv, n, c, 1, true);
+  for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM}) {
+    hpuTensor_t x = T(dt, {n, c}, xv), t = T(HPU_INT64, {n}, tv), w = T(HPU_FLOAT32, {c}, wv);
+    hpuTensor_t ce = nullptr, nll = nullptr, ce1 = nullptr, plain = nullptr;
+    ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, w, red, -100, &ce));
+    ASSERT_HPU_OK(hpuNllLossWeighted(nullptr, x, t, w, red, -100, &nll));
+    ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, nullptr, red, -100, &ce1));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, red, -100, &plain));
+    keep(ce), keep(nll), keep(ce1), keep(plain);
+    std::vector<double> per, per_nll;
+    double total = ref_nll(lp, tv, c, red, -100, &per, wv);
+    double total_nll = ref_nll(xv, tv, c, red, -100, &per_nll, wv);
+    if (red == HPU_REDUCTION_NONE) {
+      EXPECT_TRUE(near(read(ce), per, tolerance(dt) * 4));
+      EXPECT_TRUE(near(read(nll), per_nll, tolerance(dt) * 4));
+    } else {
+      EXPECT_TRUE(near(read(ce), {total}, tolerance(dt) * 4)) << red;
+      EXPECT_TRUE(near(read(nll), {total_nll}, tolerance(dt) * 4)) << red;
+    }
+    EXPECT_TRUE(near(read(ce1), read(plain), 0));  // NULL weight: the unweighted loss
+  }
 }
 
 TEST_P(Nn, LayerNormMatchesReference) {
@@ -241,6 +270,37 @@ TEST_F(NnGrad, LossesByFiniteDifferences) {
             return std::vector<hpuTensor_t>{gi, nullptr};
           });
     }
+}
+
+TEST_F(NnGrad, WeightedLossesByFiniteDifferences) {
+  for (bool fused : {false, true})
+    for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM}) {
+      Input target{{5}, {2, 0, 7, 1, 2}, HPU_INT64, false};  // 7 is ignored
+      Input weight{{3}, {0.5, 2, 1.5}, HPU_FLOAT64, false};
+      check_gradients(
+          dev, {{{5, 3}, random_values(15, 16, -2, 2)}, target, weight},
+          [=](auto &t) {
+            hpuTensor_t o = nullptr;
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossWeighted(nullptr, t[0], t[1], t[2], red, 7, &o)
+                                : hpuNllLossWeighted(nullptr, t[0], t[1], t[2], red, 7, &o));
+            return o;
+          },
+          [=](hpuTensor_t g, auto &t, hpuTensor_t) {
+            hpuTensor_t gi = nullptr;
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossWeightedBackward(nullptr, g, t[0], t[1], t[2], red, 7, &gi)
+                                : hpuNllLossWeightedBackward(nullptr, g, t[0], t[1], t[2], red, 7, &gi));
+            return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
+          });
+    }
+}
+
+TEST_F(NnGrad, WeightedLossesBadInput) {
+  hpuTensor_t x = T(HPU_FLOAT32, {2, 3}, random_values(6, 17)), t = T(HPU_INT64, {2}, {0, 1}), out = nullptr;
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossWeighted(nullptr, x, t, T(HPU_FLOAT32, {2}, {1, 1}), HPU_REDUCTION_MEAN, -100,
+                                              &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "weight is f32[2]", "expected shape [3]");
+  EXPECT_HPU_FAIL(hpuNllLossWeighted(nullptr, x, t, T(HPU_INT64, {3}, {1, 1, 1}), HPU_REDUCTION_SUM, -100, &out),
+                  HPU_ERROR_UNSUPPORTED, "weight is i64[3]");
 }
 
 TEST_F(NnGrad, LayerNormByFiniteDifferences) {
