@@ -76,11 +76,73 @@ void set_timeout(Config &c, const std::string &where, const std::string &value) 
     bad(where, value, "a positive number of seconds such as 30, 2.5 or 500ms");
 }
 
+// One HPU_IB_* setting, by its key in "comm.ib" (where names the variable or key for errors).
+void set_ib(IbConfig &ib, const char *key, const std::string &where, const std::string &value) {
+  if (strcmp(key, "hca") == 0) {
+    ib.hca = value;
+  } else if (strcmp(key, "adapter") == 0) {
+    if (value != "libibverbs" && value != "test") bad(where, value, "libibverbs, or test (the in-memory test adapter)");
+    ib.adapter = value;
+  } else if (strcmp(key, "gid_index") == 0) {
+    ib.gid_index = parse_int(where, value, -1, 1023);
+  } else if (strcmp(key, "roce_version") == 0) {
+    ib.roce_version = parse_int(where, value, 1, 2);
+  } else if (strcmp(key, "addr_family") == 0) {
+    if (value == "AF_INET" || value == "4") ib.addr_family = 4;
+    else if (value == "AF_INET6" || value == "6") ib.addr_family = 6;
+    else bad(where, value, "AF_INET or AF_INET6");
+  } else if (strcmp(key, "qps_per_port") == 0) {
+    ib.qps_per_port = parse_int(where, value, 1, 16);
+  } else if (strcmp(key, "timeout") == 0) {
+    ib.timeout = parse_int(where, value, 1, 31);
+  } else if (strcmp(key, "retry_cnt") == 0) {
+    ib.retry_cnt = parse_int(where, value, 0, 7);
+  } else if (strcmp(key, "test_fault") == 0) {
+    size_t colon = value.find(':');
+    std::string kind = value.substr(0, colon);
+    if (colon != std::string::npos) parse_int(where, value.substr(colon + 1), 0, 1 << 30);
+    if (kind != "retry_exceeded" && kind != "remote_access" && kind != "qp_error" && kind != "port_down" &&
+        kind != "device_fatal")
+      bad(where, value, "kind[:n], kind one of retry_exceeded, remote_access, qp_error, port_down, device_fatal");
+    ib.test_fault = value;
+  }
+}
+
+// The comm.ib keys and their variables.
+constexpr const char *kIbKeys[][2] = {
+    {"hca", "HPU_IB_HCA"},
+    {"adapter", "HPU_IB_ADAPTER"},
+    {"gid_index", "HPU_IB_GID_INDEX"},
+    {"roce_version", "HPU_IB_ROCE_VERSION"},
+    {"addr_family", "HPU_IB_ADDR_FAMILY"},
+    {"qps_per_port", "HPU_IB_QPS_PER_PORT"},
+    {"timeout", "HPU_IB_TIMEOUT"},
+    {"retry_cnt", "HPU_IB_RETRY_CNT"},
+    {"test_fault", "HPU_IB_TEST_FAULT"},
+};
+
 std::string json_text(const std::string &where, json_t *v) {
   if (json_is_string(v)) return json_string_value(v);
   if (json_is_integer(v)) return strf("%lld", static_cast<long long>(json_integer_value(v)));
   if (json_is_real(v)) return strf("%.17g", json_real_value(v));
   fail(HPU_ERROR_CONFIG, "%s must be a string or a number", where.c_str());
+}
+
+void apply_ib_object(IbConfig &ib, const std::string &path, json_t *obj) {
+  if (!json_is_object(obj)) fail(HPU_ERROR_CONFIG, "%s: key \"comm.ib\" must be an object", path.c_str());
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    bool known = false;
+    for (auto &k : kIbKeys) known = known || strcmp(key, k[0]) == 0;
+    if (!known)
+      fail(HPU_ERROR_CONFIG,
+           "%s: unknown key \"comm.ib.%s\" (known: hca, adapter, gid_index, roce_version, addr_family, qps_per_port, "
+           "timeout, retry_cnt, test_fault)",
+           path.c_str(), key);
+    std::string where = path + ": comm.ib." + key;
+    set_ib(ib, key, where, json_text(where, v));
+  }
 }
 
 void apply_comm_object(Config &c, const std::string &path, json_t *obj) {
@@ -95,8 +157,10 @@ void apply_comm_object(Config &c, const std::string &path, json_t *obj) {
       c.comm.transport = json_text(where, v);
     } else if (strcmp(key, "algo") == 0) {
       c.comm.algo = json_text(where, v);
+    } else if (strcmp(key, "ib") == 0) {
+      apply_ib_object(c.comm.ib, path, v);
     } else {
-      fail(HPU_ERROR_CONFIG, "%s: unknown key \"comm.%s\" (known: timeout, transport, algo)",
+      fail(HPU_ERROR_CONFIG, "%s: unknown key \"comm.%s\" (known: timeout, transport, algo, ib)",
            path.c_str(), key);
     }
   }
@@ -232,6 +296,8 @@ Config load_config() {
   if (const char *v = env("HPU_COMM_TIMEOUT")) set_timeout(c, "HPU_COMM_TIMEOUT", v);
   if (const char *v = env("HPU_TRANSPORT")) c.comm.transport = v;
   if (const char *v = env("HPU_ALGO")) c.comm.algo = v;
+  for (auto &k : kIbKeys)
+    if (const char *v = env(k[1])) set_ib(c.comm.ib, k[0], k[1], v);
 
   for (size_t i = 0; i < c.visible_devices.size(); ++i) {
     int d = c.visible_devices[i];

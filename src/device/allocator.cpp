@@ -17,10 +17,17 @@ namespace hpu {
 
 namespace {
 
-// Every mapped segment of every device, by base address, for device_of().
+// Every mapped segment of every device, by base address, for device_of() and
+// segment_of().
+struct Mapped {
+  size_t size;
+  Device *device;
+  uint64_t generation;
+};
 struct SegmentMap {
   std::shared_mutex mu;
-  std::map<uintptr_t, std::pair<size_t, Device *>> segments;
+  std::map<uintptr_t, Mapped> segments;
+  uint64_t mapped = 0;  // segments mapped so far: the next one's generation
 };
 
 SegmentMap &segment_map() {
@@ -30,17 +37,23 @@ SegmentMap &segment_map() {
 
 }  // namespace
 
-Device *device_of(const void *ptr, size_t bytes) {
+bool segment_of(const void *ptr, size_t bytes, SegmentInfo *out) {
   uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   SegmentMap &m = segment_map();
   std::shared_lock<std::shared_mutex> lock(m.mu);
   auto it = m.segments.upper_bound(p);
-  if (it == m.segments.begin()) return nullptr;
+  if (it == m.segments.begin()) return false;
   --it;
   uintptr_t base = it->first;
-  size_t size = it->second.first;
-  if (p - base >= size || bytes > size - (p - base)) return nullptr;
-  return it->second.second;
+  size_t size = it->second.size;
+  if (p - base >= size || bytes > size - (p - base)) return false;
+  *out = {base, size, it->second.generation, it->second.device};
+  return true;
+}
+
+Device *device_of(const void *ptr, size_t bytes) {
+  SegmentInfo s;
+  return segment_of(ptr, bytes, &s) ? s.device : nullptr;
 }
 
 Allocator::Allocator(Device *device, uint64_t limit) : device_(device) { stats_.limit = limit; }
@@ -95,7 +108,7 @@ Allocator::Block *Allocator::new_segment(size_t size, bool small) {
   auto *seg = new Segment{reinterpret_cast<uintptr_t>(base), size};
   {
     std::unique_lock<std::shared_mutex> lock(segment_map().mu);
-    segment_map().segments[seg->base] = {size, device_};
+    segment_map().segments[seg->base] = {size, device_, ++segment_map().mapped};
   }
   stats_.reserved += size;
   stats_.segment_allocs++;

@@ -111,4 +111,16 @@ class Allocator {
 // of any device contains the whole range.
 Device *device_of(const void *ptr, size_t bytes);
 
+// The mapped segment holding [ptr, ptr + bytes): its range, and a generation no
+// later mapping reuses (a segment unmapped and another mapped at the same
+// address differ in it: what RDMA registrations of device memory are keyed by).
+// False when no segment of any device holds the whole range.
+struct SegmentInfo {
+  uintptr_t base;
+  size_t size;
+  uint64_t generation;
+  Device *device;
+};
+bool segment_of(const void *ptr, size_t bytes, SegmentInfo *out);
+
 }  // namespace hpu

@@ -23,6 +23,7 @@
 #include "comm/transports/net_transport.hpp"
 #include "comm/transports/verbs_engine.hpp"
 #include "comm_harness.hpp"
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -38,13 +39,14 @@ Endpoint verbs(const UniqueId &id, int rank, int n, Deadline d) {
   setenv("HPU_IB_ADAPTER", "test", 1);
   Endpoint e;
   e.bootstrap = socket_bootstrap(id, rank, n, d);
-  auto ports = verbs_ports(*e.bootstrap, true, true, d);
+  hpu::IbConfig cfg = hpu::load_config().comm.ib;  // HPU_IB_ADAPTER=test, and the fault a test sets
+  auto ports = verbs_ports(*e.bootstrap, true, true, cfg, d);
   EXPECT_EQ(ports.size(), static_cast<size_t>(n));
   std::vector<int> peers;
   for (int p = 0; p < n; ++p)
     if (p != rank) peers.push_back(p);
   auto t = std::make_unique<NetTransport>(rank, n);
-  t->add_engine(make_verbs_engine(*t, *e.bootstrap, peers, d), peers, 32 << 10);
+  t->add_engine(make_verbs_engine(*t, *e.bootstrap, peers, cfg, d), peers, 32 << 10);
   t->set_name("verbs");
   e.transport = std::move(t);
   return e;
@@ -151,7 +153,7 @@ TEST(CommVerbs, ForcedWithoutADeviceIsNotAvailable) {
   unsetenv("HPU_IB_ADAPTER");  // the real libibverbs: no device on this machine
   auto b = socket_bootstrap(root_here(), 0, 1, in(10));
   try {
-    verbs_ports(*b, true, true, in(10));
+    verbs_ports(*b, true, true, hpu::IbConfig{}, in(10));
     FAIL() << "HPU_TRANSPORT=verbs accepted without a device";
   } catch (const Error &e) {
     EXPECT_EQ(e.status(), HPU_ERROR_NOT_AVAILABLE);
@@ -167,7 +169,7 @@ TEST(CommVerbs, NoDeviceFallsBackToTcpWithALogLine) {
   static std::vector<std::string> lines;
   hpu::set_log_level(hpu::LogLevel::info);
   hpu::set_log_callback([](int, const char *line, void *) { lines.emplace_back(line); }, nullptr);
-  auto have = verbs_ports(*b, true, false, in(10));
+  auto have = verbs_ports(*b, true, false, hpu::IbConfig{}, in(10));
   hpu::set_log_callback(nullptr, nullptr);
   EXPECT_EQ(have, std::vector<char>{0});
   bool said = false;

@@ -174,11 +174,16 @@ std::vector<int> run(Shared *sh, const std::function<int(Rank &)> &body,
   return reap(pids, 90);
 }
 
+// The ranks forked from here use verbs over the test adapter.
+void over_the_test_adapter() {
+  setenv("HPU_TRANSPORT", "verbs", 1);
+  setenv("HPU_IB_ADAPTER", "test", 1);
+}
+
 }  // namespace
 
 TEST(CommVerbsProc, CollectivesOverTheTestAdapter) {
-  setenv("HPU_TRANSPORT", "verbs", 1);
-  setenv("HPU_IB_ADAPTER", "test", 1);
+  over_the_test_adapter();
   Shared *sh = shared();
   auto codes = run(sh, [](Rank &k) { return run_collectives(k) ? 0 : 4; });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
@@ -188,8 +193,7 @@ TEST(CommVerbsProc, CollectivesOverTheTestAdapter) {
 // Rank 1's adapter fails its 30th send with a remote access error: every
 // rank's collective fails with HPU_ERROR_REMOTE, and the communicator stays failed.
 TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
-  setenv("HPU_TRANSPORT", "verbs", 1);
-  setenv("HPU_IB_ADAPTER", "test", 1);
+  over_the_test_adapter();
   Shared *sh = shared();
   auto codes = run(
       sh,
@@ -213,5 +217,61 @@ TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
       });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
   EXPECT_NE(std::string(sh->message[1]).find("remote access error"), std::string::npos) << sh->message[1];
+  munmap(sh, sizeof *sh);
+}
+
+namespace {
+// The verbs engine's summary line, caught through the log callback.
+char g_summary[512];
+void catch_summary(hpuLogLevel_t, const char *line, void *) {
+  if (std::strstr(line, "written into receive buffers directly")) snprintf(g_summary, sizeof g_summary, "%s", line);
+}
+}  // namespace
+
+// Through the public API, large transfers between device buffers are
+// zero-copy: the engine's summary at hpuCommDestroy counts the bytes RDMA-written
+// straight into receive buffers, and the registration cache registered each
+// device segment once and then found it again.
+TEST(CommVerbsProc, LargeTransfersIntoDeviceMemoryAreZeroCopy) {
+  over_the_test_adapter();
+  setenv("HPU_LOG_LEVEL", "debug", 1);
+  Shared *sh = shared();
+  auto codes = run(
+      sh,
+      [](Rank &k) {
+        const size_t count = 1 << 20;  // 4 MiB of f32
+        void *in = k.alloc(count * 4 * kRanks), *out = k.alloc(count * 4 * kRanks);
+        k.put(in, encode(HPU_FLOAT32, inputs(HPU_FLOAT32, HPU_SUM, k.r, count)));
+        for (int i = 0; i < 3; ++i) {
+          if (!k.check(hpuBroadcast(in, out, count, HPU_FLOAT32, 0, k.comm, k.stream), "broadcast") ||
+              !k.check(hpuStreamSynchronize(k.stream), "broadcast") ||
+              !k.same(k.get(out, count * 4), encode(HPU_FLOAT32, inputs(HPU_FLOAT32, HPU_SUM, 0, count)), "broadcast"))
+            return 4;
+          if (!k.check(hpuAllgather(in, out, count, HPU_FLOAT32, k.comm, k.stream), "allgather") ||
+              !k.check(hpuStreamSynchronize(k.stream), "allgather") ||
+              !k.same(k.get(out, count * 4 * kRanks), concat_inputs(HPU_FLOAT32, HPU_SUM, kRanks, count, 0), "allgather"))
+            return 4;
+        }
+        hpuCommDestroy(k.comm);
+        k.comm = nullptr;
+        hpuMemFree(k.dev, in);
+        hpuMemFree(k.dev, out);
+        unsigned long long direct = 0, copied = 0, slots = 0, inl = 0, regs = 0, hits = 0, stale = 0;
+        if (std::sscanf(std::strstr(g_summary, ": ") ? std::strstr(g_summary, "verbs transport") : "",
+                        "verbs transport of rank %*d: %llu bytes written into receive buffers directly (%llu of them "
+                        "copied from unregistered send buffers), %llu through receive slots, %llu inline writes; "
+                        "registration cache: %llu registrations, %llu hits, %llu stale",
+                        &direct, &copied, &slots, &inl, &regs, &hits, &stale) != 7) {
+          k.error = std::string("no summary line: ") + g_summary;
+          return 5;
+        }
+        k.error = g_summary;
+        // Rank 0 only sends in the broadcasts; every rank sends 2 x 4 MiB per allgather step.
+        if (direct < 3ull * 4 * count * 2 / 2 || copied != 0 || regs == 0 || regs > 4 || hits < 6) return 6;
+        return 0;
+      },
+      [](int) { hpuSetLogCallback(catch_summary, nullptr); });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
+  unsetenv("HPU_LOG_LEVEL");
   munmap(sh, sizeof *sh);
 }

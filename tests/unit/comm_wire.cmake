@@ -17,5 +17,6 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/comm/transports/shm_link.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_api.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_link.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_reg_cache.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/transports/verbs_test_adapter.cpp)
 target_link_libraries(test_${name} PRIVATE PkgConfig::LIBUV PkgConfig::JANSSON ${CMAKE_DL_LIBS})

@@ -2,7 +2,9 @@
 // device on this machine; the in-memory TEST ADAPTER behaves as the verbs do
 // (QP state machine, MR keys and bounds, completions, the fabric between
 // threads and processes, injected faults). Nothing here measures RDMA.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,10 +33,10 @@ struct Endpoint {
   ibv_mr *mr = nullptr;
   ibv_gid gid{};
 
-  Endpoint() {
+  explicit Endpoint(int device = 0) {
     int n = 0;
     ibv_device **list = A().get_device_list(&n);
-    ctx = A().open_device(list[0]);
+    ctx = A().open_device(list[device]);
     A().free_device_list(list);
     pd = A().alloc_pd(ctx);
     cq = A().create_cq(ctx, 256, nullptr, nullptr, 0);
@@ -138,29 +140,30 @@ TEST(VerbsReal, LoadsLibibverbsAndFindsNoDevice) {
   const VerbsApi *api = verbs_real_api(&why);
   ASSERT_NE(api, nullptr) << why;  // libibverbs1 is a dependency (scripts/packages.txt)
   EXPECT_STREQ(api->name, "libibverbs.so.1");
-  VerbsPort port;
-  EXPECT_FALSE(verbs_find_port(*api, nullptr, &port, &why));  // this machine has no RDMA device
+  std::vector<VerbsPort> ports;
+  EXPECT_FALSE(verbs_find_ports(*api, hpu::IbConfig{}, &ports, &why));  // this machine has no RDMA device
   EXPECT_NE(why.find("no RDMA device found"), std::string::npos) << why;
 }
 
 TEST(VerbsReal, AdapterVariableSelectsTheTable) {
   std::string why;
   unsetenv("HPU_IB_ADAPTER");
-  EXPECT_EQ(verbs_api(&why), verbs_real_api(&why));
+  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), verbs_real_api(&why));
   setenv("HPU_IB_ADAPTER", "test", 1);
-  EXPECT_EQ(verbs_api(&why), verbs_test_api());
+  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), verbs_test_api());
   setenv("HPU_IB_ADAPTER", "bogus", 1);
   try {
-    verbs_api(&why);
+    hpu::load_config();
     FAIL() << "HPU_IB_ADAPTER=bogus accepted";
   } catch (const hpu::Error &e) {
     EXPECT_EQ(e.status(), HPU_ERROR_CONFIG);
-    EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("HPU_IB_ADAPTER=\"bogus\""), std::string::npos) << e.what();
   }
+  unsetenv("HPU_IB_ADAPTER");
 }
 
 TEST(VerbsReal, HcaFilter) {
-  EXPECT_TRUE(verbs_hca_allows(nullptr, "mlx5_0", 1));
+  EXPECT_TRUE(verbs_hca_allows("", "mlx5_0", 1));
   EXPECT_TRUE(verbs_hca_allows("mlx5", "mlx5_0", 1));
   EXPECT_FALSE(verbs_hca_allows("=mlx5", "mlx5_0", 1));
   EXPECT_TRUE(verbs_hca_allows("=mlx5_0", "mlx5_0", 1));
@@ -171,12 +174,21 @@ TEST(VerbsReal, HcaFilter) {
 }
 
 TEST(VerbsTestAdapter, FindsItsPortAndHonoursTheFilter) {
-  VerbsPort port;
+  std::vector<VerbsPort> ports;
   std::string why;
-  ASSERT_TRUE(verbs_find_port(A(), nullptr, &port, &why)) << why;
-  EXPECT_EQ(port.device, "hpu_test0");
-  EXPECT_EQ(port.port, 1);
-  EXPECT_FALSE(verbs_find_port(A(), "mlx5_0", &port, &why));
+  hpu::IbConfig cfg;
+  ASSERT_TRUE(verbs_find_ports(A(), cfg, &ports, &why)) << why;
+  ASSERT_EQ(ports.size(), 2u);  // both InfiniBand ports of hpu_test0
+  EXPECT_EQ(ports[0].device, "hpu_test0");
+  EXPECT_EQ(ports[0].port, 1);
+  EXPECT_EQ(ports[1].port, 2);
+  EXPECT_FALSE(ports[0].ethernet);
+  cfg.hca = "hpu_test0:2";
+  ASSERT_TRUE(verbs_find_ports(A(), cfg, &ports, &why)) << why;
+  ASSERT_EQ(ports.size(), 1u);
+  EXPECT_EQ(ports[0].port, 2);
+  cfg.hca = "mlx5_0";
+  EXPECT_FALSE(verbs_find_ports(A(), cfg, &ports, &why));
   EXPECT_NE(why.find("excluded by HPU_IB_HCA"), std::string::npos) << why;
 }
 
@@ -348,7 +360,7 @@ TEST(VerbsTestAdapter, FabricAcrossProcessesAndDeadPeer) {
 }
 
 TEST(VerbsTestAdapter, InjectedRetryExceeded) {
-  setenv("HPU_IB_TEST_FAULT", "retry_exceeded:1", 1);
+  verbs_test_set_fault("retry_exceeded:1");
   Endpoint a, b;
   connect(a, b);
   ASSERT_EQ(b.post_recv(1, 0, 64), 0);
@@ -363,7 +375,7 @@ TEST(VerbsTestAdapter, InjectedRetryExceeded) {
 }
 
 TEST(VerbsTestAdapter, InjectedPortDown) {
-  setenv("HPU_IB_TEST_FAULT", "port_down", 1);
+  verbs_test_set_fault("port_down");
   Endpoint a, b;
   connect(a, b);
   ibv_port_attr pa{};
@@ -373,18 +385,133 @@ TEST(VerbsTestAdapter, InjectedPortDown) {
   EXPECT_EQ(a.next().status, IBV_WC_RETRY_EXC_ERR);
   ASSERT_EQ(A().query_port(a.ctx, 1, &pa), 0);
   EXPECT_EQ(pa.state, IBV_PORT_DOWN);
-  VerbsPort port;
+  std::vector<VerbsPort> ports;
   std::string why;
-  EXPECT_FALSE(verbs_find_port(A(), nullptr, &port, &why));
+  hpu::IbConfig cfg;
+  cfg.hca = "hpu_test0:1";
+  EXPECT_FALSE(verbs_find_ports(A(), cfg, &ports, &why));
   EXPECT_NE(why.find("not active"), std::string::npos) << why;
 }
 
 TEST(VerbsTestAdapter, InjectedQpErrorAndRemoteAccess) {
-  setenv("HPU_IB_TEST_FAULT", "remote_access", 1);
+  verbs_test_set_fault("remote_access");
   Endpoint a, b;
   connect(a, b);
   ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 1, 0, 8, reinterpret_cast<uintptr_t>(b.mem.data()), b.mr->rkey), 0);
   ibv_wc wc{};
   A().poll_cq(b.cq, 1, &wc);
   EXPECT_EQ(a.next().status, IBV_WC_REM_ACCESS_ERR);  // a correct write, made bad by the fault
+}
+
+// The RoCE device's GID table, read as libibverbs' _ibv_query_gid_ex reads it:
+// link-local, IPv4-mapped and IPv6 addresses, each as RoCE v1 and v2.
+TEST(VerbsTestAdapter, RoceGidTable) {
+  int n = 0;
+  ibv_device **list = A().get_device_list(&n);
+  ASSERT_EQ(n, 2);
+  EXPECT_STREQ(A().get_device_name(list[1]), "hpu_test1");
+  ibv_context *ctx = A().open_device(list[1]);
+  ibv_port_attr pa{};
+  ASSERT_EQ(A().query_port(ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.link_layer, IBV_LINK_LAYER_ETHERNET);
+  EXPECT_EQ(pa.lid, 0);
+  ASSERT_EQ(pa.gid_tbl_len, 6);
+  ibv_gid_entry e[6];
+  for (uint32_t i = 0; i < 6; ++i) ASSERT_EQ(A().query_gid_ex(ctx, 1, i, &e[i], 0, sizeof e[i]), 0) << i;
+  EXPECT_EQ(A().query_gid_ex(ctx, 1, 6, &e[0], 0, sizeof e[0]), EINVAL);
+  for (uint32_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(e[i].gid_type, i % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1) << i;
+    EXPECT_EQ(std::memcmp(e[i].gid.raw, e[i ^ 1].gid.raw, 16), 0) << i;  // v1 and v2 share the address
+  }
+  EXPECT_EQ(e[0].gid.raw[0], 0xfe);  // link-local
+  EXPECT_EQ(e[2].gid.raw[10], 0xff);  // ::ffff:10.x.y.z
+  EXPECT_EQ(e[2].gid.raw[12], 10);
+  EXPECT_EQ(e[4].gid.raw[0], 0xfd);  // a unique local IPv6 address
+  A().close_device(ctx);
+  A().free_device_list(list);
+}
+
+namespace {
+
+// An endpoint on the RoCE device, connected with the GIDs at the given indexes.
+struct RoceEndpoint : Endpoint {
+  RoceEndpoint() : Endpoint(1) {}
+  int rtr_with(const Endpoint &peer, int sgid_index, int dgid_index, bool global = true) {
+    ibv_gid_entry theirs{};
+    A().query_gid_ex(peer.ctx, 1, static_cast<uint32_t>(dgid_index), &theirs, 0, sizeof theirs);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer.qp->qp_num;
+    a.ah_attr.is_global = global;
+    a.ah_attr.grh.dgid = theirs.gid;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
+    a.ah_attr.port_num = 1;
+    return A().modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  }
+};
+
+}  // namespace
+
+// On an Ethernet port the address vector needs the GRH and an sgid_index in
+// the table; ends whose GIDs differ in RoCE version never hear each other:
+// the sender's retries run out.
+TEST(VerbsTestAdapter, RoceAddressingAndVersionMismatch) {
+  RoceEndpoint a, b;
+  ASSERT_EQ(a.init(), 0);
+  ASSERT_EQ(b.init(), 0);
+  EXPECT_EQ(a.rtr_with(b, 3, 3, false), EINVAL);  // RoCE without the GRH
+  EXPECT_EQ(a.rtr_with(b, 6, 3), EINVAL);         // no such source GID
+  ASSERT_EQ(a.rtr_with(b, 3, 3), 0);              // a: RoCE v2
+  ASSERT_EQ(b.rtr_with(a, 2, 2), 0);              // b: RoCE v1
+  ASSERT_EQ(a.rts(), 0);
+  ASSERT_EQ(b.rts(), 0);
+  ASSERT_EQ(b.post_recv(1, 0, 64), 0);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 5, 0, 8), 0);
+  ibv_wc wc = a.next();
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(wc.wr_id, 5u);
+}
+
+// Asynchronous events: the context's async_fd is readable while events wait;
+// a non-blocking descriptor with none gives EAGAIN. A QP the fault moves to
+// error reports QP_FATAL; the port going down reports PORT_ERR to every
+// context of the device.
+TEST(VerbsTestAdapter, AsyncEvents) {
+  verbs_test_set_fault("qp_error:1");
+  Endpoint a, b;
+  connect(a, b);
+  int fl = fcntl(a.ctx->async_fd, F_GETFL);
+  ASSERT_EQ(fcntl(a.ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(A().get_async_event(a.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(b.post_recv(1, 0, 64), 0);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 1, 0, 8), 0);
+  EXPECT_EQ(b.next().status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a.next().status, IBV_WC_SUCCESS);
+  ASSERT_EQ(a.post(IBV_WR_SEND, 2, 0, 8), 0);  // the fault: the QP goes to error
+  EXPECT_EQ(a.next().status, IBV_WC_WR_FLUSH_ERR);
+  pollfd p{a.ctx->async_fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 1000), 1);
+  ASSERT_EQ(A().get_async_event(a.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(ev.element.qp, a.qp);
+  A().ack_async_event(&ev);
+  EXPECT_EQ(::poll(&p, 1, 0), 0);  // nothing more
+
+  verbs_test_set_fault("port_down");
+  Endpoint c, d;
+  connect(c, d);
+  ASSERT_EQ(c.post(IBV_WR_SEND, 3, 0, 8), 0);
+  EXPECT_EQ(c.next().status, IBV_WC_RETRY_EXC_ERR);
+  for (Endpoint *x : {&c, &d}) {  // blocking: the event is there
+    ASSERT_EQ(A().get_async_event(x->ctx, &ev), 0);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR);
+    EXPECT_EQ(ev.element.port_num, 1);
+    A().ack_async_event(&ev);
+  }
+  EXPECT_STREQ(A().event_type_str(IBV_EVENT_PORT_ERR), "port error");
 }

@@ -9,6 +9,7 @@
 #include "comm/transports/verbs_engine.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/runtime.hpp"
 
 namespace hpu::comm {
 
@@ -149,33 +150,40 @@ void NetTransport::send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_
   f.a = send_id;
   f.b = r->id;
   f.c = chunk;
+  if (!r->combine.fn) link->offer(f, r->desc.data, r->bytes);
   link->send(f, nullptr, 0, 0, nullptr);
 }
 
-void NetTransport::start_data(const std::shared_ptr<SendReq> &s, uint64_t recv_id, size_t chunk) {
+void NetTransport::start_data(const std::shared_ptr<SendReq> &s, const Frame &cts) {
   Link *link = peers_[static_cast<size_t>(s->peer)].link;
-  size_t n = (s->bytes + chunk - 1) / chunk;
+  size_t chunk = cts.c;
+  size_t n = cts.flags & Frame::kDirect ? 1 : (s->bytes + chunk - 1) / chunk;
   s->outstanding = n;
+  auto sent = [this, s](bool ok) {
+    if (!ok) {
+      complete_with_error(*s, HPU_ERROR_REMOTE, strf("the link to rank %d broke while sending", s->peer));
+      return;
+    }
+    if (--s->outstanding == 0) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sending_.erase(s->id);
+      }
+      complete(*s);
+    }
+  };
+  if (cts.flags & Frame::kDirect) {
+    link->write(cts, s->desc.data, s->bytes, sent);
+    return;
+  }
   auto *base = static_cast<const uint8_t *>(s->desc.data);
   for (size_t i = 0; i < n; ++i) {
     Frame f;
     f.type = Frame::data;
-    f.b = recv_id;
+    f.b = cts.b;
     f.c = i * chunk;
     f.size = std::min(chunk, s->bytes - i * chunk);
-    link->send(f, base + f.c, f.size, static_cast<int>(i % static_cast<size_t>(link->lanes())), [this, s](bool ok) {
-      if (!ok) {
-        complete_with_error(*s, HPU_ERROR_REMOTE, strf("the link to rank %d broke while sending", s->peer));
-        return;
-      }
-      if (--s->outstanding == 0) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          sending_.erase(s->id);
-        }
-        complete(*s);
-      }
-    });
+    link->send(f, base + f.c, f.size, static_cast<int>(i % static_cast<size_t>(link->lanes())), sent);
   }
 }
 
@@ -293,7 +301,7 @@ void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
         status = HPU_ERROR_REMOTE;
         break;
       }
-      start_data(s, f.b, f.c);
+      start_data(s, f);
       break;
     }
     case Frame::data: {
@@ -421,7 +429,7 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   // RDMA ports, probed by the ranks that have peers on other hosts (collective).
   bool cross = false;
   for (int j = 0; j < size; ++j) cross = cross || !same_host(rank, j);
-  std::vector<char> ib = verbs_ports(bootstrap, cross || forced == "verbs", forced == "verbs", deadline);
+  std::vector<char> ib = verbs_ports(bootstrap, cross || forced == "verbs", forced == "verbs", config().comm.ib, deadline);
   enum Kind { kShm, kTcp, kVerbs };
   std::vector<int> lists[3];
   bool any[3] = {false, false, false};
@@ -440,7 +448,8 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   for (auto &w : all) pids.push_back(w.pid);
   if (any[kShm]) t->add_engine(make_shm_engine(*t, bootstrap, lists[kShm], all[0].secret, pids, deadline),
                                lists[kShm], 32 << 10);
-  if (any[kVerbs]) t->add_engine(make_verbs_engine(*t, bootstrap, lists[kVerbs], deadline), lists[kVerbs], 32 << 10);
+  if (any[kVerbs])
+    t->add_engine(make_verbs_engine(*t, bootstrap, lists[kVerbs], config().comm.ib, deadline), lists[kVerbs], 32 << 10);
   if (any[kTcp]) t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, deadline), lists[kTcp],
                                64 << 10);
   static const char *const names[] = {"shm", "tcp", "verbs"};

@@ -8,6 +8,9 @@
 //   RTS    tag, size, send id, [OpHeader]       large ones: ready to send...
 //   CTS    send id, recv id, chunk              ...the receiver has posted where
 //   DATA   recv id, offset + payload            the data goes; it moves in chunks
+//                                               (or, on a link that can write into the
+//                                               receiver's memory, a DIRECT CTS says
+//                                               where, and the link moves it all)
 //   ERROR  status + message                     the sender failed (sticky)
 //   BYE                                         the sender leaves cleanly
 // Receives match by (peer, tag) in posting order; eager messages that arrive
@@ -33,6 +36,7 @@ namespace hpu::comm {
 struct Frame {
   enum Type : uint32_t { eager = 1, rts = 2, cts = 3, data = 4, error = 5, bye = 6, pad = 7 };
   static constexpr uint32_t kHasHeader = 1;
+  static constexpr uint32_t kDirect = 2;  // CTS: the link wrote where to write (Link::offer)
   uint32_t type = 0;
   uint32_t flags = 0;
   uint64_t tag = 0;
@@ -55,6 +59,13 @@ class Link {
   virtual ~Link() = default;
   virtual void send(const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) = 0;
   virtual int lanes() const { return 1; }
+  // Zero copy, for links that can write straight into the receiver's memory
+  // (verbs): offer() may turn a clear-to-send for [dst, dst + bytes) into a
+  // direct one (kDirect, with what the sender's link needs); the sender's
+  // transport then calls write() for the whole message instead of sending
+  // DATA, and the receiver's link delivers one DATA frame whose payload is dst.
+  virtual void offer(Frame &cts, void *dst, size_t bytes) {}
+  virtual void write(const Frame &cts, const void *src, size_t bytes, std::function<void(bool)> done) { done(false); }
   virtual size_t max_chunk() const = 0;
   virtual const char *kind() const = 0;
 };
@@ -122,7 +133,7 @@ class NetTransport final : public Transport {
   std::string check_arrival(int peer, const Frame &f);  // header check; "" when fine
   std::string match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a);
   void send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_t send_id);
-  void start_data(const std::shared_ptr<SendReq> &s, uint64_t recv_id, size_t chunk);
+  void start_data(const std::shared_ptr<SendReq> &s, const Frame &cts);
   void deliver(RecvReq &r, size_t offset, const void *data, size_t bytes);
   void tell_peers(const Frame &f, const std::string &text);
 

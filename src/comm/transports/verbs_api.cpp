@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace hpu::comm {
 
@@ -50,6 +51,7 @@ Loaded load_real() {
   // The exported ibv_query_port fills the leading, compatible part of ibv_port_attr.
   load(lib, "ibv_query_port", a.query_port, l.why);
   load(lib, "ibv_query_gid", a.query_gid, l.why);
+  a.query_gid_ex = reinterpret_cast<decltype(a.query_gid_ex)>(dlsym(lib, "_ibv_query_gid_ex"));  // optional
   load(lib, "ibv_alloc_pd", a.alloc_pd, l.why);
   load(lib, "ibv_dealloc_pd", a.dealloc_pd, l.why);
   load(lib, "ibv_reg_mr", a.reg_mr, l.why);
@@ -59,6 +61,9 @@ Loaded load_real() {
   load(lib, "ibv_create_qp", a.create_qp, l.why);
   load(lib, "ibv_modify_qp", a.modify_qp, l.why);
   load(lib, "ibv_destroy_qp", a.destroy_qp, l.why);
+  load(lib, "ibv_get_async_event", a.get_async_event, l.why);
+  load(lib, "ibv_ack_async_event", a.ack_async_event, l.why);
+  load(lib, "ibv_event_type_str", a.event_type_str, l.why);
   load(lib, "ibv_wc_status_str", a.wc_status_str, l.why);
   a.post_send = real_post_send;
   a.post_recv = real_post_recv;
@@ -80,26 +85,25 @@ const VerbsApi *verbs_real_api(std::string *why) {
   return &loaded.api;
 }
 
-const VerbsApi *verbs_api(std::string *why) {
-  const char *adapter = std::getenv("HPU_IB_ADAPTER");
-  if (!adapter || !*adapter || std::strcmp(adapter, "libibverbs") == 0) return verbs_real_api(why);
-  if (std::strcmp(adapter, "test") == 0) return verbs_test_api();
-  fail(HPU_ERROR_CONFIG, "HPU_IB_ADAPTER is \"%s\"; expected libibverbs or test (the in-memory test adapter)",
-       adapter);
+const VerbsApi *verbs_api(const IbConfig &cfg, std::string *why) {
+  if (cfg.adapter == "test") {
+    verbs_test_set_fault(cfg.test_fault);
+    return verbs_test_api();
+  }
+  return verbs_real_api(why);
 }
 
-bool verbs_hca_allows(const char *hca, const std::string &name, int port) {
-  if (!hca || !*hca) return true;
+bool verbs_hca_allows(const std::string &hca, const std::string &name, int port) {
+  if (hca.empty()) return true;
+  size_t at = 0;
   bool exclude = false, exact = false;
-  if (*hca == '^') exclude = true, ++hca;
-  if (*hca == '=') exact = true, ++hca;
+  if (hca[at] == '^') exclude = true, ++at;
+  if (at < hca.size() && hca[at] == '=') exact = true, ++at;
   bool listed = false;
-  std::string list(hca);
-  size_t pos = 0;
-  while (pos <= list.size() && !listed) {
-    size_t comma = list.find(',', pos);
-    std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+  while (at <= hca.size() && !listed) {
+    size_t comma = hca.find(',', at);
+    std::string item = hca.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? hca.size() + 1 : comma + 1;
     if (item.empty()) continue;
     int want_port = 0;
     size_t colon = item.find(':');
@@ -113,7 +117,103 @@ bool verbs_hca_allows(const char *hca, const std::string &name, int port) {
   return exclude ? !listed : listed;
 }
 
-bool verbs_find_port(const VerbsApi &api, const char *hca, VerbsPort *out, std::string *why) {
+namespace {
+
+constexpr uint32_t kGidTypeUnknown = 0xff;  // the library cannot say (no _ibv_query_gid_ex)
+
+bool gid_valid(const ibv_gid &g) {
+  for (uint8_t b : g.raw)
+    if (b) return true;
+  return false;
+}
+bool gid_ipv4(const ibv_gid &g) {
+  for (int i = 0; i < 10; ++i)
+    if (g.raw[i]) return false;
+  return g.raw[10] == 0xff && g.raw[11] == 0xff;
+}
+bool gid_link_local(const ibv_gid &g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
+
+const char *gid_type_name(uint32_t t) {
+  switch (t) {
+    case IBV_GID_TYPE_IB: return "IB";
+    case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
+    case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
+    default: return "RoCE (version unknown)";
+  }
+}
+
+// Entry `index` of the port's GID table; false when the index is out of range or unreadable.
+bool read_gid(const VerbsApi &api, ibv_context *ctx, int port, int index, ibv_gid *gid, uint32_t *type) {
+  if (api.query_gid_ex) {
+    ibv_gid_entry e{};
+    if (api.query_gid_ex(ctx, static_cast<uint32_t>(port), static_cast<uint32_t>(index), &e, 0, sizeof e) != 0)
+      return false;
+    *gid = e.gid;
+    *type = e.gid_type;
+    return true;
+  }
+  *type = kGidTypeUnknown;
+  return api.query_gid(ctx, static_cast<uint8_t>(port), index, gid) == 0;
+}
+
+}  // namespace
+
+std::string describe_gid(const VerbsPort &p) {
+  char text[64];
+  const ibv_gid &g = p.gid;
+  if (gid_ipv4(g))
+    snprintf(text, sizeof text, "::ffff:%u.%u.%u.%u", g.raw[12], g.raw[13], g.raw[14], g.raw[15]);
+  else
+    snprintf(text, sizeof text, "%x:%x:%x:%x:%x:%x:%x:%x", g.raw[0] << 8 | g.raw[1], g.raw[2] << 8 | g.raw[3],
+             g.raw[4] << 8 | g.raw[5], g.raw[6] << 8 | g.raw[7], g.raw[8] << 8 | g.raw[9], g.raw[10] << 8 | g.raw[11],
+             g.raw[12] << 8 | g.raw[13], g.raw[14] << 8 | g.raw[15]);
+  return strf("%s %s %s (index %d)", gid_type_name(p.gid_type),
+              p.gid_type == IBV_GID_TYPE_IB ? "" : gid_ipv4(g) ? "IPv4" : "IPv6", text, p.gid_index);
+}
+
+bool verbs_pick_gid(const VerbsApi &api, ibv_context *ctx, int gid_table_len, const IbConfig &cfg, VerbsPort *port,
+                    std::string *why) {
+  if (cfg.gid_index >= 0) {
+    if (cfg.gid_index >= gid_table_len || !read_gid(api, ctx, port->port, cfg.gid_index, &port->gid, &port->gid_type) ||
+        !gid_valid(port->gid))
+      fail(HPU_ERROR_CONFIG, "HPU_IB_GID_INDEX=%d: %s port %d has no valid GID there (its table has %d entries)",
+           cfg.gid_index, port->device.c_str(), port->port, gid_table_len);
+    port->gid_index = cfg.gid_index;
+    return true;
+  }
+  // Rank every valid entry: the wanted family and version first (rank 0), then
+  // the family with the other version (1), then anything (2); IPv6 link-local
+  // addresses after the others of their rank.
+  uint32_t want = cfg.roce_version == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+  int best = -1, best_rank = 1 << 20;
+  for (int i = 0; i < gid_table_len; ++i) {
+    ibv_gid g;
+    uint32_t type;
+    if (!read_gid(api, ctx, port->port, i, &g, &type) || !gid_valid(g)) continue;
+    bool family = cfg.addr_family == 4 ? gid_ipv4(g) : !gid_ipv4(g);
+    bool version = type == want || type == kGidTypeUnknown;
+    int rank = (family ? (version ? 0 : 2) : 4) + (cfg.addr_family == 6 && gid_link_local(g) ? 1 : 0);
+    if (rank < best_rank) {
+      best_rank = rank;
+      best = i;
+      port->gid = g;
+      port->gid_type = type;
+    }
+  }
+  if (best < 0) {
+    *why = strf("%s port %d has no valid GID (table of %d entries)", port->device.c_str(), port->port, gid_table_len);
+    return false;
+  }
+  port->gid_index = best;
+  if (best_rank > 1)
+    HPU_LOG(warn, "comm", "verbs: %s port %d has no %s GID of the IPv%d family; using %s (set HPU_IB_GID_INDEX, "
+            "HPU_IB_ROCE_VERSION or HPU_IB_ADDR_FAMILY to choose)", port->device.c_str(), port->port,
+            gid_type_name(want), cfg.addr_family, describe_gid(*port).c_str());
+  return true;
+}
+
+bool verbs_find_ports(const VerbsApi &api, const IbConfig &cfg, std::vector<VerbsPort> *out, std::string *why) {
+  out->clear();
   int n = 0;
   ibv_device **list = api.get_device_list(&n);
   if (!list || n == 0) {
@@ -122,39 +222,61 @@ bool verbs_find_port(const VerbsApi &api, const char *hca, VerbsPort *out, std::
     return false;
   }
   std::string seen;
-  bool found = false;
-  for (int d = 0; d < n && !found; ++d) {
-    std::string name = api.get_device_name(list[d]);
-    ibv_context *ctx = api.open_device(list[d]);
-    if (!ctx) {
-      seen += strf("%s%s (cannot open: %s)", seen.empty() ? "" : ", ", name.c_str(), strerror(errno));
-      continue;
-    }
-    ibv_device_attr dev{};
-    int ports = api.query_device(ctx, &dev) == 0 ? dev.phys_port_cnt : 0;
-    for (int p = 1; p <= ports && !found; ++p) {
-      if (!verbs_hca_allows(hca, name, p)) {
-        seen += strf("%s%s:%d (excluded by HPU_IB_HCA)", seen.empty() ? "" : ", ", name.c_str(), p);
+  auto note = [&](const std::string &what) { seen += (seen.empty() ? "" : ", ") + what; };
+  try {
+    for (int d = 0; d < n && out->empty(); ++d) {
+      std::string name = api.get_device_name(list[d]);
+      ibv_context *ctx = api.open_device(list[d]);
+      if (!ctx) {
+        note(strf("%s (cannot open: %s)", name.c_str(), strerror(errno)));
         continue;
       }
-      ibv_port_attr pa{};
-      if (api.query_port(ctx, static_cast<uint8_t>(p), &pa) != 0 || pa.state != IBV_PORT_ACTIVE) {
-        seen += strf("%s%s:%d (not active)", seen.empty() ? "" : ", ", name.c_str(), p);
-        continue;
+      struct Close {
+        const VerbsApi &api;
+        ibv_context *ctx;
+        ~Close() { api.close_device(ctx); }
+      } close{api, ctx};
+      ibv_device_attr dev{};
+      int ports = api.query_device(ctx, &dev) == 0 ? dev.phys_port_cnt : 0;
+      for (int p = 1; p <= ports; ++p) {
+        if (!verbs_hca_allows(cfg.hca, name, p)) {
+          note(strf("%s:%d (excluded by HPU_IB_HCA)", name.c_str(), p));
+          continue;
+        }
+        ibv_port_attr pa{};
+        if (api.query_port(ctx, static_cast<uint8_t>(p), &pa) != 0 || pa.state != IBV_PORT_ACTIVE) {
+          note(strf("%s:%d (not active)", name.c_str(), p));
+          continue;
+        }
+        VerbsPort vp;
+        vp.device = name;
+        vp.port = p;
+        vp.mtu = pa.active_mtu;
+        vp.lid = pa.lid;
+        vp.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+        if (!out->empty() && vp.ethernet != out->front().ethernet) {
+          note(strf("%s:%d (another link layer than %s:%d)", name.c_str(), p, name.c_str(), out->front().port));
+          continue;
+        }
+        std::string no_gid;
+        if (vp.ethernet) {
+          if (!verbs_pick_gid(api, ctx, pa.gid_tbl_len, cfg, &vp, &no_gid)) {
+            note(no_gid);
+            continue;
+          }
+        } else if (api.query_gid(ctx, static_cast<uint8_t>(p), 0, &vp.gid) != 0) {
+          std::memset(&vp.gid, 0, sizeof vp.gid);
+        }
+        out->push_back(vp);
       }
-      out->device = name;
-      out->port = p;
-      out->mtu = pa.active_mtu;
-      out->lid = pa.lid;
-      out->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-      if (api.query_gid(ctx, static_cast<uint8_t>(p), 0, &out->gid) != 0) std::memset(&out->gid, 0, sizeof out->gid);
-      found = true;
     }
-    api.close_device(ctx);
+  } catch (...) {
+    api.free_device_list(list);
+    throw;
   }
   api.free_device_list(list);
-  if (!found) *why = strf("no active RDMA port: %s", seen.c_str());
-  return found;
+  if (out->empty()) *why = strf("no active RDMA port: %s", seen.c_str());
+  return !out->empty();
 }
 
 }  // namespace hpu::comm

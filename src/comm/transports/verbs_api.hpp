@@ -8,7 +8,7 @@
 //     in-memory stand-in for an HCA, for testing without RDMA hardware. It is
 //     not RDMA and measures nothing about RDMA performance.
 // Only the types of <infiniband/verbs.h> are used; libhpu does not link
-// against libibverbs.
+// against libibverbs. Settings come from IbConfig (HPU_IB_*, core/config.hpp).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/config.hpp"
 
 namespace hpu::comm {
 
@@ -29,6 +31,11 @@ struct VerbsApi {
   int (*query_device)(ibv_context *context, ibv_device_attr *attr);
   int (*query_port)(ibv_context *context, uint8_t port, ibv_port_attr *attr);
   int (*query_gid)(ibv_context *context, uint8_t port, int index, ibv_gid *gid);
+  // _ibv_query_gid_ex (libibverbs 1.11, rdma-core 32): the GID with its type
+  // (IB, RoCE v1, RoCE v2). nullptr in an older library: GIDs are then chosen
+  // by address family alone.
+  int (*query_gid_ex)(ibv_context *context, uint32_t port, uint32_t index, ibv_gid_entry *entry, uint32_t flags,
+                      size_t entry_size);
   ibv_pd *(*alloc_pd)(ibv_context *context);
   int (*dealloc_pd)(ibv_pd *pd);
   ibv_mr *(*reg_mr)(ibv_pd *pd, void *addr, size_t length, int access);
@@ -41,6 +48,12 @@ struct VerbsApi {
   int (*post_send)(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad);
   int (*post_recv)(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad);
   int (*poll_cq)(ibv_cq *cq, int n, ibv_wc *wc);
+  // Asynchronous events (port down, device fatal, QP errors): read from the
+  // context's async_fd, which the transport makes non-blocking; every event
+  // got is acknowledged.
+  int (*get_async_event)(ibv_context *context, ibv_async_event *event);
+  void (*ack_async_event)(ibv_async_event *event);
+  const char *(*event_type_str)(ibv_event_type event);
   const char *(*wc_status_str)(ibv_wc_status status);
 };
 
@@ -51,27 +64,49 @@ const VerbsApi *verbs_real_api(std::string *why);
 // The test adapter's table (always available).
 const VerbsApi *verbs_test_api();
 
-// The table HPU_IB_ADAPTER selects: unset or "libibverbs" the real one, "test"
-// the test adapter; anything else fails with HPU_ERROR_CONFIG.
-const VerbsApi *verbs_api(std::string *why);
+// The test adapter's injected fault: "kind[:n]" (IbConfig::test_fault), firing
+// on this process's (n+1)-th posted send from now; "" for none. A spec equal to
+// the one in force changes nothing (its count goes on).
+void verbs_test_set_fault(const std::string &spec);
 
-// An active port to use.
+// The table cfg.adapter selects ("libibverbs": the real one; "test": the test
+// adapter, with cfg.test_fault in force).
+const VerbsApi *verbs_api(const IbConfig &cfg, std::string *why);
+
+// A port to use, with the GID this rank is addressed by.
 struct VerbsPort {
   std::string device;  // "mlx5_0"
   int port = 0;
   ibv_mtu mtu = IBV_MTU_1024;
   uint16_t lid = 0;
-  ibv_gid gid{};
   bool ethernet = false;  // RoCE: addressed by GID
+  int gid_index = 0;
+  ibv_gid gid{};
+  uint32_t gid_type = IBV_GID_TYPE_IB;  // ibv_gid_type
 };
 
-// Finds the first active port among the devices HPU_IB_HCA allows (a list like
-// NCCL_IB_HCA: "mlx5_0:1,mlx5_1", "^mlx5_2" excludes, "=" exact names; unset:
-// all). Returns false with the reason ("no RDMA device found", "no active port
-// on mlx5_0 ...") in *why.
-bool verbs_find_port(const VerbsApi &api, const char *hca, VerbsPort *out, std::string *why);
+// The active ports this rank uses: those of the first device with an active
+// port that cfg.hca allows (a list like NCCL_IB_HCA: "mlx5_0:1,mlx5_1", "^"
+// excludes, "=" exact names; empty: all), that have that port's link layer.
+// Several ports: the transport stripes its queue pairs over them. On Ethernet
+// (RoCE) ports the GID is chosen as verbs_pick_gid says. Returns false with the
+// reason ("no RDMA device found", "no active RDMA port: mlx5_0:1 (not active)")
+// in *why; throws Error(HPU_ERROR_CONFIG) for an HPU_IB_GID_INDEX the port lacks.
+bool verbs_find_ports(const VerbsApi &api, const IbConfig &cfg, std::vector<VerbsPort> *out, std::string *why);
 
 // Whether device `name` port `port` passes the HPU_IB_HCA filter `hca`.
-bool verbs_hca_allows(const char *hca, const std::string &name, int port);
+bool verbs_hca_allows(const std::string &hca, const std::string &name, int port);
+
+// The GID of an Ethernet (RoCE) port: cfg.gid_index when set (>= 0), else the
+// first entry of the port's table whose address family is cfg.addr_family
+// (IPv4: an IPv4-mapped GID; IPv6: another, link-local ones last) and whose type
+// is RoCE v<cfg.roce_version>; failing that the family with the other version,
+// then the first valid entry (each fallback logged as a warning). Fills
+// port->gid_index, gid and gid_type; false with the reason when no entry is valid.
+bool verbs_pick_gid(const VerbsApi &api, ibv_context *ctx, int gid_table_len, const IbConfig &cfg, VerbsPort *port,
+                    std::string *why);
+
+// "RoCE v2 IPv4 ::ffff:10.1.2.3 (index 3)" for messages.
+std::string describe_gid(const VerbsPort &port);
 
 }  // namespace hpu::comm

@@ -5,32 +5,46 @@
 // and nothing measured over it says anything about RDMA performance.
 //
 // What it models, as the real verbs do:
-//   - one device "hpu_test0" with one port (active unless a port_down fault);
+//   - two devices: hpu_test0 with two InfiniBand ports, hpu_test1 with one
+//     Ethernet (RoCE) port whose GID table is laid out as a RoCE NIC's is
+//     (link-local, IPv4-mapped and IPv6 addresses, each as a RoCE v1 and a
+//     RoCE v2 entry; _ibv_query_gid_ex gives the types);
 //   - protection domains; memory regions with lkey/rkey, access flags and
 //     bounds checks (a bad lkey is a local protection error, a bad rkey or
 //     range a remote access error that moves the responder's QP to error);
 //   - RC queue pairs with the RESET -> INIT -> RTR -> RTS state machine (the
-//     attribute masks each transition requires; other transitions EINVAL),
-//     send and receive queue depths, inline data, ERR with flushed requests;
+//     attribute masks each transition requires; other transitions EINVAL; on
+//     an Ethernet port the address vector needs the GRH and a valid
+//     sgid_index), send and receive queue depths, inline data, ERR with
+//     flushed requests;
 //   - completion queues; SEND, SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM;
 //     a message with no posted receive waits (infinite RNR retry);
-//   - the fabric: each QP owns an inbound ring in POSIX shared memory, named
-//     by its GID (process id + random token) and QP number; at RTR the peer
-//     maps it and unlinks the name. The sender copies its work requests into
-//     the ring; the receiving process applies them into its own registered
-//     memory when it polls its CQ, after checking rkey and bounds, and
-//     publishes how far it got, which gives the sender its completions.
-//     Works between threads (two contexts) and between processes alike.
-//   - a peer process that dies, or a peer QP in the error state: outstanding
-//     sends complete with IBV_WC_RETRY_EXC_ERR once the retries (the QP's
-//     timeout and retry count) would have run out.
-// Faults (HPU_IB_TEST_FAULT=kind[:n], firing on this process's (n+1)-th
-// posted send; n defaults to 0): retry_exceeded, remote_access (the write
-// carries a bad rkey and is rejected by the receiver), qp_error (the QP goes to
-// the error state), port_down (the port goes down; sends fail with retry
-// exceeded and query_port reports IBV_PORT_DOWN).
+//   - asynchronous events on each context's async_fd (an eventfd: readable
+//     while events wait; get_async_event blocks unless the descriptor is
+//     O_NONBLOCK, then fails with EAGAIN): IBV_EVENT_PORT_ERR, DEVICE_FATAL,
+//     QP_FATAL, QP_ACCESS_ERR;
+//   - the fabric: every GID of this process embeds a random 24-bit node id
+//     (10.x.y.z in the IPv4-mapped ones); each QP owns an inbound ring in POSIX
+//     shared memory named by node id and QP number; at RTR the peer maps it
+//     and unlinks the name. The sender copies its work requests into the ring;
+//     the receiving process applies them into its own registered memory when
+//     it polls its CQ, after checking rkey and bounds, and publishes how far it
+//     got, which gives the sender its completions. Works between threads (two
+//     contexts) and between processes alike. Two ends whose GIDs differ in type
+//     (RoCE v1 against v2) never hear each other, as on a real network.
+//   - a peer process that dies, a peer QP in the error state, or a peer of
+//     another GID type: outstanding sends complete with IBV_WC_RETRY_EXC_ERR
+//     once the retries (the QP's timeout and retry count) would have run out.
+// Faults (verbs_test_set_fault, from HPU_IB_TEST_FAULT=kind[:n]; firing on
+// this process's (n+1)-th posted send; n defaults to 0): retry_exceeded,
+// remote_access (the write carries a bad rkey and is rejected by the
+// receiver), qp_error (the QP goes to the error state, IBV_EVENT_QP_FATAL),
+// port_down (the sending QP's port goes down: IBV_EVENT_PORT_ERR, and its
+// sends fail with retry exceeded), device_fatal (IBV_EVENT_DEVICE_FATAL; every
+// QP of the device goes to error).
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -38,8 +52,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -60,6 +74,7 @@ constexpr size_t kWireRing = 4 << 20;
 constexpr uint32_t kMaxWr = 4096;
 constexpr uint32_t kMaxInline = 256;
 constexpr uint32_t kMaxSge = 4;
+constexpr int kRoceGids = 6;
 
 struct Wire {
   std::atomic<uint64_t> head{0};  // bytes written by the sender
@@ -68,6 +83,8 @@ struct Wire {
   std::atomic<uint64_t> nak_seq{0};   // a request the receiver rejected (0: none)
   std::atomic<uint32_t> nak_status{0};
   std::atomic<uint32_t> receiver_error{0};  // the receiving QP is in the error state
+  std::atomic<uint32_t> receiver_gid_type{0};  // 1 + the GID type the receiver's QP uses (0: not at RTR yet)
+  int32_t owner_pid = 0;
   uint8_t data[kWireRing];
 };
 
@@ -81,10 +98,24 @@ struct Entry {
 };
 size_t entry_bytes(size_t len) { return (sizeof(Entry) + len + 7) & ~size_t(7); }
 
-enum class Fault { none, retry_exceeded, remote_access, qp_error, port_down };
+enum class Fault { none, retry_exceeded, remote_access, qp_error, port_down, device_fatal };
 
 struct TCq;
 struct TQp;
+struct TDevice;
+struct TContext {
+  ibv_context ctx;  // first: the ibv_context* handed out points here
+  TDevice *dev;
+  std::deque<ibv_async_event> events;
+};
+struct TDevice {
+  ibv_device device{};
+  int ports = 1;
+  bool ethernet = false;
+  bool port_down[3] = {false, false, false};  // by port number
+  bool fatal = false;
+  std::vector<TContext *> contexts;
+};
 struct TPd {
   ibv_pd pd;
   int users = 0;  // MRs and QPs
@@ -113,6 +144,8 @@ struct TQp {
   ibv_qp qp;
   ibv_qp_cap cap;
   TCq *scq, *rcq;
+  int port = 0;           // from INIT
+  uint32_t gid_type = 0;  // of the sgid used at RTR
   std::string in_name;
   Wire *in = nullptr;   // ours: the peer writes, we apply
   Wire *out = nullptr;  // the peer's: we write
@@ -128,30 +161,28 @@ struct TQp {
 
 struct Adapter {
   std::mutex mu;
-  ibv_device device{};
-  ibv_device *list[2] = {&device, nullptr};
-  uint32_t token = 0;
+  TDevice devices[2];
+  ibv_device *list[3] = {&devices[0].device, &devices[1].device, nullptr};
+  uint32_t node = 0;  // 24 bits, in every GID
   uint32_t next_key = 0x1000, next_qpn = 0x100;
   std::map<uint32_t, TMr *> mrs;  // by key (lkey == rkey)
-  bool port_down = false;
+  std::string fault_spec;
   Fault fault = Fault::none;
   long fault_after = 0, posted = 0;
 
   Adapter() {
-    std::strcpy(device.name, "hpu_test0");
-    std::strcpy(device.dev_name, "uverbs-test0");
-    device.node_type = IBV_NODE_CA;
-    device.transport_type = IBV_TRANSPORT_IB;
-    if (getrandom(&token, sizeof token, 0) != sizeof token) token = static_cast<uint32_t>(getpid()) * 2654435761u;
-    if (const char *f = std::getenv("HPU_IB_TEST_FAULT")) {
-      std::string s(f);
-      size_t colon = s.find(':');
-      if (colon != std::string::npos) fault_after = std::atol(s.c_str() + colon + 1), s.resize(colon);
-      fault = s == "retry_exceeded" ? Fault::retry_exceeded
-              : s == "remote_access" ? Fault::remote_access
-              : s == "qp_error"      ? Fault::qp_error
-              : s == "port_down"     ? Fault::port_down
-                                     : Fault::none;
+    const char *names[2] = {"hpu_test0", "hpu_test1"};
+    for (int d = 0; d < 2; ++d) {
+      std::strcpy(devices[d].device.name, names[d]);
+      snprintf(devices[d].device.dev_name, sizeof devices[d].device.dev_name, "uverbs-test%d", d);
+      devices[d].device.node_type = IBV_NODE_CA;
+      devices[d].device.transport_type = IBV_TRANSPORT_IB;
+    }
+    devices[0].ports = 2;
+    devices[1].ethernet = true;
+    while (node == 0) {
+      if (getrandom(&node, sizeof node, 0) != sizeof node) node = static_cast<uint32_t>(getpid()) * 2654435761u;
+      node &= 0xffffff;
     }
   }
 };
@@ -161,17 +192,50 @@ Adapter &adapter() {
   return *a;
 }
 
-std::string wire_name(uint32_t pid, uint32_t token, uint32_t qpn) {
-  return strf("/hpu-ibtest-%08x-%u-%u", token, pid, qpn);
+TDevice *device_of(ibv_context *c) { return reinterpret_cast<TContext *>(c)->dev; }
+
+std::string wire_name(uint32_t node, uint32_t qpn) { return strf("/hpu-ibtest-%06x-%u", node, qpn); }
+
+// GIDs. An InfiniBand port has one: fe80::<'h','p','u',0,0,node>. The RoCE
+// port's table, as a RoCE NIC lays it out: 0/1 link-local fe80::<node> v1/v2,
+// 2/3 ::ffff:10.x.y.z v1/v2, 4/5 fd68:7075::<node> (IPv6) v1/v2.
+void make_gid(const TDevice &d, int index, ibv_gid *gid, uint32_t *type) {
+  uint32_t node = adapter().node;
+  std::memset(gid, 0, sizeof *gid);
+  uint8_t n[3] = {static_cast<uint8_t>(node >> 16), static_cast<uint8_t>(node >> 8), static_cast<uint8_t>(node)};
+  if (!d.ethernet) {
+    gid->raw[0] = 0xfe, gid->raw[1] = 0x80;
+    gid->raw[8] = 'h', gid->raw[9] = 'p', gid->raw[10] = 'u';
+    std::memcpy(gid->raw + 13, n, 3);
+    *type = IBV_GID_TYPE_IB;
+    return;
+  }
+  *type = index % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+  if (index / 2 == 0) {
+    gid->raw[0] = 0xfe, gid->raw[1] = 0x80;
+    std::memcpy(gid->raw + 13, n, 3);
+  } else if (index / 2 == 1) {
+    gid->raw[10] = gid->raw[11] = 0xff;
+    gid->raw[12] = 10;
+    std::memcpy(gid->raw + 13, n, 3);
+  } else {
+    gid->raw[0] = 0xfd, gid->raw[1] = 0x68, gid->raw[2] = 0x70, gid->raw[3] = 0x75;
+    std::memcpy(gid->raw + 13, n, 3);
+  }
 }
 
-void make_gid(ibv_gid *gid) {
-  std::memset(gid, 0, sizeof *gid);
-  gid->raw[0] = 0xfe;
-  gid->raw[1] = 0x80;
-  uint32_t pid = static_cast<uint32_t>(getpid());
-  std::memcpy(gid->raw + 8, &pid, 4);
-  std::memcpy(gid->raw + 12, &adapter().token, 4);
+// The node a GID of this fabric names; false for a GID no test adapter hands out.
+bool gid_node(const ibv_gid &g, uint32_t *node) {
+  static const uint8_t ib[13] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 'h', 'p', 'u', 0, 0};
+  static const uint8_t ll[13] = {0xfe, 0x80};
+  static const uint8_t v4[13] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10};
+  static const uint8_t v6[13] = {0xfd, 0x68, 0x70, 0x75};
+  for (const uint8_t *prefix : {ib, ll, v4, v6})
+    if (std::memcmp(g.raw, prefix, 13) == 0) {
+      *node = static_cast<uint32_t>(g.raw[13]) << 16 | static_cast<uint32_t>(g.raw[14]) << 8 | g.raw[15];
+      return *node != 0;
+    }
+  return false;
 }
 
 Wire *map_wire(const std::string &name, bool create) {
@@ -185,11 +249,23 @@ Wire *map_wire(const std::string &name, bool create) {
   void *p = mmap(nullptr, sizeof(Wire), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return nullptr;
-  return create ? new (p) Wire() : static_cast<Wire *>(p);
+  if (!create) return static_cast<Wire *>(p);
+  Wire *w = new (p) Wire();
+  w->owner_pid = static_cast<int32_t>(getpid());
+  return w;
 }
 
 TQp *tqp(ibv_qp *q) { return reinterpret_cast<TQp *>(q); }
 TCq *tcq(ibv_cq *c) { return reinterpret_cast<TCq *>(c); }
+
+// An asynchronous event for one context (under the adapter's lock).
+void post_event(TContext *c, const ibv_async_event &e) {
+  c->events.push_back(e);
+  uint64_t one = 1;
+  if (write(c->ctx.async_fd, &one, sizeof one) != sizeof one) {
+    // The eventfd counter cannot overflow here; nothing to do if it did.
+  }
+}
 
 void push_wc(TCq *cq, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode op, uint32_t len, uint32_t qpn,
              const uint32_t *imm = nullptr) {
@@ -206,14 +282,22 @@ void push_wc(TCq *cq, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode op, ui
   cq->wcs.push_back(wc);
 }
 
-// The QP goes to the error state: what is queued completes as flushed.
-void to_error(TQp *q) {
+// The QP goes to the error state: what is queued completes as flushed. With an
+// event (QP_FATAL, QP_ACCESS_ERR) when the hardware put it there.
+void to_error(TQp *q, int event = -1) {
+  bool was = q->qp.state == IBV_QPS_ERR;
   q->qp.state = IBV_QPS_ERR;
   for (auto &p : q->sends) push_wc(q->scq, p.wr_id, IBV_WC_WR_FLUSH_ERR, p.opcode, 0, q->qp.qp_num);
   q->sends.clear();
   for (auto &r : q->recvs) push_wc(q->rcq, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, q->qp.qp_num);
   q->recvs.clear();
   if (q->in) q->in->receiver_error.store(1, std::memory_order_release);
+  if (event >= 0 && !was) {
+    ibv_async_event e{};
+    e.element.qp = &q->qp;
+    e.event_type = static_cast<ibv_event_type>(event);
+    post_event(reinterpret_cast<TContext *>(q->qp.context), e);
+  }
 }
 
 // The front send fails with `status`; the QP goes to error.
@@ -299,7 +383,7 @@ void drain(TQp *q) {
       w->nak_status.store(nak, std::memory_order_relaxed);
       w->nak_seq.store(e.seq, std::memory_order_release);
       w->done_seq.store(e.seq, std::memory_order_release);
-      to_error(q);  // the responder's QP goes to error too (IBV_EVENT_QP_ACCESS_ERR)
+      to_error(q, IBV_EVENT_QP_ACCESS_ERR);  // the responder's QP goes to error too
       return;
     }
     w->done_seq.store(e.seq, std::memory_order_release);
@@ -310,6 +394,14 @@ bool peer_dead(TQp *q) {
   if (q->peer_pidfd < 0) return false;
   pollfd p{q->peer_pidfd, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
+}
+
+// Whether the responder can hear us: alive, not in error, and (once it is at
+// RTR) using a GID of our type.
+bool unanswered(TQp *q) {
+  uint32_t theirs = q->out->receiver_gid_type.load(std::memory_order_acquire);
+  return q->out->receiver_error.load(std::memory_order_acquire) || (theirs && theirs != q->gid_type + 1) ||
+         peer_dead(q);
 }
 
 // Completes our sends the peer has processed (the requester's side).
@@ -326,7 +418,7 @@ void reap(TQp *q) {
     q->sends.pop_front();
     if (p.signaled) push_wc(q->scq, p.wr_id, IBV_WC_SUCCESS, p.opcode, p.len, q->qp.qp_num);
   }
-  if (q->sends.empty() || !(q->out->receiver_error.load(std::memory_order_acquire) || peer_dead(q))) {
+  if (q->sends.empty() || !unanswered(q)) {
     q->unanswered_since = {};
     return;
   }
@@ -335,34 +427,70 @@ void reap(TQp *q) {
   if (now - q->unanswered_since >= q->retry_time) fail_front(q, IBV_WC_RETRY_EXC_ERR);
 }
 
+// Every QP of this process on device `d` (through the CQs, which list them).
+std::vector<TQp *> qps_of(TDevice *d, const std::vector<TCq *> &cqs) {
+  std::vector<TQp *> out;
+  for (TCq *c : cqs)
+    for (TQp *q : c->qps)
+      if (device_of(q->qp.context) == d && std::find(out.begin(), out.end(), q) == out.end()) out.push_back(q);
+  return out;
+}
+
+std::vector<TCq *> &all_cqs() {
+  static auto *v = new std::vector<TCq *>();
+  return *v;
+}
+
+void device_event(TDevice *d, ibv_event_type type, int port) {
+  ibv_async_event e{};
+  e.event_type = type;
+  e.element.port_num = port;
+  for (TContext *c : d->contexts) post_event(c, e);
+}
+
 // --- the table -------------------------------------------------------------
 
 ibv_device **t_get_device_list(int *n) {
-  if (n) *n = 1;
+  if (n) *n = 2;
   return adapter().list;
 }
 void t_free_device_list(ibv_device **) {}
 const char *t_get_device_name(ibv_device *d) { return d->name; }
 
 ibv_context *t_open_device(ibv_device *d) {
-  if (d != &adapter().device) {
+  auto &a = adapter();
+  TDevice *dev = nullptr;
+  for (auto &x : a.devices)
+    if (&x.device == d) dev = &x;
+  if (!dev) {
     errno = ENODEV;
     return nullptr;
   }
-  auto *c = new ibv_context{};
-  c->device = d;
-  c->cmd_fd = c->async_fd = -1;
-  return c;
+  int efd = eventfd(0, EFD_CLOEXEC);
+  if (efd < 0) return nullptr;
+  auto *c = new TContext{};
+  c->ctx.device = d;
+  c->ctx.cmd_fd = -1;
+  c->ctx.async_fd = efd;
+  c->dev = dev;
+  std::lock_guard<std::mutex> lock(a.mu);
+  dev->contexts.push_back(c);
+  return &c->ctx;
 }
-int t_close_device(ibv_context *c) {
+int t_close_device(ibv_context *ctx) {
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  auto *c = reinterpret_cast<TContext *>(ctx);
+  auto &v = c->dev->contexts;
+  v.erase(std::remove(v.begin(), v.end(), c), v.end());
+  close(c->ctx.async_fd);
   delete c;
   return 0;
 }
 
-int t_query_device(ibv_context *, ibv_device_attr *attr) {
+int t_query_device(ibv_context *c, ibv_device_attr *attr) {
   std::memset(attr, 0, sizeof *attr);
   std::strcpy(attr->fw_ver, "test-adapter");
-  attr->phys_port_cnt = 1;
+  attr->phys_port_cnt = static_cast<uint8_t>(device_of(c)->ports);
   attr->max_qp = 1 << 16;
   attr->max_qp_wr = kMaxWr;
   attr->max_sge = kMaxSge;
@@ -371,21 +499,36 @@ int t_query_device(ibv_context *, ibv_device_attr *attr) {
   return 0;
 }
 
-int t_query_port(ibv_context *, uint8_t port, ibv_port_attr *attr) {
-  if (port != 1) return EINVAL;
+int t_query_port(ibv_context *c, uint8_t port, ibv_port_attr *attr) {
+  TDevice *d = device_of(c);
+  if (port < 1 || port > d->ports) return EINVAL;
   std::lock_guard<std::mutex> lock(adapter().mu);
   std::memset(attr, 0, sizeof *attr);
-  attr->state = adapter().port_down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
-  attr->max_mtu = attr->active_mtu = IBV_MTU_4096;
-  attr->lid = static_cast<uint16_t>(getpid() & 0xffff);
-  attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
-  attr->gid_tbl_len = 1;
+  attr->state = d->port_down[port] || d->fatal ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
+  attr->max_mtu = attr->active_mtu = d->ethernet ? IBV_MTU_1024 : IBV_MTU_4096;
+  attr->lid = d->ethernet ? 0 : static_cast<uint16_t>(adapter().node & 0xffff);
+  attr->link_layer = d->ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  attr->gid_tbl_len = d->ethernet ? kRoceGids : 1;
   return 0;
 }
 
-int t_query_gid(ibv_context *, uint8_t port, int index, ibv_gid *gid) {
-  if (port != 1 || index != 0) return EINVAL;
-  make_gid(gid);
+int t_query_gid_ex(ibv_context *c, uint32_t port, uint32_t index, ibv_gid_entry *entry, uint32_t flags,
+                   size_t entry_size) {
+  TDevice *d = device_of(c);
+  if (port < 1 || port > static_cast<uint32_t>(d->ports) || flags || entry_size < sizeof *entry ||
+      index >= static_cast<uint32_t>(d->ethernet ? kRoceGids : 1))
+    return EINVAL;
+  std::memset(entry, 0, sizeof *entry);
+  entry->gid_index = index;
+  entry->port_num = port;
+  make_gid(*d, static_cast<int>(index), &entry->gid, &entry->gid_type);
+  return 0;
+}
+
+int t_query_gid(ibv_context *c, uint8_t port, int index, ibv_gid *gid) {
+  ibv_gid_entry e;
+  if (index < 0 || t_query_gid_ex(c, port, static_cast<uint32_t>(index), &e, 0, sizeof e) != 0) return -1;
+  *gid = e.gid;
   return 0;
 }
 
@@ -442,11 +585,15 @@ ibv_cq *t_create_cq(ibv_context *c, int cqe, void *cq_context, ibv_comp_channel 
   q->cq.cq_context = cq_context;
   q->cq.cqe = cqe;
   q->depth = cqe;
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  all_cqs().push_back(q);
   return &q->cq;
 }
 int t_destroy_cq(ibv_cq *cq) {
   std::lock_guard<std::mutex> lock(adapter().mu);
   if (!tcq(cq)->qps.empty()) return EBUSY;
+  auto &v = all_cqs();
+  v.erase(std::remove(v.begin(), v.end(), tcq(cq)), v.end());
   delete tcq(cq);
   return 0;
 }
@@ -472,7 +619,7 @@ ibv_qp *t_create_qp(ibv_pd *pd, ibv_qp_init_attr *attr) {
   q->cap = attr->cap;
   q->scq = tcq(attr->send_cq);
   q->rcq = tcq(attr->recv_cq);
-  q->in_name = wire_name(static_cast<uint32_t>(getpid()), a.token, q->qp.qp_num);
+  q->in_name = wire_name(a.node, q->qp.qp_num);
   q->in = map_wire(q->in_name, true);
   if (!q->in) {
     int e = errno;
@@ -491,8 +638,7 @@ int t_destroy_qp(ibv_qp *qp) {
   TQp *q = tqp(qp);
   for (TCq *c : {q->scq, q->rcq}) {
     auto &v = c->qps;
-    for (size_t i = 0; i < v.size(); ++i)
-      if (v[i] == q) v.erase(v.begin() + static_cast<long>(i--));
+    v.erase(std::remove(v.begin(), v.end(), q), v.end());
   }
   if (q->in) {
     q->in->receiver_error.store(1);
@@ -507,6 +653,29 @@ int t_destroy_qp(ibv_qp *qp) {
 }
 
 bool has(int mask, int required) { return (mask & required) == required; }
+
+// INIT -> RTR: connect to the peer's QP named by the address vector's GID.
+int to_rtr(TQp *q, const ibv_qp_attr *attr) {
+  TDevice *d = device_of(q->qp.context);
+  const ibv_ah_attr &ah = attr->ah_attr;
+  // The fabric routes by GID: the GRH is needed (on an Ethernet port, RoCE, as on real hardware).
+  if (!ah.is_global || ah.port_num != q->port) return EINVAL;
+  ibv_gid sgid;
+  if (ah.grh.sgid_index >= (d->ethernet ? kRoceGids : 1)) return EINVAL;
+  make_gid(*d, ah.grh.sgid_index, &sgid, &q->gid_type);
+  uint32_t node;
+  if (!gid_node(ah.grh.dgid, &node)) return EINVAL;
+  std::string name = wire_name(node, attr->dest_qp_num);
+  Wire *out = map_wire(name, false);
+  if (!out) return EINVAL;  // no such QP on the fabric
+  shm_unlink(name.c_str());  // RC is one to one: no one else maps it
+  if (q->out) munmap(q->out, sizeof(Wire));
+  q->out = out;
+  if (q->peer_pidfd >= 0) close(q->peer_pidfd);
+  q->peer_pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(out->owner_pid), 0));
+  q->in->receiver_gid_type.store(q->gid_type + 1, std::memory_order_release);
+  return 0;
+}
 
 int t_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
   std::lock_guard<std::mutex> lock(adapter().mu);
@@ -524,24 +693,15 @@ int t_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     return 0;
   }
   if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-    if (!has(mask, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num != 1) return EINVAL;
+    if (!has(mask, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num < 1 ||
+        attr->port_num > device_of(q->qp.context)->ports)
+      return EINVAL;
+    q->port = attr->port_num;
   } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
     if (!has(mask, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                        IBV_QP_MIN_RNR_TIMER))
       return EINVAL;
-    const ibv_gid &g = attr->ah_attr.grh.dgid;
-    if (!attr->ah_attr.is_global || g.raw[0] != 0xfe || g.raw[1] != 0x80) return EINVAL;  // the fabric routes by GID
-    uint32_t pid, token;
-    std::memcpy(&pid, g.raw + 8, 4);
-    std::memcpy(&token, g.raw + 12, 4);
-    std::string name = wire_name(pid, token, attr->dest_qp_num);
-    Wire *out = map_wire(name, false);
-    if (!out) return EINVAL;  // no such QP on the fabric
-    shm_unlink(name.c_str());  // RC is one to one: no one else maps it
-    if (q->out) munmap(q->out, sizeof(Wire));
-    q->out = out;
-    if (q->peer_pidfd >= 0) close(q->peer_pidfd);
-    q->peer_pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+    if (int e = to_rtr(q, attr)) return e;
   } else if ((from == IBV_QPS_RTR || from == IBV_QPS_RTS) && to == IBV_QPS_RTS) {
     if (from == IBV_QPS_RTR &&
         !has(mask, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
@@ -577,10 +737,17 @@ int t_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) {
   return 0;
 }
 
+// The fault due on this send, if any (under the lock).
+Fault next_fault() {
+  auto &a = adapter();
+  return a.fault != Fault::none && a.posted++ == a.fault_after ? a.fault : Fault::none;
+}
+
 int t_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
   auto &a = adapter();
   std::lock_guard<std::mutex> lock(a.mu);
   TQp *q = tqp(qp);
+  TDevice *d = device_of(q->qp.context);
   for (; wr; wr = wr->next) {
     auto op = wr->opcode;
     bool known = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
@@ -608,14 +775,23 @@ int t_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
       continue;
     }
     q->sends.push_back(p);
-    Fault fault = a.fault != Fault::none && a.posted++ == a.fault_after ? a.fault : Fault::none;
-    if (fault == Fault::port_down) a.port_down = true;
-    if (a.port_down || fault == Fault::retry_exceeded) {
+    Fault fault = next_fault();
+    if (fault == Fault::port_down && !d->port_down[q->port]) {
+      d->port_down[q->port] = true;
+      device_event(d, IBV_EVENT_PORT_ERR, q->port);
+    }
+    if (fault == Fault::device_fatal && !d->fatal) {
+      d->fatal = true;
+      device_event(d, IBV_EVENT_DEVICE_FATAL, 0);
+      for (TQp *x : qps_of(d, all_cqs())) to_error(x);
+      continue;
+    }
+    if (d->port_down[q->port] || fault == Fault::retry_exceeded) {
       fail_front(q, IBV_WC_RETRY_EXC_ERR);
       continue;
     }
     if (fault == Fault::qp_error) {
-      to_error(q);
+      to_error(q, IBV_EVENT_QP_FATAL);
       continue;
     }
     bool local_ok = true;
@@ -673,6 +849,43 @@ int t_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) {
   return got;
 }
 
+int t_get_async_event(ibv_context *ctx, ibv_async_event *event) {
+  auto *c = reinterpret_cast<TContext *>(ctx);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(adapter().mu);
+      if (!c->events.empty()) {
+        *event = c->events.front();
+        c->events.pop_front();
+        uint64_t n;
+        if (c->events.empty() && read(ctx->async_fd, &n, sizeof n) != sizeof n) {
+          // The counter was set when the event was queued; nothing else reads it.
+        }
+        return 0;
+      }
+    }
+    if (fcntl(ctx->async_fd, F_GETFL) & O_NONBLOCK) {
+      errno = EAGAIN;
+      return -1;
+    }
+    pollfd p{ctx->async_fd, POLLIN, 0};
+    ::poll(&p, 1, -1);
+  }
+}
+
+void t_ack_async_event(ibv_async_event *) {}
+
+const char *t_event_type_str(ibv_event_type e) {
+  switch (e) {
+    case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
+    case IBV_EVENT_QP_ACCESS_ERR: return "local access violation error";
+    case IBV_EVENT_DEVICE_FATAL: return "local catastrophic error";
+    case IBV_EVENT_PORT_ACTIVE: return "port active";
+    case IBV_EVENT_PORT_ERR: return "port error";
+    default: return "unknown";
+  }
+}
+
 const char *t_wc_status_str(ibv_wc_status s) {
   switch (s) {
     case IBV_WC_SUCCESS: return "success";
@@ -687,14 +900,32 @@ const char *t_wc_status_str(ibv_wc_status s) {
 }
 
 const VerbsApi kTestApi = {
-    "test adapter",   t_get_device_list, t_free_device_list, t_get_device_name, t_open_device, t_close_device,
-    t_query_device,   t_query_port,      t_query_gid,        t_alloc_pd,        t_dealloc_pd,  t_reg_mr,
-    t_dereg_mr,       t_create_cq,       t_destroy_cq,       t_create_qp,       t_modify_qp,   t_destroy_qp,
-    t_post_send,      t_post_recv,       t_poll_cq,          t_wc_status_str,
+    "test adapter",    t_get_device_list, t_free_device_list, t_get_device_name, t_open_device,
+    t_close_device,    t_query_device,    t_query_port,       t_query_gid,       t_query_gid_ex,
+    t_alloc_pd,        t_dealloc_pd,      t_reg_mr,           t_dereg_mr,        t_create_cq,
+    t_destroy_cq,      t_create_qp,       t_modify_qp,        t_destroy_qp,      t_post_send,
+    t_post_recv,       t_poll_cq,         t_get_async_event,  t_ack_async_event, t_event_type_str,
+    t_wc_status_str,
 };
 
 }  // namespace
 
 const VerbsApi *verbs_test_api() { return &kTestApi; }
+
+void verbs_test_set_fault(const std::string &spec) {
+  auto &a = adapter();
+  std::lock_guard<std::mutex> lock(a.mu);
+  if (spec == a.fault_spec) return;
+  a.fault_spec = spec;
+  std::string kind = spec.substr(0, spec.find(':'));
+  a.fault_after = spec.find(':') == std::string::npos ? 0 : std::atol(spec.c_str() + spec.find(':') + 1);
+  a.posted = 0;
+  a.fault = kind == "retry_exceeded" ? Fault::retry_exceeded
+            : kind == "remote_access" ? Fault::remote_access
+            : kind == "qp_error"      ? Fault::qp_error
+            : kind == "port_down"     ? Fault::port_down
+            : kind == "device_fatal"  ? Fault::device_fatal
+                                      : Fault::none;
+}
 
 }  // namespace hpu::comm
