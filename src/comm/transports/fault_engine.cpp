@@ -36,6 +36,12 @@ class FaultLink final : public Link {
     inner_->send(f, payload, bytes, lane, std::move(done));
   }
   int lanes() const override { return inner_->lanes(); }
+  // Receives here never go direct (every byte passes send(), where the faults
+  // are); a peer's direct clear-to-send is honoured.
+  void write(const Frame &cts, const void *src, size_t bytes, std::function<void(bool)> done) override {
+    if (f_.stall) return;
+    inner_->write(cts, src, bytes, std::move(done));
+  }
   size_t max_chunk() const override { return inner_->max_chunk(); }
   const char *kind() const override { return inner_->kind(); }
 
