@@ -71,40 +71,45 @@ inline uint32_t load_pair(const uint16_t *p) {
   return v;
 }
 
-// f32 -> bf16, round to nearest even, NaN stays a (quiet) NaN: the same bits
-// as f32_to_bf16 in convert.hpp.
-HPU_BF16 inline __m256i round_bf16(__m512 x) {
-  __m512i u = _mm512_castps_si512(x);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-  __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
+HPU_BF16 inline __m512 widen_bf16(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-HPU_BF16 inline __m512 widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-
 // Writes row i, vector v of a tile: 16 columns at most, `cols` of them valid.
+// Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
+// vcvtneps2bf16 rounds to nearest even and keeps NaN a NaN, as f32_to_bf16.
 HPU_BF16 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m512 acc) {
-  __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  __m512 r = _mm512_mul_ps(acc, _mm512_set1_ps(o.alpha));
+  const bool whole = cols >= 16;
+  const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  __m512 r = o.alpha == 1.0f ? acc : _mm512_mul_ps(acc, _mm512_set1_ps(o.alpha));
   if (o.dt == HPU_FLOAT32) {
     float *p = static_cast<float *>(o.c) + row * o.ldc + col;
-    if (o.beta != 0.0f) r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, p), _mm512_set1_ps(o.beta), r);
-    _mm512_mask_storeu_ps(p, mask, r);
+    if (o.beta != 0.0f)
+      r = _mm512_fmadd_ps(whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p), _mm512_set1_ps(o.beta), r);
+    if (whole)
+      _mm512_storeu_ps(p, r);
+    else
+      _mm512_mask_storeu_ps(p, mask, r);
   } else {
     uint16_t *p = static_cast<uint16_t *>(o.c) + row * o.ldc + col;
-    if (o.beta != 0.0f)
-      r = _mm512_fmadd_ps(widen_bf16(_mm256_maskz_loadu_epi16(mask, p)), _mm512_set1_ps(o.beta), r);
-    _mm256_mask_storeu_epi16(p, mask, round_bf16(r));
+    if (o.beta != 0.0f) {
+      __m256i old = whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)) : _mm256_maskz_loadu_epi16(mask, p);
+      r = _mm512_fmadd_ps(widen_bf16(old), _mm512_set1_ps(o.beta), r);
+    }
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(r);
+    if (whole)
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), h);
+    else
+      _mm256_mask_storeu_epi16(p, mask, h);
   }
 }
 
 // One MR x (16 NV) tile of C over kc values of k. Row i of op(A) starts at
 // a + i lda (pairs adjacent); rows >= `rows` reuse the last valid row and are
 // not stored. b is a packed sliver: for each pair, 16 NV 32-bit words.
+// Kept out of line: inlined into run(), GCC 12 spilled the accumulators.
 template <int MR, int NV>
-HPU_BF16 void micro_kernel(int64_t kc, const uint16_t *a, int64_t lda, int rows, const uint32_t *b, const Out &o,
+__attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t *a, int64_t lda, int rows, const uint32_t *b, const Out &o,
                            int64_t row0, int64_t col0, int cols) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 32
@@ -162,11 +167,13 @@ HPU_BF16 void pack_b(const uint16_t *b, int64_t ldb, bool trans, int64_t k0, int
         const uint16_t *r0 = b + (k0 + 2 * p) * ldb + js;
         const bool second = 2 * p + 1 < kc;
         for (int v = 0; v * 16 < nr; ++v) {
-          int w = width - 16 * v;
-          __mmask16 mask = w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1);
-          __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, r0 + 16 * v));
-          __m512i hi = second ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, r0 + ldb + 16 * v))
-                              : _mm512_setzero_si512();
+          const int w = width - 16 * v;
+          const __mmask16 mask = w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1);
+          auto load = [&](const uint16_t *q) HPU_BF16 {
+            return _mm512_cvtepu16_epi32(w >= 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q))
+                                                 : _mm256_maskz_loadu_epi16(mask, q));
+          };
+          __m512i lo = load(r0 + 16 * v), hi = second ? load(r0 + ldb + 16 * v) : _mm512_setzero_si512();
           _mm512_store_si512(out + p * nr + 16 * v, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
         }
       }

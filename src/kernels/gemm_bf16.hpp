@@ -5,9 +5,9 @@
 //   C = alpha * op(A) * op(B) + beta * C    (row-major, as in gemm.hpp)
 //
 // Accumulation is in f32 and the result is rounded once (to nearest even,
-// NaN kept a NaN) when C is bf16; C may also be f32. As the instruction
-// defines it, subnormal bf16 inputs count as zero and subnormal partial sums
-// are flushed to zero (values below 1.2e-38); everything else matches the
+// NaN kept a NaN) when C is bf16; C may also be f32. As the instructions
+// define it, subnormal values count as zero: bf16 inputs, partial sums and
+// bf16 results below 1.2e-38 in magnitude; everything else matches the
 // widen-and-sgemm path within f32 rounding.
 //
 // How it works: B is packed, a block of k x nc at a time, into slivers of
