@@ -38,14 +38,17 @@ void recursive_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t c
   for (int mask = 1, round = 1; mask < p2; mask <<= 1, ++round) {
     const int pv = vr ^ mask;
     const int peer = pv < extra ? 2 * pv + 1 : pv + extra;
+    // The last round combines straight into recv, unless recv is the value
+    // being sent (in place, first round), which a peer may still be reading.
+    char *out = mask * 2 >= p2 && recv != cur ? static_cast<char *>(recv) : buf[next];
     Combine cb = make_combine(dtype, op, cur, /*local_first=*/vr < pv);
     auto s = c.send(peer, static_cast<uint32_t>(round), cur, bytes);
-    auto q = c.recv(peer, static_cast<uint32_t>(round), buf[next], bytes, &cb);
+    auto q = c.recv(peer, static_cast<uint32_t>(round), out, bytes, &cb);
     c.wait({s.get(), q.get()});
-    cur = buf[next];
+    cur = out;
     next ^= 1;
   }
-  std::memcpy(recv, cur, bytes);
+  if (cur != recv) std::memcpy(recv, cur, bytes);
   finish_average(recv, count, dtype, op, n);
   if (r < 2 * extra) c.wait(c.send(r - 1, kResult, recv, bytes));
 }

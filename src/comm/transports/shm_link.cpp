@@ -337,13 +337,15 @@ void ShmLink::send(const Frame &f, const void *payload, size_t bytes, int, std::
     } else if (queue.empty() && try_write(f, payload, bytes)) {
       written = true;
     } else {
+      // A waiter's progress() or the watcher pushes it (never here: the
+      // caller may hold locks that the done callbacks of queued frames take).
       queue.push_back({f, payload, bytes, std::move(done)});
       queued.store(true, std::memory_order_relaxed);
+      out->sender_waiting.store(1, std::memory_order_seq_cst);  // ring us when there is room
       later = true;
     }
   }
-  if (later) {  // push what fits now; a waiter or the watcher pushes the rest
-    flush();
+  if (later) {
     engine->wake();
     return;
   }
