@@ -45,6 +45,11 @@ HPU_API const char *hpuGetErrorString(hpuStatus_t status);
  * stays valid until the next failing call on the same thread. */
 HPU_API const char *hpuGetLastErrorMessage(void);
 
+/* Makes a copy of `message` this thread's last error message, for libraries
+ * and bindings built on libhpu (libhpu-trainer) whose failures should read
+ * like libhpu's own; the message should start with the failing function. */
+HPU_API hpuStatus_t hpuSetLastErrorMessage(const char *message);
+
 /* The library's version as HPU_VERSION encodes it: (major<<16)|(minor<<8)|patch. */
 HPU_API int hpuGetVersion(void);
 

@@ -15,6 +15,8 @@ thread_local std::string t_last_error;
 
 const char *last_error() noexcept { return t_last_error.c_str(); }
 
+void set_last_error(const char *message) { t_last_error = message; }
+
 hpuStatus_t set_error(const char *function, hpuStatus_t status, const std::string &message) noexcept {
   try {
     t_last_error = std::string(function) + ": " + message;
@@ -66,6 +68,17 @@ HPU_API const char *hpuGetErrorString(hpuStatus_t status) {
 }
 
 HPU_API const char *hpuGetLastErrorMessage(void) { return hpu::api::last_error(); }
+
+// Neither initialises the library nor appears in profiles: it only stores text.
+HPU_API hpuStatus_t hpuSetLastErrorMessage(const char *message) {
+  if (!message) return hpu::api::set_error(__func__, HPU_ERROR_INVALID_ARGUMENT, "message is NULL");
+  try {
+    hpu::api::set_last_error(message);
+  } catch (...) {
+    return hpu::api::fail_from_exception(__func__);
+  }
+  return HPU_SUCCESS;
+}
 
 HPU_API int hpuGetVersion(void) { return HPU_VERSION; }
 

@@ -21,6 +21,7 @@ hpuStatus_t fail_from_exception(const char *function) noexcept;
 hpuStatus_t set_error(const char *function, hpuStatus_t status, const std::string &message) noexcept;
 
 const char *last_error() noexcept;
+void set_last_error(const char *message);  // as given (hpuSetLastErrorMessage)
 
 }  // namespace hpu::api
 

@@ -69,11 +69,11 @@ void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level), std:
 
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed)); }
 
-void set_log_file(const std::string &path) {
+void set_log_file(const std::string &path, hpuStatus_t status, const char *setting) {
   int fd = STDERR_FILENO;
   if (!path.empty()) {
-    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) fail(HPU_ERROR_CONFIG, "HPU_LOG_FILE=%s: cannot open: %s", path.c_str(), strerror(errno));
+    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd < 0) fail(status, "%s=%s: cannot open: %s", setting, path.c_str(), strerror(errno));
   }
   Sink &s = sink();
   std::unique_lock<std::shared_mutex> lock(s.mu);

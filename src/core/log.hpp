@@ -5,6 +5,8 @@
 // trace) are dropped before they are formatted.
 #pragma once
 
+#include <hpu/status.h>
+
 #include <string>
 
 namespace hpu {
@@ -18,9 +20,10 @@ const char *log_level_name(LogLevel level);
 void set_log_level(LogLevel level);
 LogLevel log_level();
 
-// Appends lines to this file from now on ("" = back to stderr). Throws
-// Error(HPU_ERROR_CONFIG) when the file cannot be opened.
-void set_log_file(const std::string &path);
+// Appends lines to this file from now on ("" = back to stderr). It is opened
+// non-blocking: a full pipe or FIFO drops a line rather than stopping the
+// thread that logs. Throws Error(status, "<setting>=<path>: cannot open: ...").
+void set_log_file(const std::string &path, hpuStatus_t status = HPU_ERROR_CONFIG, const char *setting = "HPU_LOG_FILE");
 
 using LogCallback = void (*)(int level, const char *line, void *user);
 // Waits for running calls of the previous callback before it returns.

@@ -46,6 +46,20 @@ def read_ledger(path, failures=None):
     return entries
 
 
+# The ledgers of exported C functions, and the library each one describes.
+# libhpu-trainer has its own (see abi/trainer-symbols.txt).
+LEDGERS = (("abi/symbols.txt", "hpu"), ("abi/trainer-symbols.txt", "hpu-trainer"))
+
+
+def read_ledgers(src, failures=None):
+    """{name: library} over every ledger of the source tree."""
+    out = {}
+    for rel, library in LEDGERS:
+        for name, _ in read_ledger(os.path.join(src, rel), failures):
+            out[name] = library
+    return out
+
+
 def strip_c_comments(text):
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     return re.sub(r"//[^\n]*", " ", text)

@@ -1,8 +1,9 @@
 """Every man page EXAMPLE that holds a C program is extracted, compiled
 against the source and build trees with warnings as errors, linked with the
-built libhpu, and run; each must exit 0.
+built libhpu (and libhpu-trainer for pages that include <hpu/trainer.h>), and
+run; each must exit 0.
 
-usage: check_examples.py <source dir> <build dir> <libhpu.so> <cc> [page...]"""
+usage: check_examples.py <source dir> <build dir> <libhpu.so> <libhpu-trainer.so> <cc> [page...]"""
 import os
 import subprocess
 import sys
@@ -21,15 +22,19 @@ def program_of(page, f):
     return code + "\n" if "main(" in code else None
 
 
-def run_one(job, tmp, src, build, libdir, cc, env):
+def run_one(job, tmp, src, build, libdirs, cc, env):
     rel, code = job
     stem = rel.replace("/", "_").replace(".", "_")
     c = os.path.join(tmp, stem + ".c")
     exe = os.path.join(tmp, stem)
     with open(c, "w") as fh:
         fh.write(code)
+    links = []
+    for name, libdir in libdirs:
+        if name == "hpu" or f"<hpu/{name[4:]}.h>" in code:
+            links += ["-L", libdir, f"-l{name}", f"-Wl,-rpath,{libdir}"]
     cmd = [cc, *CFLAGS, "-I", os.path.join(src, "include"), "-I", os.path.join(build, "include"), c, "-o", exe,
-           "-L", libdir, "-lhpu", f"-Wl,-rpath,{libdir}"]
+           *links]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return f"{rel}: EXAMPLE does not compile:\n{r.stderr.strip()}"
@@ -43,9 +48,10 @@ def run_one(job, tmp, src, build, libdir, cc, env):
     return None
 
 
-def main(src, build, lib, cc, *only):
+def main(src, build, lib, trainer_lib, cc, *only):
     f = Failures("man page examples")
-    libdir = os.path.dirname(os.path.abspath(lib))
+    libdirs = [("hpu-trainer", os.path.dirname(os.path.abspath(trainer_lib))),
+               ("hpu", os.path.dirname(os.path.abspath(lib)))]
     # The examples run with the default configuration, whatever the caller's.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HPU_", "PT_HPU_")) and
            k not in ("LOWER_LIST", "FP32_LIST")}
@@ -65,7 +71,7 @@ def main(src, build, lib, cc, *only):
         jobs.append((rel, code))
     with tempfile.TemporaryDirectory(prefix="hpu-examples-") as tmp:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            for err in pool.map(lambda j: run_one(j, tmp, src, build, libdir, cc, env), jobs):
+            for err in pool.map(lambda j: run_one(j, tmp, src, build, libdirs, cc, env), jobs):
                 if err:
                     f.add(err)
     f.finish(f"{len(jobs)} examples compiled and ran")

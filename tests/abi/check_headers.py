@@ -3,20 +3,20 @@ C++17, each include/hpu/**/*.hpp as C++17, all warnings as errors; every
 function the C headers declare is in the ledger, and a program that takes the
 address of each one links against the built library and runs.
 
-usage: check_headers.py <source dir> <build dir> <libhpu.so> <cc> <c++>"""
+usage: check_headers.py <source dir> <build dir> <libhpu.so> <libhpu-trainer.so> <cc> <c++>"""
 import os
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from abilib import Failures, header_declarations, public_headers, read_ledger
+from abilib import Failures, header_declarations, public_headers, read_ledgers
 
 C_FLAGS = ["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Wstrict-prototypes", "-Werror"]
 CXX_FLAGS = ["-std=c++17", "-pedantic", "-Wall", "-Wextra", "-Werror"]
 
 
-def main(src, build, lib, cc, cxx):
+def main(src, build, lib, trainer_lib, cc, cxx):
     f = Failures("public headers")
     incs = ["-I", os.path.join(src, "include"), "-I", os.path.join(build, "include")]
     headers_c = public_headers(os.path.join(src, "include"), (".h",))
@@ -43,11 +43,11 @@ def main(src, build, lib, cc, cxx):
                     f.add(err)
 
         decls = header_declarations(os.path.join(src, "include"))
-        ledger = {name for name, _ in read_ledger(os.path.join(src, "abi", "symbols.txt"))}
+        ledger = set(read_ledgers(src))
         for name in sorted(set(decls) - ledger):
-            f.add(f"{name} is declared with HPU_API in include/hpu but missing from abi/symbols.txt")
+            f.add(f"{name} is declared with HPU_API in include/hpu but missing from the ledgers (abi/*.txt)")
         for name in sorted(ledger - set(decls)):
-            f.add(f"{name} is in abi/symbols.txt but no header in include/hpu declares it")
+            f.add(f"{name} is in a ledger (abi/*.txt) but no header in include/hpu declares it")
 
         # Every declared function links: take the address of each.
         prog = os.path.join(tmp, "link_all.c")
@@ -62,9 +62,12 @@ def main(src, build, lib, cc, cxx):
                      "  while (all[n]) ++n;\n"
                      f"  return n != {len(decls)};\n}}\n")
         exe = os.path.join(tmp, "link_all")
-        libdir = os.path.dirname(os.path.abspath(lib))
-        r = subprocess.run([cc, "-std=c99", "-Wall", "-Werror", *incs, prog, "-o", exe, "-L", libdir, "-lhpu",
-                            f"-Wl,-rpath,{libdir}"], capture_output=True, text=True)
+        links = []
+        for path, name in ((trainer_lib, "hpu-trainer"), (lib, "hpu")):
+            libdir = os.path.dirname(os.path.abspath(path))
+            links += ["-L", libdir, f"-l{name}", f"-Wl,-rpath,{libdir}"]
+        r = subprocess.run([cc, "-std=c99", "-Wall", "-Werror", *incs, prog, "-o", exe, *links],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             f.add(f"a program using every declared function does not link:\n{r.stderr.strip()}")
         else:

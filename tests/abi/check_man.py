@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from abilib import (MAN3_SECTIONS, Failures, Page, canonical_prototype, header_declarations, man_pages,
-                    read_ledger, roff_args, strip_c_comments, tbl_rows, unescape)
+                    read_ledgers, roff_args, strip_c_comments, tbl_rows, unescape)
 
 # Pages outside libhpu that pages may refer to. Add a name here when a page
 # needs another system page.
@@ -31,7 +31,7 @@ SYSTEM_PAGES = {
 
 def check_pages(src, f):
     man_dir = os.path.join(src, "man")
-    ledger = {name for name, _ in read_ledger(os.path.join(src, "abi", "symbols.txt"))}
+    ledger = set(read_ledgers(src))
     decls = header_declarations(os.path.join(src, "include"))
     pages = {}
     for sec, path in man_pages(man_dir):
@@ -94,7 +94,7 @@ def check_pages(src, f):
         for n in c_names:
             named.add(n)
             if n not in ledger:
-                f.add(f"{rel}: NAME lists {n}, which is not an exported function (abi/symbols.txt)")
+                f.add(f"{rel}: NAME lists {n}, which is not an exported function (abi/*.txt)")
             elif n != stem and not os.path.exists(os.path.join(man_dir, "man3", n + ".3")):
                 f.add(f"{rel}: NAME lists {n} but man/man3/{n}.3 (\".so man3/{stem}.3\") is missing")
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <hpu/hpu.h>
+#include <hpu/trainer.h>
 
 #include <cmath>
 #include <cstring>

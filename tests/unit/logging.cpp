@@ -1,11 +1,15 @@
-// Logging: levels filter, HPU_LOG_FILE, the host callback, line format.
+// Logging: levels filter, HPU_LOG_FILE and hpuSetLogFile, the host callback,
+// line format, hpuLogWrite for the layers above; hpuSetLastErrorMessage.
 #include <gtest/gtest.h>
 #include <hpu/hpu.h>
+
+#include <unistd.h>
 
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "child.hpp"
@@ -23,6 +27,13 @@ void capture(hpuLogLevel_t level, const char *line, void *user) {
   auto *c = static_cast<Captured *>(user);
   std::lock_guard<std::mutex> lock(c->mu);
   c->lines.emplace_back(level, line);
+}
+
+std::string read_file(const std::string &path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
 }
 
 int open_and_close_device() {
@@ -67,10 +78,8 @@ TEST(Logging, FileReceivesLines) {
   auto r = run_child({{"HPU_LOG_LEVEL", "info"}, {"HPU_LOG_FILE", path}}, open_and_close_device);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.output, "");  // nothing on stderr
-  std::ifstream f(path);
-  std::stringstream text;
-  text << f.rdbuf();
-  EXPECT_NE(text.str().find("INFO core: initialised"), std::string::npos) << text.str();
+  const std::string text = read_file(path);
+  EXPECT_NE(text.find("INFO core: initialised"), std::string::npos) << text;
 }
 
 TEST(Logging, UnopenableFileFailsInitialisationWithConfig) {
@@ -128,4 +137,86 @@ TEST(Logging, BadLevelInEnvironmentIsAConfigError) {
     return std::string(hpuGetLastErrorMessage()).find("HPU_LOG_LEVEL=\"loud\"") != std::string::npos ? 0 : 2;
   });
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Logging, WriteGoesThroughTheSameFilterAndCallback) {
+  Captured c;
+  ASSERT_EQ(hpuSetLogCallback(capture, &c), HPU_SUCCESS);
+  ASSERT_EQ(hpuSetLogLevel(HPU_LOG_WARN), HPU_SUCCESS);
+  ASSERT_EQ(hpuLogWrite(HPU_LOG_INFO, "trainer", "below the level"), HPU_SUCCESS);
+  ASSERT_EQ(hpuLogWrite(HPU_LOG_WARN, "trainer", "two\nlines"), HPU_SUCCESS);
+  ASSERT_EQ(hpuLogWrite(HPU_LOG_ERROR, "my-plugin.v2", "kept"), HPU_SUCCESS);
+  ASSERT_EQ(hpuSetLogCallback(nullptr, nullptr), HPU_SUCCESS);
+  std::lock_guard<std::mutex> lock(c.mu);
+  ASSERT_EQ(c.lines.size(), 2u);
+  EXPECT_EQ(c.lines[0].first, HPU_LOG_WARN);
+  const std::string &l = c.lines[0].second;
+  const std::string tail = " WARN trainer: two lines";  // one event, one line
+  ASSERT_GE(l.size(), tail.size());
+  EXPECT_EQ(l.substr(l.size() - tail.size()), tail);
+  EXPECT_NE(l.find(" hpu["), std::string::npos) << l;
+  EXPECT_EQ(c.lines[1].first, HPU_LOG_ERROR);
+  EXPECT_NE(c.lines[1].second.find(" ERROR my-plugin.v2: kept"), std::string::npos) << c.lines[1].second;
+}
+
+TEST(Logging, WriteBadInputNamesTheArgument) {
+  auto expect_fails = [](hpuStatus_t s, const char *needle) {
+    EXPECT_EQ(s, HPU_ERROR_INVALID_ARGUMENT);
+    std::string msg = hpuGetLastErrorMessage();
+    EXPECT_EQ(msg.rfind("hpuLogWrite: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  };
+  expect_fails(hpuLogWrite(HPU_LOG_OFF, "x", "m"), "level 0");
+  expect_fails(hpuLogWrite(static_cast<hpuLogLevel_t>(6), "x", "m"), "level 6");
+  expect_fails(hpuLogWrite(HPU_LOG_WARN, nullptr, "m"), "component is NULL");
+  expect_fails(hpuLogWrite(HPU_LOG_WARN, "x", nullptr), "message is NULL");
+  expect_fails(hpuLogWrite(HPU_LOG_WARN, "", "m"), "component \"\"");
+  expect_fails(hpuLogWrite(HPU_LOG_WARN, "two words", "m"), "' ' at 3");
+  expect_fails(hpuLogWrite(HPU_LOG_WARN, "abcdefghijklmnopqrstuvwxyz0123456", "m"), "33 characters");
+}
+
+TEST(Logging, SetLogFileAtRunTimeAndBack) {
+  std::string path = testing::TempDir() + "hpu-log-set-file.log";
+  std::remove(path.c_str());
+  auto r = run_child({{"HPU_LOG_LEVEL", "warn"}}, [path] {
+    if (hpuSetLogFile(path.c_str()) != HPU_SUCCESS) return 1;
+    if (hpuLogWrite(HPU_LOG_WARN, "test", "into the file") != HPU_SUCCESS) return 2;
+    if (hpuSetLogFile(nullptr) != HPU_SUCCESS) return 3;
+    if (hpuLogWrite(HPU_LOG_WARN, "test", "back on stderr") != HPU_SUCCESS) return 4;
+    if (hpuSetLogFile("/nonexistent-dir/x.log") != HPU_ERROR_IO) return 5;
+    std::string msg = hpuGetLastErrorMessage();
+    if (msg.find("hpuSetLogFile: path=/nonexistent-dir/x.log: cannot open") != 0) return 6;
+    return hpuLogWrite(HPU_LOG_WARN, "test", "still on stderr") == HPU_SUCCESS ? 0 : 7;
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("into the file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("WARN test: back on stderr"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("WARN test: still on stderr"), std::string::npos) << r.output;
+  const std::string text = read_file(path);
+  EXPECT_NE(text.find("WARN test: into the file\n"), std::string::npos) << text;
+}
+
+TEST(Logging, FullPipeDropsLinesInsteadOfBlocking) {
+  auto r = run_child({{"HPU_LOG_LEVEL", "warn"}}, [] {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    // Nobody reads: the pipe fills after 64 KiB; the writer must not block.
+    std::string path = "/proc/self/fd/" + std::to_string(fds[1]);
+    if (hpuSetLogFile(path.c_str()) != HPU_SUCCESS) return 2;
+    const std::string text(200, 'x');
+    for (int i = 0; i < 2000; ++i)  // ~500 KiB
+      if (hpuLogWrite(HPU_LOG_WARN, "test", text.c_str()) != HPU_SUCCESS) return 3;
+    return hpuSetLogFile(nullptr) == HPU_SUCCESS ? 0 : 4;
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Logging, SetLastErrorMessageForLayersAbove) {
+  ASSERT_EQ(hpuSetLastErrorMessage("myLayerCall: x is NULL"), HPU_SUCCESS);
+  EXPECT_STREQ(hpuGetLastErrorMessage(), "myLayerCall: x is NULL");
+  EXPECT_EQ(hpuSetLastErrorMessage(nullptr), HPU_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuSetLastErrorMessage: message is NULL");
+  std::string other;
+  std::thread([&] { other = hpuGetLastErrorMessage(); }).join();
+  EXPECT_EQ(other, "");  // thread-local
 }

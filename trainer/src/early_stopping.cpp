@@ -3,6 +3,7 @@
 
 #include "error.hpp"
 #include "json.hpp"
+#include "log.hpp"
 
 #include <cmath>
 
@@ -51,6 +52,7 @@ void EarlyStopping::check(Trainer &t) {
     reason_ = std::move(why);
     stopped_epoch_ = t.current_epoch();
     t.state().should_stop = true;
+    detail::log(HPU_LOG_INFO, "EarlyStopping stops the fit in epoch %lld: %s", (long long)stopped_epoch_, reason_.c_str());
   };
   if (o_.check_finite && !std::isfinite(v)) {
     stop(detail::format("monitored metric %s = %g is not finite", o_.monitor.c_str(), v));

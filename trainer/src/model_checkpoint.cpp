@@ -4,9 +4,9 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "json.hpp"
+#include "log.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <unistd.h>
 
 namespace hpu {
@@ -124,8 +124,8 @@ void ModelCheckpoint::save(Trainer &t) {
     if (it == t.state().callback_metrics.end() && !t.state().validation_ran) {
       // As Lightning: before any validation (a fit stopped by max_steps
       // inside the first epoch) the monitor may not exist yet; skip.
-      std::fprintf(stderr, "hpu-trainer: ModelCheckpoint(monitor=\"%s\") skipped a save: no validation has run yet\n",
-                   o_.monitor.c_str());
+      detail::log(HPU_LOG_WARN, "ModelCheckpoint(monitor=\"%s\") skipped a save: no validation has run yet",
+                  o_.monitor.c_str());
       last_saved_step_ = -1;
       return;
     }
@@ -160,7 +160,11 @@ void ModelCheckpoint::save(Trainer &t) {
         if (best_path_.empty() || higher(s, best_k_[best_path_])) best_path_ = p;
     }
   }
-  if (!path.empty()) t.save_checkpoint(path);
+  if (!path.empty()) {
+    t.save_checkpoint(path);
+    detail::log(HPU_LOG_INFO, "ModelCheckpoint saved %s (%s = %g)", path.c_str(),
+                o_.monitor.empty() ? "step" : o_.monitor.c_str(), score);
+  }
   if (!dropped.empty() && t.is_global_zero()) ::unlink(dropped.c_str());
   if (o_.save_last) t.save_checkpoint(last_path_);
 }

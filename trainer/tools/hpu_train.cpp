@@ -27,22 +27,16 @@ int run(int argc, char **argv) {
                 cfg.precision.c_str());
     return 0;
   }
-  hpu::FashionMNIST data(job.data.batch_size, job.data.root, size_t(job.data.val_size));
-  hpu::Classifier model(hpu::Classifier::build(job.layers), job.optimizer, job.scheduler);
-  hpu::Trainer trainer(job.trainer);
-  std::fprintf(stderr, "hpu-train: %d device(s), strategy %s, precision %s, seed %llu, logs in %s\n", cfg.devices,
-               cfg.strategy.c_str(), cfg.precision.c_str(), (unsigned long long)trainer.config().seed,
-               trainer.log_dir().c_str());
-  trainer.fit(model, data, job.ckpt_path);
-  if (auto *ck = trainer.callback<hpu::ModelCheckpoint>(); ck && !ck->best_model_path().empty())
-    std::fprintf(stderr, "hpu-train: best checkpoint %s\n", ck->best_model_path().c_str());
-  if (job.test) {
-    hpu::Metrics m = trainer.test(model, data);
-    if (trainer.is_global_zero())
-      for (const auto &[k, v] : m) std::printf("%s %.4f\n", k.c_str(), v);
-  }
-  for (size_t i = 0; i < trainer.devices().size(); ++i) {
-    const hpuMemStats_t s = trainer.devices()[i].mem_stats();
+  const hpu::JobResult r = hpu::run_job(job, [](hpu::Trainer &trainer) {
+    const hpu::TrainerConfig &c = trainer.config();
+    std::fprintf(stderr, "hpu-train: %d device(s), strategy %s, precision %s, seed %llu, logs in %s\n", c.devices,
+                 c.strategy.c_str(), c.precision.c_str(), (unsigned long long)c.seed, trainer.log_dir().c_str());
+  });
+  if (!r.best_model_path.empty()) std::fprintf(stderr, "hpu-train: best checkpoint %s\n", r.best_model_path.c_str());
+  if (r.global_rank == 0)
+    for (const auto &[k, v] : r.test) std::printf("%s %.4f\n", k.c_str(), v);
+  for (size_t i = 0; i < r.memory.size(); ++i) {
+    const hpuMemStats_t &s = r.memory[i];
     std::printf("hpu%zu memory: InUse %.1f MiB, MaxInUse %.1f MiB, NumAllocs %llu, Limit %.1f GiB\n", i,
                 double(s.in_use) / 1048576.0, double(s.max_in_use) / 1048576.0, (unsigned long long)s.num_allocs,
                 double(s.limit) / 1073741824.0);

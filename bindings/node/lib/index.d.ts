@@ -133,6 +133,14 @@ export type LogLevel = 'off' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 export declare const LOG_LEVELS: readonly LogLevel[];
 export declare function setLogLevel(level: LogLevel): void;
 export declare function getLogLevel(): LogLevel;
+export interface LogRecord {
+  level: LogLevel; component: string; message: string; time: string; pid: number;
+  rank: number | null; device: number | null; line: string;
+}
+/** Delivers libhpu's log lines (of every thread) to fn on the main thread; null restores the default. */
+export declare function setLogCallback(fn: ((level: LogLevel, line: string, record: LogRecord) => void) | null): void;
+/** Writes a line through libhpu's logging (component 'node' by default). */
+export declare function logWrite(level: Exclude<LogLevel, 'off'>, message: string, component?: string): void;
 export declare function profilerStart(path: string): void;
 export declare function profilerStop(): void;
 export declare function profilerSummary(): string;

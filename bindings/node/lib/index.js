@@ -90,6 +90,8 @@ module.exports = {
   LOG_LEVELS: diagnostics.LOG_LEVELS,
   setLogLevel: diagnostics.setLogLevel,
   getLogLevel: diagnostics.getLogLevel,
+  setLogCallback: diagnostics.setLogCallback,
+  logWrite: diagnostics.logWrite,
   profilerStart: diagnostics.profilerStart,
   profilerStop: diagnostics.profilerStop,
   profilerSummary: diagnostics.profilerSummary,

@@ -11,6 +11,9 @@ through ``HPU_LIBRARY``, or on the system library path (``libhpu.so.0``).
 ...     hpu.memory_stats()["InUse"]
 1048576
 
+``hpu.train(job)`` runs an ``hpu-train`` job in this process (through
+libhpu-trainer, found the same way) and returns its final metrics.
+
 Every failing call raises :class:`hpu.HpuError` (a subclass per status) with
 the status name and libhpu's message.
 """
@@ -22,8 +25,8 @@ from .autocast import (AUTOCAST_LISTS, autocast, autocast_op_dtype, get_autocast
                        is_autocast_enabled, set_autocast_op_list)
 from .device import (Device, DeviceLike, DeviceProperties, current_device, device_count,
                      get_device_name, get_device_properties, is_available, set_device, synchronize)
-from .diagnostics import (LOG_LEVELS, get_log_level, profile, profiler_start, profiler_stop, profiler_summary,
-                          set_log_callback, set_log_level)
+from .diagnostics import (LOG_LEVELS, get_log_level, log_to_logging, log_write, profile, profiler_start,
+                          profiler_stop, profiler_summary, set_log_callback, set_log_level)
 from .dtypes import (DType, DTypeLike, bfloat16, bool_, double, float16, float32, float64, half, int8, int32,
                      int64, long, uint8, uint32, uint64)
 from .errors import (AbortedError, AddressInUseError, BusyError, ConfigError, HpuError, InternalError,
@@ -38,6 +41,7 @@ from .tensor import (Tensor, empty, from_numpy, frombuffer, full, get_rng_state,
                      set_rng_state, tensor, zeros)
 from . import ops
 from .comm import Comm, ReduceOp, get_unique_id, group
+from .training import train, trainer_library_path
 from .ops import (adamw_step, add, addmm, bmm, cast, cross_entropy, div, dropout, embedding, exp, gelu, layer_norm,
                   linear, log, log_softmax, matmul, mean, mm, mul, nll_loss, relu, sgd_step, sigmoid, softmax, sub,
                   sum, tan, tanh)

@@ -8,6 +8,11 @@ The library is looked for, in order:
    ``cmake --install``;
 4. ``libhpu.so.0`` on the system library path (``LD_LIBRARY_PATH``, ``ldconfig``).
 
+libhpu-trainer (for :func:`hpu.train`) is looked for the same way when first
+needed: ``HPU_TRAINER_LIBRARY``, next to the package, ``_location.py``, then
+next to the libhpu that was loaded, then ``libhpu-trainer.so.0`` on the system
+library path.
+
 Every function that returns ``hpuStatus_t`` raises the matching
 :class:`~hpu.errors.HpuError` on failure, so callers just call it.
 """
@@ -108,20 +113,25 @@ PROTOTYPES = {
 HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE = 1, 2, 3  # hpuMemcpyKind_t
 
 
-def _load() -> tuple[ctypes.CDLL, str]:
-    explicit = os.environ.get("HPU_LIBRARY")
+def find(soname: str, override: str, location: str, beside: str = "") -> tuple[ctypes.CDLL, str]:
+    """Loads `soname`: from the file the variable `override` names (when set, nothing else
+    is tried), next to the package, where _location.py's `location` says, in the folder
+    of `beside` (the libhpu already loaded), then from the system library path."""
+    explicit = os.environ.get(override)
     if explicit:
         try:
             return ctypes.CDLL(explicit), explicit
         except OSError as e:
-            raise ImportError(f"hpu: cannot load HPU_LIBRARY={explicit!r}: {e}") from None
+            raise ImportError(f"hpu: cannot load {override}={explicit!r}: {e}") from None
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(here, SONAME)]
+    candidates = [os.path.join(here, soname)]
     try:
         from . import _location  # written by the build tree or cmake --install
-        candidates.append(os.path.normpath(os.path.join(here, _location.LIBRARY)))
-    except ImportError:
+        candidates.append(os.path.normpath(os.path.join(here, getattr(_location, location))))
+    except (ImportError, AttributeError):
         pass
+    if os.path.dirname(beside):
+        candidates.append(os.path.join(os.path.dirname(os.path.abspath(beside)), soname))
     tried = []
     for path in candidates:
         if os.path.exists(path):
@@ -132,13 +142,14 @@ def _load() -> tuple[ctypes.CDLL, str]:
         else:
             tried.append(f"{path}: no such file")
     try:
-        return ctypes.CDLL(SONAME), SONAME
+        return ctypes.CDLL(soname), soname
     except OSError as e:
-        tried.append(f"{SONAME} on the system library path: {e}")
-    raise ImportError("hpu: cannot find libhpu; set HPU_LIBRARY to its path. Tried:\n  " + "\n  ".join(tried))
+        tried.append(f"{soname} on the system library path: {e}")
+    name = soname.split(".so")[0]
+    raise ImportError(f"hpu: cannot find {name}; set {override} to its path. Tried:\n  " + "\n  ".join(tried))
 
 
-lib, path = _load()
+lib, path = find(SONAME, "HPU_LIBRARY", "LIBRARY")
 
 
 def last_error_message() -> str:

@@ -1,17 +1,19 @@
-"""libhpu's log level and profiler."""
+"""libhpu's log level, log routing (to a callback or to Python's :mod:`logging`) and profiler."""
 from __future__ import annotations
 
 import atexit
 import ctypes
+import logging
+import re
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Union
 
 from . import _lib
 from .errors import InvalidArgumentError
 
-__all__ = ["LOG_LEVELS", "set_log_level", "get_log_level", "set_log_callback", "profiler_start", "profiler_stop",
-           "profiler_summary", "profile"]
+__all__ = ["LOG_LEVELS", "set_log_level", "get_log_level", "set_log_callback", "log_to_logging", "log_write",
+           "profiler_start", "profiler_stop", "profiler_summary", "profile"]
 
 #: hpuLogLevel_t names, by number.
 LOG_LEVELS = ("off", "error", "warn", "info", "debug", "trace")
@@ -43,7 +45,9 @@ def set_log_callback(fn: Optional[Callable[[str, str], None]]) -> None:
     None restores the default. `fn` runs on whichever libhpu thread logs, one line at a time;
     its exceptions are dropped (they cannot cross into libhpu)::
 
-        hpu.set_log_callback(lambda level, line: logging.getLogger("hpu").info(line))
+        hpu.set_log_callback(lambda level, line: print(level, line, file=sys.stderr))
+
+    :func:`log_to_logging` installs one that feeds Python's :mod:`logging`.
     """
     global _callback
     with _callback_lock:
@@ -62,6 +66,59 @@ def set_log_callback(fn: Optional[Callable[[str, str], None]]) -> None:
         callback = _LogCallback_t(trampoline)
         _lib.hpuSetLogCallback(callback, None)
         _callback = callback  # the previous one is no longer called once the call returns
+
+
+#: Python logging levels of libhpu's levels (trace is 5, below DEBUG).
+LOGGING_LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG,
+                  "trace": 5}
+
+# "2026-11-21T10:55:12.123456Z hpu[1234] rank=0 device=1 WARN alloc: message" (hpuSetLogCallback(3))
+_LINE = re.compile(r"^(?P<time>\S+) hpu\[(?P<pid>\d+)\] rank=(?P<rank>\S+) device=(?P<device>\S+) "
+                   r"(?P<level>[A-Z]+) (?P<component>[\w.-]+): (?P<message>.*)$", re.S)
+
+
+def log_to_logging(logger: Union[str, logging.Logger] = "hpu") -> None:
+    """Routes libhpu's log lines into Python's :mod:`logging`: each becomes a record of the
+    child logger named after its component (``hpu.comm``, ``hpu.trainer``, ``hpu.python``,
+    ...) at the matching level (trace is level 5), whose message is the event's text. The
+    records carry ``hpu_time``, ``hpu_pid``, ``hpu_rank``, ``hpu_device`` and
+    ``hpu_component``. libhpu's level (``HPU_LOG_LEVEL``, :func:`set_log_level`) still drops
+    lines first: set both to see debug lines::
+
+        logging.basicConfig(level=logging.INFO)
+        hpu.log_to_logging()
+        hpu.set_log_level("info")
+
+    Lines from libhpu's own threads are delivered on those threads (with the GIL), as
+    :mod:`logging` handlers expect. :func:`set_log_callback` (None) undoes it."""
+    parent = logging.getLogger(logger) if isinstance(logger, str) else logger
+
+    def forward(level: str, line: str) -> None:
+        m = _LINE.match(line)
+        if not m:
+            parent.log(LOGGING_LEVELS.get(level, logging.WARNING), "%s", line)
+            return
+        target = parent.getChild(m["component"])
+        levelno = LOGGING_LEVELS.get(level, logging.WARNING)
+        if target.isEnabledFor(levelno):
+            target.log(levelno, "%s", m["message"], extra={
+                "hpu_time": m["time"], "hpu_pid": int(m["pid"]), "hpu_component": m["component"],
+                "hpu_rank": None if m["rank"] == "-" else int(m["rank"]),
+                "hpu_device": None if m["device"] == "-" else int(m["device"])})
+
+    set_log_callback(forward)
+
+
+_lib._declare({"hpuLogWrite": (_lib.Status, [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p])})
+
+
+def log_write(level: str, message: str, component: str = "python") -> None:
+    """Writes `message` through libhpu's logging as one line of `component` at `level`
+    ("error", "warn", "info", "debug", "trace"): the level filter, HPU_LOG_FILE and the
+    callback apply as to libhpu's own lines. The binding's own lines use it."""
+    if level not in LOG_LEVELS[1:]:
+        raise InvalidArgumentError(f"level {level!r} is not one of {', '.join(LOG_LEVELS[1:])}")
+    _lib.hpuLogWrite(LOG_LEVELS.index(level), component.encode(), message.encode("utf-8", "replace"))
 
 
 @atexit.register

@@ -9,8 +9,9 @@ import unittest
 
 from support import PACKAGE_ROOT, require_env
 
-PROBE = "import hpu; print(hpu.__file__); print(hpu.library_path()); print(hpu.device_count())"
-NO_LIBRARY_HINTS = {"HPU_LIBRARY": "", "LD_LIBRARY_PATH": "", "PYTHONPATH": ""}
+PROBE = ("import hpu; print(hpu.__file__); print(hpu.library_path()); print(hpu.device_count()); "
+         "print(hpu.trainer_library_path())")
+NO_LIBRARY_HINTS = {"HPU_LIBRARY": "", "HPU_TRAINER_LIBRARY": "", "LD_LIBRARY_PATH": "", "PYTHONPATH": ""}
 
 
 class Install(unittest.TestCase):
@@ -18,6 +19,7 @@ class Install(unittest.TestCase):
         self.build = require_env("HPU_BUILD_DIR")
         self.tmp = tempfile.mkdtemp(prefix="hpu-python-install-")
         self.library = os.path.realpath(os.environ["HPU_LIBRARY"])
+        self.trainer = os.path.realpath(require_env("HPU_TRAINER_LIBRARY"))
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -27,14 +29,15 @@ class Install(unittest.TestCase):
         r = subprocess.run([python, "-c", PROBE], env={**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1"},
                            cwd=self.tmp, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        package, library, count = r.stdout.split("\n")[:3]
+        package, library, count, trainer = r.stdout.split("\n")[:4]
         self.assertGreater(int(count), 0)
-        return package, library
+        return package, library, trainer
 
     def test_build_tree(self):
-        package, library = self.probe(pythonpath=os.path.join(self.build, "python"))
+        package, library, trainer = self.probe(pythonpath=os.path.join(self.build, "python"))
         self.assertEqual(os.path.dirname(package), os.path.join(self.build, "python", "hpu"))
         self.assertEqual(os.path.realpath(library), self.library)
+        self.assertEqual(os.path.realpath(trainer), self.trainer)
 
     def test_cmake_install(self):
         prefix = os.path.join(self.tmp, "prefix")
@@ -45,11 +48,13 @@ class Install(unittest.TestCase):
         libdir = os.path.join(prefix, require_env("HPU_INSTALL_LIBDIR"))
         os.makedirs(libdir, exist_ok=True)
         os.symlink(self.library, os.path.join(libdir, "libhpu.so.0"))
+        os.symlink(self.trainer, os.path.join(libdir, "libhpu-trainer.so.0"))
         site = os.path.join(prefix, require_env("HPU_PYTHON_INSTALL_DIR"))
         self.assertTrue(os.path.exists(os.path.join(site, "hpu", "py.typed")))
-        package, library = self.probe(pythonpath=site)
+        package, library, trainer = self.probe(pythonpath=site)
         self.assertEqual(os.path.dirname(package), os.path.join(site, "hpu"))
         self.assertEqual(os.path.normpath(library), os.path.join(libdir, "libhpu.so.0"))
+        self.assertEqual(os.path.normpath(trainer), os.path.join(libdir, "libhpu-trainer.so.0"))
 
     def test_pip_install_offline_into_a_venv(self):
         source = os.path.join(self.tmp, "src")  # pip builds in place: keep the checkout clean
@@ -63,12 +68,18 @@ class Install(unittest.TestCase):
                             "--disable-pip-version-check", "-q", source],
                            capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        env = {**os.environ, **NO_LIBRARY_HINTS, "HPU_LIBRARY": self.library}
+        # The libraries of an installed prefix: libhpu through HPU_LIBRARY, libhpu-trainer beside it.
+        libdir = os.path.join(self.tmp, "lib")
+        os.makedirs(libdir)
+        for name, target in (("libhpu.so.0", self.library), ("libhpu-trainer.so.0", self.trainer)):
+            os.symlink(target, os.path.join(libdir, name))
+        env = {**os.environ, **NO_LIBRARY_HINTS, "HPU_LIBRARY": os.path.join(libdir, "libhpu.so.0")}
         r = subprocess.run([python, "-c", PROBE], env=env, cwd=self.tmp, capture_output=True, text=True,
                            timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        package = r.stdout.split("\n")[0]
+        package, _, _, trainer = r.stdout.split("\n")[:4]
         self.assertTrue(package.startswith(venv), package)
+        self.assertEqual(trainer, os.path.join(libdir, "libhpu-trainer.so.0"))
         self.assertTrue(os.path.exists(os.path.join(os.path.dirname(package), "py.typed")))
 
 

@@ -3,10 +3,13 @@
 // names the key and the line it is on (or the command-line flag that set it).
 #pragma once
 
+#include <hpu/memory.h>
 #include <hpu/trainer/data.hpp>
+#include <hpu/trainer/logger.hpp>
 #include <hpu/trainer/options.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,5 +90,24 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
 Job load_job(const std::string &path, const std::vector<Override> &overrides = {});
 // The job as JSON text with every default filled in (hpu-train --check).
 std::string job_to_json(const Job &job);
+
+class Trainer;
+
+// What a job's run ended with.
+struct JobResult {
+  Metrics metrics;               // the trainer's callback metrics at the end (train_*, val_*, test_*)
+  Metrics test;                  // the test set's metrics (empty when the job has "test": false)
+  int64_t epoch = 0;             // the trainer's current_epoch at the end
+  int64_t global_step = 0;       // optimizer steps taken
+  int global_rank = 0, world_size = 1;  // of this process's first device
+  std::string log_dir;
+  std::string best_model_path;   // ModelCheckpoint's best file, "" when none
+  std::vector<hpuMemStats_t> memory;  // of this process's devices, at the end
+};
+
+// Runs a job as hpu-train does: its data, model and Trainer; fit (resuming
+// from ckpt_path when set), then the test set when job.test. `before_fit`
+// sees the Trainer once its devices are open. hpu::Error for any failure.
+JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_fit = {});
 
 }  // namespace hpu

@@ -1,0 +1,102 @@
+"""hpu.train: an hpu-train job run in this process, through libhpu-trainer's C entry
+point ``hpuTrainerRunJob``."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from . import _lib
+from .diagnostics import log_write
+from .errors import Status, error_for
+
+__all__ = ["train", "trainer_library_path"]
+
+JobLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+TRAINER_SONAME = f"libhpu-trainer.so.{_lib.ABI_MAJOR}"
+_trainer: Optional[Tuple[ctypes.CDLL, str]] = None
+_trainer_lock = threading.Lock()
+
+
+def _load_trainer() -> Tuple[ctypes.CDLL, str]:
+    global _trainer
+    with _trainer_lock:
+        if _trainer is None:
+            try:
+                lib, path = _lib.find(TRAINER_SONAME, "HPU_TRAINER_LIBRARY", "TRAINER_LIBRARY", beside=_lib.path)
+            except ImportError as e:
+                raise error_for(Status.NOT_AVAILABLE, f"hpu.train: {e}") from None
+            fn = lib.hpuTrainerRunJob
+            fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p]
+            fn.restype, fn.errcheck = ctypes.c_int, _lib._check
+            _trainer = (lib, path)
+            log_write("debug", f"hpu.train: libhpu-trainer {path}")
+        return _trainer
+
+
+def trainer_library_path() -> str:
+    """The path (or name) of the libhpu-trainer that :func:`train` uses; loads it."""
+    return _load_trainer()[1]
+
+
+def _job_text(config: JobLike) -> Tuple[str, str]:
+    """(JSON text, the name errors give it) of a job given as a dict, JSON text or a path."""
+    if isinstance(config, Mapping):
+        return json.dumps(config), "<config>"
+    if isinstance(config, str) and config.lstrip().startswith("{"):
+        return config, "<config>"
+    if isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), path
+        except FileNotFoundError as e:
+            raise error_for(Status.NOT_FOUND, f"hpu.train: job file {path}: {e.strerror}") from None
+        except OSError as e:
+            raise error_for(Status.IO, f"hpu.train: job file {path}: {e.strerror}") from None
+    raise TypeError(f"hpu.train: config is a {type(config).__name__}; expected a dict, JSON text or a path")
+
+
+def train(config: JobLike) -> Dict[str, Any]:
+    """Runs an ``hpu-train`` job in this process and returns what it ended with.
+
+    `config` is the job document ``hpu-train`` reads (``model``, ``data``, ``optimizer``,
+    ``scheduler``, ``trainer``, ``ckpt_path``, ``test``; see ``man hpu-train``): a dict,
+    its JSON text, or the path of a JSON file. The job fits, then runs the test set unless
+    ``"test": False``; loggers, checkpoints and the profiler write their files as they do
+    for ``hpu-train``, and the progress bar prints to stderr unless
+    ``trainer.enable_progress_bar`` is false. Under a launcher (hpu_ddp over several
+    processes) every process calls it with the same job. It blocks until the job ends
+    (other Python threads keep running).
+
+    Returns a dict::
+
+        {"metrics": {"train_loss": ..., "val_acc": ..., "test_acc": ..., ...},  # all, at the end
+         "test": {"test_acc": ..., "test_loss": ...},   # the test set's ({} when skipped)
+         "epoch": 1, "global_step": 20, "global_rank": 0, "world_size": 1,
+         "log_dir": "lightning_logs/version_0", "best_model_path": "...ckpt" or None}
+
+    A metric that is not finite is None.
+
+    Raises :class:`hpu.HpuError` with libhpu's message: :class:`hpu.ConfigError` for a bad
+    job (naming the key and its line), :class:`hpu.InvalidArgumentError` for an option this
+    machine cannot satisfy, :class:`hpu.NotFoundError` for a missing job, data set or
+    checkpoint file, :class:`hpu.NotAvailableError` when libhpu-trainer cannot be found;
+    :class:`TypeError` when `config` is none of the accepted kinds.
+
+    >>> job = json.load(open("examples/fashion_mnist.json"))
+    >>> job["trainer"].update(devices=1, max_epochs=1, limit_train_batches=10, enable_progress_bar=False)
+    >>> hpu.train(job)["metrics"]["test_acc"]
+    0.61...
+    """
+    text, name = _job_text(config)
+    lib = _load_trainer()[0]
+    out = ctypes.c_void_p()
+    lib.hpuTrainerRunJob(ctypes.byref(out), text.encode("utf-8"), name.encode("utf-8"))
+    try:
+        return json.loads(ctypes.string_at(out.value).decode("utf-8"))
+    finally:
+        _lib.hpuFree(out)
