@@ -314,18 +314,28 @@ void SocketBootstrap::allgather(const void *mine, size_t bytes, void *all, Deadl
     }
     if (in.type != kResult) fail(HPU_ERROR_TIMEOUT, "%s timed out: %s", what.c_str(), missing.c_str());
   }
-  if (in.type == kError && in.bytes <= kMaxError) {
-    std::string text(in.bytes, '\0');
-    read_all(fd_.get(), text.data(), in.bytes, deadline, &aborted_, what.c_str());
-    int status = atoi(text.c_str());
-    std::string message = text.substr(std::min(text.size(), text.find(' ') + 1));
-    fail(status == HPU_ERROR_INVALID_USAGE ? HPU_ERROR_INVALID_USAGE : HPU_ERROR_REMOTE, "%s: %s", what.c_str(),
-         message.c_str());
-  }
+  if (in.type == kError && in.bytes <= kMaxError) raise_root_error(in.bytes, deadline, what);
   if (in.type != kResult || in.round != f.round || in.bytes != bytes * static_cast<size_t>(size()))
     fail(HPU_ERROR_REMOTE, "%s: the root sent a frame of type %u, round %llu, %u bytes (expected %zu)", what.c_str(),
          in.type, static_cast<unsigned long long>(in.round), in.bytes, bytes * static_cast<size_t>(size()));
   read_all(fd_.get(), all, in.bytes, deadline, &aborted_, what.c_str());
+}
+
+void SocketBootstrap::raise_root_error(uint32_t bytes, Deadline deadline, const std::string &what) {
+  std::string text(bytes, '\0');
+  read_all(fd_.get(), text.data(), bytes, deadline, &aborted_, what.c_str());
+  int status = atoi(text.c_str());
+  std::string message = text.substr(std::min(text.size(), text.find(' ') + 1));
+  fail(status == HPU_ERROR_INVALID_USAGE ? HPU_ERROR_INVALID_USAGE : HPU_ERROR_REMOTE, "%s: %s", what.c_str(),
+       message.c_str());
+}
+
+void SocketBootstrap::fail_from_root(Deadline deadline) {
+  std::string what = strf("bootstrap of rank %d (group %s)", rank(), id_.short_name().c_str());
+  Frame in{};
+  read_all(fd_.get(), &in, sizeof in, deadline, &aborted_, what.c_str());  // the root gone: HPU_ERROR_REMOTE
+  if (in.type == kError && in.bytes <= kMaxError) raise_root_error(in.bytes, deadline, what);
+  fail(HPU_ERROR_REMOTE, "%s: the root sent a frame of type %u between exchanges", what.c_str(), in.type);
 }
 
 void SocketBootstrap::abort() {

@@ -44,7 +44,18 @@ class SocketBootstrap final : public Bootstrap {
   const Address &local_address() const { return local_; }
   const UniqueId &id() const { return id_; }
 
+  // The connection to the root. Between exchanges it becomes readable only
+  // when the root reports that the group failed (a rank died or left) or the
+  // root is gone: then fail_from_root() throws that failure (HPU_ERROR_REMOTE
+  // naming the rank, or HPU_ERROR_INVALID_USAGE). Lets a rank waiting on its
+  // peers outside the bootstrap, such as a transport accepting connections,
+  // hear of a dead peer at once.
+  int root_fd() const { return fd_.get(); }
+  [[noreturn]] void fail_from_root(Deadline deadline);
+
  private:
+  [[noreturn]] void raise_root_error(uint32_t bytes, Deadline deadline, const std::string &what);
+
   UniqueId id_;
   Fd fd_;
   Address local_;

@@ -245,6 +245,7 @@ struct JobPage {
   std::atomic<int> ready{0};      // ranks at the point where the test may strike
   std::atomic<int> published{0};  // 1 once rank 0 has written `id`
   std::atomic<int> held{0};       // while 1, the ranks wait after the id is published
+  std::atomic<int> reported{0};   // ranks that have reported
   hpu::comm::UniqueId id;
 
   JobPage() {
@@ -257,6 +258,15 @@ struct JobPage {
     status[r] = e ? e->status() : HPU_SUCCESS;
     if (e) snprintf(message[r], sizeof message[r], "%s", e->what());
     seconds[r] = since(t0);
+    reported.fetch_add(1);
+  }
+  // Rank 0 runs the root: it waits (up to `seconds`) for `count` ranks to
+  // report before its process ends and takes the root along, which would fail
+  // a rank still waiting with "the peer closed the connection".
+  void keep_root_until_reported(int rank, int count, double seconds) {
+    for (auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+         rank == 0 && reported < count && Clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 };
 
@@ -520,6 +530,7 @@ inline void strike_mid_setup(const Connect &connect, int sig) {
     } catch (const hpu::Error &e) {
       s->report(r, t0, &e);
     }
+    s->keep_root_until_reported(r, 2, deadline + 10);
     return 0;
   });
   int st = 0;
@@ -546,14 +557,15 @@ inline void strike_mid_setup(const Connect &connect, int sig) {
       EXPECT_LT(s->seconds[r], deadline + 3.0) << "rank " << r;
     }
   }
-  // Segments other tests make meanwhile come and go; this job's must go too.
+  // Segments that other tests running meanwhile make come and go within
+  // seconds; this job's must be gone already, so every new one must go soon.
   std::set<std::string> left;
-  for (auto until = in(6);;) {
-    left.clear();
-    for (auto &name : shm_segments())
-      if (!before.count(name)) left.insert(name);
-    if (left.empty() || Clock::now() > until) break;
+  for (auto &name : shm_segments())
+    if (!before.count(name)) left.insert(name);
+  for (auto until = in(10); !left.empty() && Clock::now() < until;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto now = shm_segments();
+    for (auto it = left.begin(); it != left.end();) it = now.count(*it) ? std::next(it) : left.erase(it);
   }
   EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << *left.begin();
 }

@@ -149,6 +149,7 @@ void strike_mid_bootstrap(int sig) {
     } catch (const Error &e) {
       s->report(r, t0, &e);
     }
+    s->keep_root_until_reported(r, 2, 20);
     return 0;
   });
   for (auto until = in(20); s->ready < 1 && Clock::now() < until;) std::this_thread::sleep_for(Ms(2));
@@ -178,6 +179,7 @@ TEST(CommWire, RankStoppedMidBootstrapTimesOut) { strike_mid_bootstrap(SIGSTOP);
 // The same in the transport's own setup, after the bootstrap.
 TEST(CommWire, RankKilledMidShmSetupFailsOthers) { strike_mid_setup(net("shm"), SIGKILL); }
 TEST(CommWire, RankStoppedMidShmSetupTimesOut) { strike_mid_setup(net("shm"), SIGSTOP); }
+TEST(CommWire, RankKilledMidTcpSetupFailsOthers) { strike_mid_setup(net("tcp"), SIGKILL); }
 TEST(CommWire, RankStoppedMidTcpSetupTimesOut) { strike_mid_setup(net("tcp"), SIGSTOP); }
 
 // Ranks may start in any order: the root comes up after the ranks.

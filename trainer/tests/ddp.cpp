@@ -12,15 +12,12 @@
 #include <hpu/trainer.hpp>
 
 #include "fit_util.hpp"
+#include "launch_util.hpp"
 #include "test_util.hpp"
 
-#include <arpa/inet.h>
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
 
 using namespace trainer_test;
@@ -146,79 +143,7 @@ TEST(Ddp, AFailingReplicaFailsTheFitWithItsError) {
   EXPECT_EQ(t.global_step(), 4);
 }
 
-// ---- processes: hpu-train under torchrun's variables on loopback ----------------
-
-namespace {
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0)
-    std::abort();
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// hpu-train with `args`, its output in `out`, under the environment `env`.
-pid_t spawn(const std::vector<std::string> &args, const std::vector<std::pair<std::string, std::string>> &env,
-            const std::string &out) {
-  pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  for (const auto &[k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-  FILE *f = std::freopen(out.c_str(), "w", stdout);
-  if (!f || ::dup2(::fileno(stdout), 2) < 0) ::_exit(126);
-  std::vector<char *> argv{const_cast<char *>(HPU_TRAIN_EXE)};
-  for (const auto &a : args) argv.push_back(const_cast<char *>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execv(HPU_TRAIN_EXE, argv.data());
-  ::_exit(127);
-}
-
-// The exit status of `pid`, or -1 (after killing it) when it runs past `limit`.
-int wait_for(pid_t pid, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-const char *kJob = R"({
-  "model": {"layers": [{"type": "flatten"}, {"type": "linear", "in_features": 784, "out_features": 64},
-                       {"type": "relu"}, {"type": "linear", "in_features": 64, "out_features": 10}]},
-  "data": {"name": "fashion_mnist", "batch_size": 32, "val_size": 1000},
-  "optimizer": {"name": "adamw", "lr": 0.002},
-  "trainer": {"precision": "bf16-mixed", "max_epochs": 1, "limit_train_batches": 30, "limit_val_batches": 4,
-              "limit_test_batches": 4, "seed": 5, "enable_progress_bar": false, "logger": false,
-              "callbacks": [{"type": "ModelCheckpoint", "save_last": true, "dirpath": "DIR"}]},
-  "test": true
-})";
-
-std::string job_in(const TempDir &dir, const std::string &name) {
-  std::string j = kJob;
-  j.replace(j.find("DIR"), 3, dir / name);
-  spit(dir / (name + ".json"), j);
-  return dir / (name + ".json");
-}
-
-std::map<std::string, hpu::CheckpointTensor> state_dict(const std::string &path) {
-  std::map<std::string, hpu::CheckpointTensor> out;
-  for (auto &[k, v] : hpu::load_checkpoint_file(path).tensors)
-    if (k.rfind("state_dict/", 0) == 0) out[k] = v;
-  return out;
-}
-
-}  // namespace
+// ---- processes: hpu-train under torchrun's variables on loopback (launch_util.hpp) ----
 
 TEST(Ddp, TwoProcessesReachTheWeightsOfTwoDevicesInOneProcess) {
   TempDir dir;
@@ -231,27 +156,11 @@ TEST(Ddp, TwoProcessesReachTheWeightsOfTwoDevicesInOneProcess) {
     pids.push_back(spawn({procs, "--devices", "1"},
                          {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", "2"},
                           {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}},
-                         dir / ("procs" + std::to_string(r) + ".out")));
+                         dir / (r ? "procs1.out" : "procs.out")));
   for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(wait_for(pids[size_t(r)], std::chrono::seconds(300)), 0)
-        << slurp(dir / ("procs" + std::to_string(r) + ".out"));
-  // Rank 0 saved; rank 1 did not.
-  ASSERT_TRUE(file_exists(dir / "procs/last.ckpt")) << slurp(dir / "procs0.out");
-  const auto a = state_dict(dir / "threads/last.ckpt"), b = state_dict(dir / "procs/last.ckpt");
-  ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto &[k, v] : a) {
-    ASSERT_TRUE(b.count(k)) << k;
-    EXPECT_TRUE(v.bytes == b.at(k).bytes) << k << " differs";
-  }
-  // The test metrics printed by both runs agree (reduced over ranks).
-  const std::string t = slurp(dir / "threads.out"), p = slurp(dir / "procs0.out");
-  const auto acc = [](const std::string &s) {
-    const size_t i = s.find("test_acc");
-    return i == std::string::npos ? std::string("missing") : s.substr(i, s.find('\n', i) - i);
-  };
-  EXPECT_NE(acc(p), "missing") << p;
-  EXPECT_EQ(acc(t), acc(p)) << t << "\n----\n" << p;
+    EXPECT_EQ(wait_for(pids[size_t(r)], std::chrono::seconds(300)), 0) << slurp(dir / (r ? "procs1.out" : "procs.out"));
+  // Rank 0 saved (rank 1 did not), the same weights and test metrics (reduced over ranks).
+  expect_same_run(dir, "threads", "procs");
 }
 
 TEST(Ddp, AKilledProcessFailsItsPeerInsteadOfHanging) {

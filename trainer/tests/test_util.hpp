@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+#include <dirent.h>
 #include <unistd.h>
 
 namespace trainer_test {
@@ -44,6 +46,17 @@ inline void spit(const std::string &path, const std::string &data) {
 }
 
 inline bool file_exists(const std::string &path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// The names in a folder (none if it does not exist).
+inline std::vector<std::string> list_dir(const std::string &dir) {
+  std::vector<std::string> out;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
 
 }  // namespace trainer_test
 

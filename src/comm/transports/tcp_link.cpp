@@ -370,8 +370,8 @@ std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, c
   auto engine = std::make_unique<TcpEngine>(t, size);
   Listing me{};
   Fd listener;
+  auto *sb = dynamic_cast<SocketBootstrap *>(&bootstrap);
   if (!peers.empty()) {
-    auto *sb = dynamic_cast<SocketBootstrap *>(&bootstrap);
     Address at = sb ? sb->local_address() : default_interface_address();
     listener = listen_on(at, "tcp transport listener");
     Address::local_of(listener.get()).to_bytes(me.address);
@@ -404,7 +404,10 @@ std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, c
       if (Clock::now() >= deadline)
         fail(HPU_ERROR_TIMEOUT, "%s: %zu connection(s) from higher ranks did not arrive", what.c_str(), expect);
       Acceptor::Peer peer;
-      if (acceptor.poll({}, &peer, 100) != Acceptor::kNewPeer) continue;
+      // The root tells of a higher rank that died before connecting.
+      int ev = acceptor.poll(sb ? std::vector<int>{sb->root_fd()} : std::vector<int>{}, &peer, 100);
+      if (ev == 0) sb->fail_from_root(deadline);
+      if (ev != Acceptor::kNewPeer) continue;
       LinkHello h{};
       bool ok = peer.hello.size() == sizeof h;
       if (ok) std::memcpy(&h, peer.hello.data(), sizeof h);
