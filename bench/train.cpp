@@ -150,19 +150,29 @@ double torch_rate(const char *mode, int steps) {
 
 int train_main(int argc, char **argv) {
   int steps = 20;
-  bool profile = false;
+  bool profile = false, peers = true;
+  std::string only_precision;
+  int only_devices = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else if (!std::strcmp(argv[i], "--no-peer")) peers = false;
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) only_precision = argv[++i];
+    else if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) only_devices = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: hpu-bench train [--steps N] [--profile]\n");
+      std::fprintf(stderr, "usage: hpu-bench train [--steps N] [--profile] [--precision P] [--devices N] [--no-peer]\n");
       return 2;
     }
   }
   if (steps < 1) steps = 1;
-  const double t_fp32 = torch_rate("fp32", steps), t_bf16 = torch_rate("bf16", steps),
-               t_ddp = torch_rate("ddp", steps);
-  if (t_fp32 == 0) std::printf("# PyTorch: /usr/bin/python3 cannot import torch (apt-get install python3-torch)\n");
+  auto wanted = [&](const char *precision, int devices) {
+    return (only_precision.empty() || only_precision == precision) && (!only_devices || only_devices == devices);
+  };
+  const double t_fp32 = peers && wanted("32-true", 1) ? torch_rate("fp32", steps) : 0,
+               t_bf16 = peers && wanted("bf16-mixed", 1) ? torch_rate("bf16", steps) : 0,
+               t_ddp = peers && only_devices != 1 ? torch_rate("ddp", steps) : 0;
+  if (peers && t_fp32 == 0 && t_bf16 == 0 && t_ddp == 0)
+    std::printf("# PyTorch: /usr/bin/python3 cannot import torch (scripts/deps --bench installs python3-torch)\n");
   struct Row {
     const char *precision;
     int devices;
@@ -177,6 +187,7 @@ int train_main(int argc, char **argv) {
   if (profile) std::printf(" %14s %9s", "profiled s/s", "overhead");
   std::printf(" %26s %12s %7s %7s\n", "peer", "peer s/s", "ratio", "target");
   for (const Row &r : rows) {
+    if (!wanted(r.precision, r.devices)) continue;
     const double rate = hpu_rate(r.precision, r.devices, steps, false);
     std::printf("%-11s %7d %12.0f", r.precision, r.devices, rate);
     if (profile) {

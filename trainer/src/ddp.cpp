@@ -113,6 +113,7 @@ void GradSync::launch_ready() {
 
 void GradSync::wait() {
   if (!armed_) fail(HPU_ERROR_INTERNAL, "GradSync::wait without arm");
+  for (Parameter *p : params_) p->materialize_grad(compute_);  // zeros for the gradients that never came
   for (Bucket &b : buckets_) b.pending = 0;
   launch_ready();
   armed_ = false;

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
-#include <thread>
 
 namespace hpu {
 
@@ -84,25 +83,21 @@ float scalar(const Tensor &t, hpuStream_t s) {
 constexpr size_t kBucketBytes = size_t(2) << 20;
 
 // Runs f(i, replica i) for every replica of this process, replica 0 on the
-// calling thread and each other one on a thread of its own. When one throws,
-// the communicators are aborted so that the others fail instead of waiting for
-// it; the first error that is not such a consequence is rethrown.
+// calling thread and each other one on its thread (ReplicaThreads). When one
+// throws, the communicators are aborted so that the others fail instead of
+// waiting for it; the first error that is not such a consequence is rethrown.
 template <class F>
 void in_parallel(Trainer::Run &r, F f) {
   const size_t n = r.reps.size();
   std::vector<std::exception_ptr> errors(n);
-  auto run = [&](size_t i) {
+  r.threads->run([&](size_t i) {
     try {
       f(i, r.reps[i]);
     } catch (...) {
       errors[i] = std::current_exception();
       if (r.comms) r.comms->abort();
     }
-  };
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < n; ++i) threads.emplace_back(run, i);
-  run(0);
-  for (auto &t : threads) t.join();
+  });
   std::exception_ptr first;
   for (auto &e : errors) {
     if (!e) continue;
@@ -121,19 +116,6 @@ void in_parallel(Trainer::Run &r, F f) {
   if (first) std::rethrow_exception(first);
 }
 
-// A replica's loss averaged over every rank (one small allreduce), on the host.
-float mean_over_ranks(Trainer::Run &r, Replica &p, const Tensor &loss) {
-  if (!r.comms) return scalar(loss, p.ctx.stream);
-  hpuTensor_t f = nullptr;
-  check(hpuCast(p.ctx.stream, loss.get(), HPU_FLOAT32, &f));
-  Tensor t(f);
-  void *d = nullptr;
-  check(hpuTensorGetData(t.get(), &d));
-  size_t i = size_t(&p - r.reps.data());
-  check(hpuAllreduce(d, d, 1, HPU_FLOAT32, HPU_AVG, (*r.comms)[i], p.ctx.stream));
-  return t.to_vector<float>(p.ctx.stream)[0];
-}
-
 // Every replica's metric sums become the sums over all ranks (f64 allreduces;
 // each rank holds the same keys).
 void sum_over_ranks(Trainer::Run &r, std::vector<Metrics> &sums) {
@@ -150,17 +132,6 @@ void sum_over_ranks(Trainer::Run &r, std::vector<Metrics> &sums) {
   });
 }
 
-// Batch b (of size B) of a replica's sample order, on its device; returns its size.
-size_t load_batch(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B, hpuDevice_t dev,
-                  Tensor &x, Tensor &y) {
-  const size_t lo = size_t(b) * B, hi = std::min(lo + B, order.size());
-  Batch batch;
-  set.gather(order.data() + lo, hi - lo, batch);
-  x = Tensor::from_host(dev, HPU_FLOAT32, batch.x_shape(), batch.x.data());
-  y = Tensor::from_host(dev, HPU_INT32, {int64_t(batch.size)}, batch.y.data());
-  return batch.size;
-}
-
 void set_lr(Trainer::Run &r, double lr) {
   for (Replica &p : r.reps) p.opt->set_lr(lr);
 }
@@ -169,15 +140,11 @@ void set_lr(Trainer::Run &r, double lr) {
 // torch.nn.utils.clip_grad_norm_.
 void clip_gradients(Replica &r, double clip) {
   hpuStream_t s = r.ctx.stream;
-  double sq = 0;
-  for (Parameter *p : r.params) {
-    hpuTensor_t m = nullptr, sum = nullptr;
-    check(hpuMul(s, p->grad.get(), p->grad.get(), &m));
-    Tensor tm(m);
-    check(hpuSum(s, tm.get(), nullptr, 0, 0, &sum));
-    sq += double(scalar(Tensor(sum), s));
-  }
-  const double norm = std::sqrt(sq);
+  std::vector<hpuTensor_t> grads;
+  for (Parameter *p : r.params) grads.push_back(p->grad.get());
+  hpuTensor_t sq = nullptr;
+  check(hpuSquaredNorm(s, grads.data(), grads.size(), &sq));
+  const double norm = std::sqrt(double(scalar(Tensor(sq), s)));
   if (norm > clip) {
     const double scale = clip / (norm + 1e-6);
     for (Parameter *p : r.params) check(hpuAddInplace(s, p->grad.get(), scale - 1.0, p->grad.get()));
@@ -198,6 +165,7 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
     for (const Device &d : devices_) devs.push_back(d.get());
     if (config_.strategy == "hpu_ddp") share_seed(devs);
     r.reps.resize(devs.size());
+    r.threads = std::make_unique<ReplicaThreads>(devs.size());
     for (size_t i = 0; i < devs.size(); ++i) {
       Replica &p = r.reps[i];
       if (i > 0) p.owned = model.clone();
@@ -310,20 +278,24 @@ void Trainer::train_epoch(int64_t skip) {
     each(callbacks_, [&](Callback &c) { c.on_train_batch_start(*this, b); });
     std::vector<Metrics> logs(r.reps.size());
     std::vector<float> losses(r.reps.size());
+    // The step is queued, then the optimizer's; the host waits for the loss
+    // only after that, so the stream has work while the host catches up.
     in_parallel(r, [&](size_t i, Replica &p) {
-      Tensor x, y;
-      load_batch(set, orders[i], b, B, p.dev, x, y);
+      p.batch.load(set, orders[i], b, B, p.dev, p.ctx.stream);
       AutocastScope autocast(r.bf16);
       p.ctx.training = true;
       if (p.sync && step_now) p.sync->arm();
-      Tensor loss = p.model->training_step(p.ctx, x, y, logs[i]);
-      p.ctx.tape.backward(Tensor::full(p.dev, loss.dtype(), {}, 1.0 / double(accum), p.ctx.stream));
+      Tensor loss = p.model->training_step(p.ctx, p.batch.x, p.batch.y, logs[i]);
+      if (!p.loss_grad || p.loss_grad.dtype() != loss.dtype())
+        p.loss_grad = Tensor::full(p.dev, loss.dtype(), {}, 1.0 / double(accum), p.ctx.stream);
+      p.ctx.tape.backward(p.loss_grad);
       if (p.sync && step_now) p.sync->wait();
-      losses[i] = mean_over_ranks(r, p, loss);
+      p.loss.start(loss, r.comms ? (*r.comms)[i] : nullptr, p.ctx.stream);
     });
     r.batches_done = b + 1;
     const bool log_now = should_update_logs();
     if (step_now) optimizer_step();
+    for (size_t i = 0; i < r.reps.size(); ++i) losses[i] = r.reps[i].loss.wait();
     if (log_now) {
       Metrics m = logs[0];
       m["train_loss"] = losses[0];
@@ -341,6 +313,8 @@ void Trainer::train_epoch(int64_t skip) {
 
 void Trainer::optimizer_step() {
   Run &r = *run_;
+  for (Replica &p : r.reps)
+    for (Parameter *q : p.params) q->materialize_grad(p.ctx.stream);
   each(callbacks_, [&](Callback &c) { c.on_before_optimizer_step(*this); });
   if (r.sched && r.sched->interval() == Interval::step) set_lr(r, r.sched->lr_at(r.reps[0].opt->steps()));
   // Every replica holds the same averaged gradients: the same clip, the same step.
@@ -373,10 +347,9 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
   for (int64_t b = 0; b < nb; ++b) {
     each(callbacks_, [&](Callback &c) { val ? c.on_validation_batch_start(*this, b) : c.on_test_batch_start(*this, b); });
     in_parallel(r, [&](size_t i, Replica &p) {
-      Tensor x, y;
-      const size_t n = load_batch(set, orders[i], b, B, p.dev, x, y);
+      const size_t n = p.batch.load(set, orders[i], b, B, p.dev, p.ctx.stream);
       AutocastScope autocast(r.bf16);
-      for (const auto &[k, v] : p.model->evaluation_step(p.ctx, x, y)) sums[i][k] += v;
+      for (const auto &[k, v] : p.model->evaluation_step(p.ctx, p.batch.x, p.batch.y)) sums[i][k] += v;
       seen[i] += double(n);
     });
     each(callbacks_, [&](Callback &c) { val ? c.on_validation_batch_end(*this, b) : c.on_test_batch_end(*this, b); });

@@ -4,6 +4,7 @@
 #include "error.hpp"
 
 #include <cmath>
+#include <initializer_list>
 
 namespace hpu {
 
@@ -19,11 +20,15 @@ Tensor op(F f) {
   return Tensor(t);
 }
 
-// gradient += g (g may be bf16; the sum stays f32).
-void accumulate(hpuStream_t s, const Tensor &g, Parameter &p) {
-  if (!g) return;
-  check(hpuAddInplace(s, g.get(), 1.0, p.grad.get()));
-  if (p.on_grad) p.on_grad(false);
+// The type an op runs its inputs in under the calling thread's autocast state.
+hpuDataType_t run_type(const char *op, std::initializer_list<hpuDataType_t> inputs) {
+  hpuDataType_t t = HPU_FLOAT32;
+  check(hpuAutocastGetOpDtype(op, inputs.begin(), inputs.size(), &t));
+  return t;
+}
+
+Tensor cast(hpuStream_t s, const Tensor &x, hpuDataType_t dt) {
+  return x.dtype() == dt ? x : op([&](hpuTensor_t *o) { return hpuCast(s, x.get(), dt, o); });
 }
 
 Parameter make_param(hpuDevice_t dev, const std::vector<int64_t> &shape, const std::vector<float> &init) {
@@ -41,9 +46,24 @@ std::vector<float> uniform(Rng &rng, size_t n, double bound) {
 
 }  // namespace
 
+void Parameter::accumulate(const Tensor &g, hpuStream_t stream) {
+  if (!g) return;
+  if (zero_pending_)
+    check(hpuTensorCopy(grad.get(), g.get(), stream));
+  else
+    check(hpuAddInplace(stream, g.get(), 1.0, grad.get()));
+  zero_pending_ = false;
+  if (on_grad) on_grad(false);
+}
+
+void Parameter::materialize_grad(hpuStream_t stream) {
+  if (zero_pending_) grad.fill(0.0, stream);
+  zero_pending_ = false;
+}
+
 Tensor Tape::backward(Tensor grad) {
   for (size_t i = steps_.size(); i-- > 0;) grad = steps_[i](grad);
-  steps_.clear();
+  clear();
   return grad;
 }
 
@@ -75,16 +95,24 @@ void Linear::parameters(std::vector<Parameter *> &out, const std::string &prefix
 Tensor Linear::forward(Context &ctx, const Tensor &x) {
   if (!w_.value) fail(HPU_ERROR_INVALID_USAGE, "Linear(%lld, %lld) used before init", (long long)in_, (long long)out_);
   hpuStream_t s = ctx.stream;
-  Tensor y = op([&](hpuTensor_t *o) { return hpuLinear(s, x.get(), w_.value.get(), b_.value.get(), o); });
-  if (ctx.training)
-    ctx.tape.push([this, s, x](const Tensor &g) {
+  // Under autocast, the weight and the input are converted once here and
+  // backward reuses the copies. The weight and bias gradients still come in
+  // f32 from the f32 accumulation of the products (the master weights' type).
+  const hpuDataType_t xt = x.dtype(), wt = w_.value.dtype();
+  const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = cast(s, w_.value, run_type("linear", {wt, xt}));
+  Tensor y = op([&](hpuTensor_t *o) { return hpuLinear(s, xr.get(), w.get(), b_.value.get(), o); });
+  if (ctx.training) {
+    const bool input_grad = ctx.tape.needs_input_grad();
+    ctx.tape.push([this, s, xr, w, input_grad, xt](const Tensor &g) {
       hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
-      check(hpuLinearBackward(s, g.get(), x.get(), w_.value.get(), &gx, &gw, has_bias_ ? &gb : nullptr));
+      if (input_grad) check(hpuLinearBackward(s, g.get(), xr.get(), w.get(), &gx, nullptr, nullptr));
+      check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
       Tensor tx(gx), tw(gw), tb(gb);
-      accumulate(s, tw, w_);
-      if (has_bias_) accumulate(s, tb, b_);
-      return tx;
+      w_.accumulate(tw, s);
+      if (has_bias_) b_.accumulate(tb, s);
+      return tx ? cast(s, tx, xt) : tx;
     });
+  }
   return y;
 }
 
@@ -96,7 +124,7 @@ template <hpuStatus_t (*Forward)(hpuStream_t, hpuTensor_t, hpuTensor_t *),
 Tensor activation(Context &ctx, const Tensor &x) {
   hpuStream_t s = ctx.stream;
   Tensor y = op([&](hpuTensor_t *o) { return Forward(s, x.get(), o); });
-  if (ctx.training)
+  if (ctx.training && ctx.tape.needs_input_grad())
     ctx.tape.push([s, x](const Tensor &g) { return op([&](hpuTensor_t *o) { return Backward(s, g.get(), x.get(), o); }); });
   return y;
 }
@@ -116,9 +144,10 @@ Tensor Dropout::forward(Context &ctx, const Tensor &x) {
   Tensor y(out), m(mask);
   const hpuDataType_t in_type = x.dtype();
   const double p = p_;
-  ctx.tape.push([s, m, p, in_type](const Tensor &g) {
-    return op([&](hpuTensor_t *o) { return hpuDropoutBackward(s, g.get(), m.get(), p, in_type, o); });
-  });
+  if (ctx.tape.needs_input_grad())
+    ctx.tape.push([s, m, p, in_type](const Tensor &g) {
+      return op([&](hpuTensor_t *o) { return hpuDropoutBackward(s, g.get(), m.get(), p, in_type, o); });
+    });
   return y;
 }
 
@@ -145,15 +174,18 @@ Tensor LayerNorm::forward(Context &ctx, const Tensor &x) {
   hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
   check(hpuLayerNorm(s, x.get(), w_.value.get(), b_.value.get(), eps_, &y, &mean, &rstd));
   Tensor ty(y), tm(mean), tr(rstd);
-  if (ctx.training)
-    ctx.tape.push([this, s, x, tm, tr](const Tensor &g) {
+  if (ctx.training) {
+    const bool input_grad = ctx.tape.needs_input_grad();
+    ctx.tape.push([this, s, x, tm, tr, input_grad](const Tensor &g) {
       hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
-      check(hpuLayerNormBackward(s, g.get(), x.get(), tm.get(), tr.get(), w_.value.get(), &gx, &gw, &gb));
+      check(hpuLayerNormBackward(s, g.get(), x.get(), tm.get(), tr.get(), w_.value.get(), input_grad ? &gx : nullptr,
+                                 &gw, &gb));
       Tensor tx(gx), tw(gw), tb(gb);
-      accumulate(s, tw, w_);
-      accumulate(s, tb, b_);
+      w_.accumulate(tw, s);
+      b_.accumulate(tb, s);
       return tx;
     });
+  }
   return ty;
 }
 
@@ -181,7 +213,7 @@ Tensor Embedding::forward(Context &ctx, const Tensor &indices) {
   if (ctx.training)
     ctx.tape.push([this, s, indices](const Tensor &g) {
       Tensor gw = op([&](hpuTensor_t *o) { return hpuEmbeddingBackward(s, g.get(), indices.get(), w_.value.get(), -1, o); });
-      accumulate(s, gw, w_);
+      w_.accumulate(gw, s);
       return Tensor();  // indices have no gradient
     });
   return y;
@@ -193,7 +225,8 @@ Tensor Flatten::forward(Context &ctx, const Tensor &x) {
   const std::vector<int64_t> shape = x.shape();
   if (shape.empty()) fail(HPU_ERROR_INVALID_ARGUMENT, "Flatten needs a batch dimension; got a 0-dim tensor");
   Tensor y = x.reshape({shape[0], -1});
-  if (ctx.training) ctx.tape.push([shape](const Tensor &g) { return g ? g.reshape(shape) : g; });
+  if (ctx.training && ctx.tape.needs_input_grad())
+    ctx.tape.push([shape](const Tensor &g) { return g ? g.reshape(shape) : g; });
   return y;
 }
 
@@ -222,7 +255,7 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
   Tensor loss = op([&](hpuTensor_t *o) {
     return hpuCrossEntropyLoss(s, logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
   });
-  if (ctx.training)
+  if (ctx.training && ctx.tape.needs_input_grad())
     ctx.tape.push([s, logits, labels](const Tensor &g) {
       return op([&](hpuTensor_t *o) {
         return hpuCrossEntropyLossBackward(s, g.get(), logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
@@ -234,7 +267,8 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
 // ---- optimizers ------------------------------------------------------------------
 
 void Optimizer::zero_grad(hpuStream_t stream) {
-  for (Parameter *p : params_) p->grad.fill(0.0, stream);
+  (void)stream;  // the zeros are written lazily (Parameter::zero_grad)
+  for (Parameter *p : params_) p->zero_grad();
 }
 
 SGD::SGD(std::vector<Parameter *> params, double lr, double momentum, double weight_decay, bool nesterov)

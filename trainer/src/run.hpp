@@ -5,6 +5,8 @@
 #include <hpu/trainer/trainer.hpp>
 
 #include "ddp.hpp"
+#include "replica_threads.hpp"
+#include "transfer.hpp"
 
 #include <memory>
 
@@ -22,6 +24,9 @@ struct Replica {
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<DistributedSampler> sampler;
   std::unique_ptr<GradSync> sync;  // hpu_ddp only
+  DeviceBatch batch;
+  LossReadback loss;
+  Tensor loss_grad;  // the gradient backward starts from: 1 / accumulate_grad_batches
 };
 
 struct Trainer::Run {
@@ -30,6 +35,7 @@ struct Trainer::Run {
   bool bf16 = false;
   std::unique_ptr<Comms> comms;  // hpu_ddp only; outlives the replicas' GradSyncs
   std::vector<Replica> reps;     // one per device of this process; reps[0] runs callbacks
+  std::unique_ptr<ReplicaThreads> threads;
   std::unique_ptr<LRScheduler> sched;
   int64_t batches_done = 0;  // of the current epoch
 };

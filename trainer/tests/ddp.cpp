@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <csignal>
 #include <thread>
 
@@ -181,4 +182,41 @@ TEST(Ddp, AKilledProcessFailsItsPeerInsteadOfHanging) {
   EXPECT_NE(st, -1) << "rank 0 hung:\n" << out;
   EXPECT_NE(st, 0) << out;
   EXPECT_NE(out.find("HPU_ERROR_"), std::string::npos) << out;
+}
+
+// Counts optimizer steps.
+struct StepCounter : hpu::Callback {
+  std::string state_key() const override { return "StepCounter"; }
+  void on_before_optimizer_step(hpu::Trainer &) override { ++n; }
+  int64_t n = 0;
+};
+
+TEST(Ddp, AResumedTwoDeviceRunEndsWithBitIdenticalWeights) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data(16);
+  const hpu::OptimizerSpec sgd = sgd_momentum();
+  const hpu::SchedulerSpec cosine = fixed_cosine();
+  auto run = [&](int64_t epochs, const std::string &root, const std::string &resume) {
+    hpu::TrainerOptions o = opts(dir, 2, "32-true");
+    o.max_epochs = epochs;
+    o.default_root_dir = root;
+    o.enable_checkpointing = true;
+    auto steps = std::make_shared<StepCounter>();
+    o.callbacks = {hpu::ModelCheckpoint({.save_top_k = 0, .save_last = true}), steps};
+    hpu::Trainer t(o);
+    auto model = std::make_unique<hpu::Classifier>(mlp(true), sgd, cosine);  // dropout: the device RNGs resume too
+    t.fit(*model, data, resume);
+    EXPECT_EQ(t.global_step(), epochs * 16);  // 512 samples, global batch 32
+    EXPECT_EQ(steps->n, resume.empty() ? epochs * 16 : (epochs - 2) * 16);  // the resumed run continues at epoch 2
+    return std::make_pair(weights(*model), t.callback<hpu::ModelCheckpoint>()->last_model_path());
+  };
+  auto whole = run(4, dir / "whole", "");
+  auto half = run(2, dir / "half", "");
+  ASSERT_FALSE(half.second.empty());
+  auto resumed = run(4, dir / "resumed", half.second);
+  ASSERT_EQ(whole.first.size(), resumed.first.size());
+  for (size_t i = 0; i < whole.first.size(); ++i)
+    EXPECT_EQ(std::memcmp(whole.first[i].data(), resumed.first[i].data(), whole.first[i].size() * 4), 0)
+        << "parameter " << i << " differs";
+  EXPECT_NE(std::memcmp(half.first[0].data(), whole.first[0].data(), half.first[0].size() * 4), 0);
 }

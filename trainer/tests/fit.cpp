@@ -177,14 +177,8 @@ TEST(Fit, GradientClippingBoundsTheUpdate) {
 TEST(Fit, AResumedRunEndsWithBitIdenticalWeights) {
   TempDir dir;
   hpu::InMemoryData data = blob_data();
-  hpu::OptimizerSpec sgd;
-  sgd.name = "sgd";
-  sgd.lr = 0.05;
-  sgd.momentum = 0.9;
-  hpu::SchedulerSpec cosine;
-  cosine.name = "cosine";
-  cosine.warmup_steps = 5;
-  cosine.total_steps = 64;  // fixed, so that the shorter run follows the same schedule
+  const hpu::OptimizerSpec sgd = sgd_momentum();
+  const hpu::SchedulerSpec cosine = fixed_cosine();
   auto run = [&](int64_t epochs, const std::string &root, const std::string &resume) {
     hpu::TrainerOptions o = opts(dir);
     o.max_epochs = epochs;

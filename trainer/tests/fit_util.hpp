@@ -39,6 +39,25 @@ inline hpu::OptimizerSpec adamw(double lr = 1e-2) {
   return o;
 }
 
+// The resume tests' optimizer and schedule: SGD with momentum (state to
+// restore) under a cosine schedule of fixed length, so that a shorter run
+// follows the same schedule.
+inline hpu::OptimizerSpec sgd_momentum() {
+  hpu::OptimizerSpec o;
+  o.name = "sgd";
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  return o;
+}
+
+inline hpu::SchedulerSpec fixed_cosine() {
+  hpu::SchedulerSpec c;
+  c.name = "cosine";
+  c.warmup_steps = 5;
+  c.total_steps = 64;
+  return c;
+}
+
 // The weights of a model, as bytes, after its device work completed.
 inline std::vector<std::vector<float>> weights(hpu::LightningModule &m) {
   std::vector<std::vector<float>> out;

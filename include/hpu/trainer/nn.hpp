@@ -21,20 +21,47 @@ struct Parameter {
   // Called with false after each addition into grad, with true at the start of
   // a step (hpu_ddp's buckets); empty otherwise.
   std::function<void(bool reset)> on_grad;
+
+  // grad += g, queued on `stream` (g may be bf16; the sum stays f32). The
+  // first addition after zero_grad() writes g over grad instead.
+  void accumulate(const Tensor &g, hpuStream_t stream);
+  // Sets grad to zero: lazily, as the next accumulate() overwrites it.
+  void zero_grad() { zero_pending_ = true; }
+  // Writes the zeros zero_grad() deferred, if no gradient came since: call it
+  // before anything reads grad (an optimizer step, an allreduce).
+  void materialize_grad(hpuStream_t stream);
+
+ private:
+  bool zero_pending_ = false;
 };
 
 // The backward steps of one forward pass, replayed last first.
 class Tape {
  public:
   using Step = std::function<Tensor(const Tensor &grad_out)>;
-  void push(Step s) { steps_.push_back(std::move(s)); }
-  // Runs the steps in reverse from `grad`; returns the gradient of the input.
+  // Records a step: from now on, the inputs of later layers need gradients.
+  void push(Step s) {
+    steps_.push_back(std::move(s));
+    grads_flow_ = true;
+  }
+  // Whether the gradient of a layer's input is needed: a step recorded
+  // before it leads to parameters. Layers without parameters record nothing
+  // while it is false, and the first layer with parameters (Linear on the
+  // data) skips its input gradient, as autograd does for inputs that do not
+  // require grad.
+  bool needs_input_grad() const { return grads_flow_; }
+  // Runs the steps in reverse from `grad`; returns the gradient of the input
+  // (empty when nothing needed it). Clears the tape.
   Tensor backward(Tensor grad);
-  void clear() { steps_.clear(); }
+  void clear() {
+    steps_.clear();
+    grads_flow_ = false;
+  }
   size_t size() const { return steps_.size(); }
 
  private:
   std::vector<Step> steps_;
+  bool grads_flow_ = false;
 };
 
 // What a forward pass runs with: the stream, train/eval mode and the tape

@@ -1,0 +1,48 @@
+// The host <-> device traffic of a training step, queued so that it never
+// stops the replica's stream: the batch goes in through buffers kept for the
+// whole run, the loss comes out into host memory behind an event.
+#pragma once
+
+#include <hpu/hpu.hpp>
+#include <hpu/trainer/data.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace hpu {
+
+// A replica's batch on its device. load() gathers the samples into a host
+// buffer and queues one copy into device tensors allocated on first use (a
+// shorter last batch uses their leading rows): no allocation and no wait per
+// step. The next load() waits for the previous copy before it refills the
+// host buffer; queued work that still reads the device tensors comes before
+// the next copy on the same stream.
+class DeviceBatch {
+ public:
+  // Batch b (of size B) of `order` onto `stream`; returns its sample count.
+  size_t load(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B, hpuDevice_t dev,
+              hpuStream_t stream);
+  Tensor x, y;  // the loaded samples: x f32 {n, sample_shape...}, y i32 {n}
+
+ private:
+  Batch host_;
+  Tensor x_all_, y_all_;  // device buffers of capacity rows
+  size_t rows_ = 0;
+  std::unique_ptr<Event> copied_;
+};
+
+// A replica's step loss as a host float: start() queues its conversion to
+// f32, its average over the ranks (hpu_ddp) and a copy to the host; wait()
+// returns it once the stream got there, while later work keeps running.
+class LossReadback {
+ public:
+  void start(const Tensor &loss, hpuComm_t comm, hpuStream_t stream);
+  float wait();
+
+ private:
+  Tensor dev_;  // f32 scalar on the replica's device
+  std::unique_ptr<float> host_ = std::make_unique<float>(0.0f);
+  std::unique_ptr<Event> ready_;
+};
+
+}  // namespace hpu
