@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ inline void check(hpuStatus_t s, const char *what) {
 // Runs run(threads) for each thread count in a child process of its own with
 // HPU_NUM_THREADS = threads (read when libhpu initialises); returns the sum of
 // the children's exit codes (rows below target; a crash counts one).
-int in_child_per_thread_count(const std::vector<int> &thread_counts, int (*run)(int threads));
+int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::function<int(int threads)> &run);
 
 }  // namespace bench
 

@@ -4,8 +4,6 @@
 // Target (issue 3): bf16 >= 0.9 x sgemm at sizes >= 512 and the 1024-wide
 // training shapes, >= 0.6 x for the N=10 layer and its K=10 backward.
 #include <cblas.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -130,18 +128,7 @@ int gemm_main(int argc, char **argv) {
               "# f32/bf16 = hpuMm through libhpu (HPU_NUM_THREADS = threads), stream round trip included\n");
   std::printf("%-22s %7s %10s %10s %10s %8s %8s %7s\n", "shape", "threads", "sgemm", "hpu f32", "hpu bf16", "f32/sg",
               "bf16/sg", "target");
-  int misses = 0;
-  for (int t : thread_counts) {
-    std::fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("HPU_NUM_THREADS", std::to_string(t).c_str(), 1);
-      _exit(std::min(run(t, shapes), 100));
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    misses += WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  }
+  int misses = bench::in_child_per_thread_count(thread_counts, [&](int t) { return run(t, shapes); });
   std::printf("# %d shape(s) below target\n", misses);
   return 0;
 }

@@ -15,7 +15,7 @@ std::vector<Command> &commands() {
   return list;
 }
 
-int in_child_per_thread_count(const std::vector<int> &thread_counts, int (*run)(int threads)) {
+int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::function<int(int threads)> &run) {
   int misses = 0;
   for (int t : thread_counts) {
     std::fflush(stdout);
