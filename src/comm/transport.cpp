@@ -144,9 +144,19 @@ void Transport::fail_all(hpuStatus_t status, const std::string &message) {
   on_fail(status, message);
 }
 
-void Transport::throw_request_error(const Request &r) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  throw Error(r.status_, r.message_);
+// A failed request breaks the collective it belongs to on every rank: the
+// endpoint fails (telling the peers, which would otherwise wait for data that
+// never comes) before the request's own error is thrown.
+void Transport::throw_request_error(const Request &r) {
+  hpuStatus_t status;
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = r.status_;
+    message = r.message_;
+  }
+  fail_all(status, message);
+  throw Error(status, message);
 }
 
 bool Transport::test(Request &r) {

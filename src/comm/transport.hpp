@@ -185,8 +185,8 @@ class Transport {
   // Declares the collective this rank runs from now on (see the header check).
   virtual void begin(const OpHeader &header) = 0;
 
-  // Waits until every request is done (null entries are skipped). Throws the first failed request's error,
-  // the endpoint's sticky error, HPU_ERROR_TIMEOUT at the deadline (and then
+  // Waits until every request is done (null entries are skipped). Throws the first failed request's error
+  // (after failing the endpoint with it, so that the peers hear), the endpoint's sticky error, HPU_ERROR_TIMEOUT at the deadline (and then
   // fails the endpoint, naming what it waited for) or HPU_ERROR_ABORTED.
   void wait(std::initializer_list<Request *> requests, Deadline deadline);
   void wait(const std::vector<RequestPtr> &requests, Deadline deadline);
@@ -227,7 +227,7 @@ class Transport {
   void ring();
   bool wait_until_done(Request *const *requests, size_t n, Deadline deadline);
   void wait_all(Request *const *requests, size_t n, Deadline deadline);
-  void throw_request_error(const Request &request) const;
+  void throw_request_error(const Request &request);
 
   const int rank_, size_;
   mutable std::mutex mu_;  // the error texts

@@ -164,7 +164,7 @@ std::vector<int> run(Shared *sh, const std::function<int(Rank &)> &body,
                      const std::function<void(int)> &before_init = nullptr) {
   auto pids = fork_ranks(kRanks, [&](int r) {
     if (before_init) before_init(r);
-    Rank k{r, sh};
+    Rank k{r, sh, nullptr, nullptr, nullptr, {}};
     int code = k.init() ? body(k) : 3;
     sh->status[r] = code;
     snprintf(sh->message[r], sizeof sh->message[r], "%s", k.error.c_str());

@@ -40,9 +40,10 @@ void expect_nesting(json_t *events) {
     std::vector<double> open_ends;  // stack of enclosing spans' ends
     for (const Span &s : v) {
       while (!open_ends.empty() && s.ts >= open_ends.back() - 1e-3) open_ends.pop_back();
-      if (!open_ends.empty())
+      if (!open_ends.empty()) {
         EXPECT_LE(s.ts + s.dur, open_ends.back() + 1e-3) << "span overlaps its neighbour on track pid "
                                                          << kv.first.first << " tid " << kv.first.second;
+      }
       open_ends.push_back(s.ts + s.dur);
     }
   }

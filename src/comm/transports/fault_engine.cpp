@@ -29,8 +29,9 @@ class FaultLink final : public Link {
     const bool farewell = f.type == Frame::error || f.type == Frame::bye;
     if (f_.drop_after >= 0 && !farewell &&
         (dropped_ || sent_.fetch_add(sizeof(Frame) + bytes) + sizeof(Frame) + bytes > uint64_t(f_.drop_after))) {
+      // The send neither leaves nor completes: poll() reports the drop, naming
+      // the fault, before any waiter could see a bare send failure.
       dropped_ = true;
-      if (done) done(false);
       return;
     }
     inner_->send(f, payload, bytes, lane, std::move(done));
