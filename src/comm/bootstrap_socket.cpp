@@ -302,7 +302,7 @@ void SocketBootstrap::allgather(const void *mine, size_t bytes, void *all, Deadl
     std::string missing = "not every rank arrived";
     try {
       Frame q{0, kQuery, f.round};
-      auto brief = Clock::now() + std::chrono::milliseconds(500);
+      auto brief = Clock::now() + std::chrono::milliseconds(1000);
       write_all(fd_.get(), &q, sizeof q, brief, &aborted_, what.c_str());
       read_all(fd_.get(), &in, sizeof in, brief, &aborted_, what.c_str());
       if (in.type == kStatus && in.bytes <= kMaxError) {
