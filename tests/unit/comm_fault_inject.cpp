@@ -97,6 +97,16 @@ Step allreduce(hpuComm_t comm, hpuDevice_t dev, size_t count, bool *correct) {
   return step;
 }
 
+// Rank r of kRanks on one host, over `transport`, with a `timeout` in seconds.
+void set_rank_env(const std::string &transport, int r, double timeout) {
+  setenv("HPU_TRANSPORT", transport.c_str(), 1);
+  setenv("HPU_RANK", std::to_string(r).c_str(), 1);
+  setenv("HPU_LOCAL_RANK", std::to_string(r).c_str(), 1);
+  setenv("HPU_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
+  setenv("HPU_COMM_TIMEOUT", std::to_string(timeout).c_str(), 1);
+  setenv("HPU_LOG_LEVEL", "error", 1);
+}
+
 hpuStatus_t join(hpuComm_t *comm, hpuDevice_t dev, int port) {
   setenv("HPU_COMM_ID", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
   return hpuCommInitFromEnv(comm, 1, &dev);
@@ -115,12 +125,7 @@ Shared *run(const std::string &transport, const std::string &fault, size_t count
     pid_t pid = fork();
     if (pid == 0) {
       setenv("HPU_FAULT_INJECT", fault.c_str(), 1);
-      setenv("HPU_TRANSPORT", transport.c_str(), 1);
-      setenv("HPU_RANK", std::to_string(r).c_str(), 1);
-      setenv("HPU_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("HPU_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
-      setenv("HPU_COMM_TIMEOUT", std::to_string(timeout).c_str(), 1);
-      setenv("HPU_LOG_LEVEL", "error", 1);
+      set_rank_env(transport, r, timeout);
       Outcome &o = sh->rank[r];
       o.again_status = -1;
       hpuDevice_t dev = nullptr;
@@ -224,12 +229,7 @@ void strike_during_barrier(const std::string &transport, int sig) {
   for (int r = 0; r < kRanks; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      setenv("HPU_TRANSPORT", transport.c_str(), 1);
-      setenv("HPU_RANK", std::to_string(r).c_str(), 1);
-      setenv("HPU_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("HPU_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
-      setenv("HPU_COMM_TIMEOUT", std::to_string(timeout).c_str(), 1);
-      setenv("HPU_LOG_LEVEL", "error", 1);
+      set_rank_env(transport, r, timeout);
       hpuDevice_t dev = nullptr;
       hpuComm_t comm = nullptr;
       hpuStream_t stream = nullptr;
