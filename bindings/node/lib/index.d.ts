@@ -249,7 +249,8 @@ export declare const ops: {
   nllLossBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
   crossEntropy(input: Tensor, target: Tensor, options?: LossOptions): Out;
   crossEntropyBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
-  layerNorm(x: Tensor, options?: { weight?: Tensor | null; bias?: Tensor | null; eps?: number; returnStats?: boolean }): Out | [Out, Out, Out];
+  /** Over the last dim, or the trailing dims normalizedShape names (x's shape from some dim on). */
+  layerNorm(x: Tensor, options?: { weight?: Tensor | null; bias?: Tensor | null; eps?: number; returnStats?: boolean; normalizedShape?: number | number[] | null }): Out | [Out, Out, Out];
   layerNormBackward(g: Tensor, x: Tensor, mean: Tensor, rstd: Tensor, weight?: Tensor | null): [Out, Out | null, Out | null];
   dropout(x: Tensor, options?: { p?: number; training?: boolean; returnMask?: boolean }): Out | [Out, Out];
   dropoutBackward(g: Tensor, mask: Tensor, p: number, inputDtype?: DType): Out;
@@ -263,7 +264,8 @@ export declare const ops: {
   adamwStep(param: Tensor, grad: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number; lr?: number;
     betas?: [number, number]; eps?: number; weightDecay?: number }): void;
 };
-export interface LossOptions { reduction?: 'none' | 'mean' | 'sum'; ignoreIndex?: number }
+/** weight: class weights [C] (floating); each sample's loss is scaled by its class's weight and 'mean' divides by their sum. */
+export interface LossOptions { reduction?: 'none' | 'mean' | 'sum'; ignoreIndex?: number; weight?: Tensor | null }
 export interface ReduceOptions { dim?: number | number[]; keepdim?: boolean }
 export declare const mm: typeof ops.mm, matmul: typeof ops.matmul, linear: typeof ops.linear, add: typeof ops.add,
   sub: typeof ops.sub, mul: typeof ops.mul, div: typeof ops.div, relu: typeof ops.relu, gelu: typeof ops.gelu,

@@ -37,7 +37,11 @@ const prototypes = {
   NllLossBackward: `${T} g, ${T} input, ${T} target, int reduction, int64_t ignore, ${O}gi`,
   CrossEntropyLoss: `${T} input, ${T} target, int reduction, int64_t ignore, ${O}loss`,
   CrossEntropyLossBackward: `${T} g, ${T} input, ${T} target, int reduction, int64_t ignore, ${O}gi`,
-  LayerNorm: `${T} x, ${T} w, ${T} b, double eps, ${O}y, ${O}mean, ${O}rstd`,
+  NllLossWeighted: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}loss`,
+  NllLossWeightedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}gi`,
+  CrossEntropyLossWeighted: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}loss`,
+  CrossEntropyLossWeightedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}gi`,
+  LayerNormNd: `${T} x, int ndim, ${T} w, ${T} b, double eps, ${O}y, ${O}mean, ${O}rstd`,
   LayerNormBackward: `${T} g, ${T} x, ${T} mean, ${T} rstd, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
   Dropout: `${T} x, double p, int train, ${O}out, ${O}mask`,
   DropoutBackward: `${T} g, ${T} mask, double p, int dtype, ${O}gx`,
@@ -204,18 +208,31 @@ const ops = {
     return call('LogSoftmax', dev, [x.handle, dimOf('logSoftmax', x, dim)]);
   },
   logSoftmaxBackward: (g, out, dim = -1, inputDtype = out.dtype) => call('LogSoftmaxBackward', onOneDevice('logSoftmaxBackward', { g, out }), [g.handle, out.handle, dimOf('logSoftmaxBackward', out, dim), dtypeInfo(inputDtype).value]),
-  /** Layer norm over the last dim: y, or [y, mean, rstd] with returnStats. */
-  layerNorm(x, { weight = null, bias = null, eps = 1e-5, returnStats = false } = {}) {
+  /**
+   * Layer norm over the last dim, or over the trailing dims normalizedShape names
+   * (x's shape from some dim on); weight and bias have those dims' shape. y, or
+   * [y, mean, rstd] with returnStats (float32, x's shape without the normalized dims).
+   */
+  layerNorm(x, { weight = null, bias = null, eps = 1e-5, returnStats = false, normalizedShape = null } = {}) {
     const dev = onOneDevice('layerNorm', { x, weight, bias });
     floating('layerNorm', { x, weight, bias });
-    if (x.ndim === 0) throw invalidArgument('layerNorm: x needs at least 1 dim');
-    if (weight) shapeIs('layerNorm', 'weight', weight, [x.shape[x.ndim - 1]]);
-    if (bias) shapeIs('layerNorm', 'bias', bias, [x.shape[x.ndim - 1]]);
-    const r = call('LayerNorm', dev, [x.handle, h(weight), h(bias), eps], [true, returnStats, returnStats]);
+    const k = normalizedNdim('layerNorm', x, normalizedShape);
+    normParams('layerNorm', x, k, { weight, bias });
+    if (typeof eps !== 'number' || !(eps >= 0 && eps < Infinity)) throw invalidArgument(`layerNorm: eps ${eps} is not a finite number >= 0`);
+    const r = call('LayerNormNd', dev, [x.handle, k, h(weight), h(bias), eps], [true, returnStats, returnStats]);
     return returnStats ? r : r[0];
   },
+  /** [gradX, gradWeight, gradBias] (null without weight); the normalized dims are those of x that mean lacks. */
   layerNormBackward(g, x, mean, rstd, weight = null) {
     const dev = onOneDevice('layerNormBackward', { g, x, mean, rstd, weight });
+    floating('layerNormBackward', { g, x, weight });
+    shapeIs('layerNormBackward', 'the gradient', g, x.shape);
+    const k = x.ndim - mean.ndim;
+    if (x.ndim === 0 || k < 1 || mean.shape.join() !== x.shape.slice(0, mean.ndim).join()) {
+      throw invalidArgument(`layerNormBackward: mean has shape [${mean.shape}]; x's shape [${x.shape}] without its `
+        + "normalized dims is needed (layerNorm's returnStats)");
+    }
+    normParams('layerNormBackward', x, k, { weight });
     return call('LayerNormBackward', dev, [g.handle, x.handle, mean.handle, rstd.handle, h(weight)], [true, !!weight, !!weight]);
   },
   /** out, or [out, mask] with returnMask. */
@@ -260,22 +277,57 @@ function checkStep(op, param, grad, step, state) {
   return dev;
 }
 
-function checkLoss(op, input, target, reduction) {
-  const dev = onOneDevice(op, { input, target });
-  floating(op, { input });
+/** How many trailing dims of x normalizedShape (a number or an array; null: the last dim) names. */
+function normalizedNdim(op, x, normalizedShape) {
+  if (x.ndim === 0) throw invalidArgument(`${op}: x needs at least 1 dim`);
+  if (normalizedShape === null || normalizedShape === undefined) return 1;
+  const shape = [].concat(normalizedShape);
+  if (shape.length < 1 || shape.length > x.ndim || shape.join() !== x.shape.slice(x.ndim - shape.length).join()) {
+    throw invalidArgument(`${op}: normalizedShape [${shape}] is not a non-empty tail of x's shape [${x.shape}]`);
+  }
+  return shape.length;
+}
+
+function normParams(op, x, k, params) {
+  const want = x.shape.slice(x.ndim - k);
+  for (const [name, t] of Object.entries(params)) {
+    if (t && t.shape.join() !== want.join()) throw invalidArgument(`${op}: ${name} has shape [${t.shape}]; [${want}] (x's normalized dims) is needed`);
+  }
+}
+
+/** Checks a loss's arguments; returns [device, weight or null, the C call's reduction and ignore_index]. */
+function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, weight = null }) {
+  const dev = onOneDevice(op, { input, target, weight });
+  floating(op, { input, weight });
   ndim(op, 'input', input, 2);
   ndim(op, 'target', target, 1);
   indices(op, 'target', target);
   same(op, 'batch sizes differ', ['input.shape[0]', input.shape[0]], ['target.shape[0]', target.shape[0]]);
+  if (weight && weight.shape.join() !== String(input.shape[1])) {
+    throw invalidArgument(`${op}: weight has shape [${weight.shape}]; [${input.shape[1]}] is needed (one weight per class of input)`);
+  }
   if (!(reduction in REDUCTIONS)) throw invalidArgument(`${op}: reduction '${reduction}' is not 'none', 'mean' or 'sum'`);
-  return dev;
+  if (!Number.isInteger(ignoreIndex)) throw invalidArgument(`${op}: ignoreIndex ${ignoreIndex} is not an integer`);
+  return [dev, weight, [REDUCTIONS[reduction], ignoreIndex]];
 }
 
+// nllLoss, crossEntropy and their backwards; with options.weight (a floating
+// tensor [C]) each sample's loss is scaled by its class's weight and 'mean'
+// divides by the sum of the counted samples' weights.
 for (const [js, c] of [['nllLoss', 'NllLoss'], ['crossEntropy', 'CrossEntropyLoss']]) {
-  ops[js] = (input, target, { reduction = 'mean', ignoreIndex = -100 } = {}) =>
-    call(c, checkLoss(js, input, target, reduction), [input.handle, target.handle, REDUCTIONS[reduction], ignoreIndex]);
-  ops[`${js}Backward`] = (g, input, target, { reduction = 'mean', ignoreIndex = -100 } = {}) =>
-    call(`${c}Backward`, checkLoss(`${js}Backward`, input, target, reduction), [g.handle, input.handle, target.handle, REDUCTIONS[reduction], ignoreIndex]);
+  ops[js] = (input, target, options = {}) => {
+    const [dev, weight, tail] = checkLoss(js, input, target, options);
+    return weight ? call(`${c}Weighted`, dev, [input.handle, target.handle, weight.handle, ...tail])
+      : call(c, dev, [input.handle, target.handle, ...tail]);
+  };
+  ops[`${js}Backward`] = (g, input, target, options = {}) => {
+    const op = `${js}Backward`;
+    const [dev, weight, tail] = checkLoss(op, input, target, options);
+    onOneDevice(op, { g, input });
+    shapeIs(op, 'the gradient', g, options.reduction === 'none' ? [input.shape[0]] : []);
+    return weight ? call(`${c}WeightedBackward`, dev, [g.handle, input.handle, target.handle, weight.handle, ...tail])
+      : call(`${c}Backward`, dev, [g.handle, input.handle, target.handle, ...tail]);
+  };
 }
 
 function operand(x, like) {

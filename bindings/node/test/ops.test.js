@@ -67,6 +67,111 @@ test('softmax, cross entropy, reductions', () => {
   assert.deepEqual(hpu.ops.mean(t, { dim: -1, keepdim: true }).shape, [2, 1]);
 });
 
+// Deterministic values in [-2, 2) for the references below.
+const values = (n, seed) => Array.from({ length: n }, (_, i) => (((i + 1) * 7919 * seed) % 400) / 100 - 2);
+const logSoftmaxRows = (x, n, c) => Array.from({ length: n }, (_, i) => {
+  const row = x.slice(i * c, i * c + c);
+  const m = Math.max(...row);
+  const lse = m + Math.log(row.reduce((s, v) => s + Math.exp(v - m), 0));
+  return row.map((v) => v - lse);
+});
+
+test('class-weighted cross entropy and nll loss against a reference', () => {
+  const n = 6, c = 4;
+  const x = values(n * c, 3);
+  const y = [0, 3, 1, -100, 2, 3];
+  const w = [0.5, 2, 1, 3];
+  const logp = logSoftmaxRows(x, n, c);
+  const kept = y.map((t, i) => i).filter((i) => y[i] !== -100);
+  const per = y.map((t, i) => (t === -100 ? 0 : -logp[i][t] * w[t]));
+  const total = kept.reduce((s, i) => s + per[i], 0);
+  const wsum = kept.reduce((s, i) => s + w[y[i]], 0);
+  const input = hpu.tensor(Float32Array.from(x), { shape: [n, c] });
+  const target = hpu.tensor(BigInt64Array.from(y.map(BigInt)));
+  for (const weight of [hpu.tensor(w), hpu.tensor(Float64Array.from(w))]) {
+    near(hpu.crossEntropy(input, target, { weight }), [total / wsum]);
+    near(hpu.crossEntropy(input, target, { weight, reduction: 'sum' }), [total]);
+    near(hpu.crossEntropy(input, target, { weight, reduction: 'none' }), per);
+    near(hpu.ops.nllLoss(hpu.tensor(Float32Array.from(logp.flat()), { shape: [n, c] }), target, { weight }), [total / wsum]);
+  }
+  const weight = hpu.tensor(w);
+  // d(mean)/d logits: (softmax - onehot) w[y_i] / sum of the counted weights; ignored rows 0.
+  const grad = (scaleOf) => logp.flatMap((row, i) => row.map((lp, j) => (y[i] === -100 ? 0 : (Math.exp(lp) - (j === y[i] ? 1 : 0)) * w[y[i]] * scaleOf(i))));
+  near(hpu.ops.crossEntropyBackward(hpu.tensor(2), input, target, { weight }), grad(() => 2 / wsum));
+  const g = values(n, 5);
+  near(hpu.ops.crossEntropyBackward(hpu.tensor(g), input, target, { weight, reduction: 'none' }), grad((i) => g[i]));
+  const nllGrad = logp.flatMap((row, i) => row.map((_, j) => (y[i] !== -100 && j === y[i] ? -w[y[i]] : 0)));
+  near(hpu.ops.nllLossBackward(hpu.tensor(1), input, target, { weight, reduction: 'sum' }), nllGrad);
+  near(hpu.crossEntropy(input, target, { weight: hpu.ones([c]) }), hpu.crossEntropy(input, target).data());
+});
+
+test('class-weighted losses name a bad argument and its value', () => {
+  const input = hpu.zeros([4, 3]);
+  const target = hpu.tensor(BigInt64Array.from([0n, 1n, 2n, 1n]));
+  const invalid = (message) => (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message === message;
+  for (const op of ['nllLoss', 'crossEntropy']) {
+    assert.throws(() => hpu.ops[op](input, target, { weight: hpu.ones([4]) }),
+      invalid(`${op}: weight has shape [4]; [3] is needed (one weight per class of input)`));
+    assert.throws(() => hpu.ops[op](input, target, { weight: hpu.tensor(Int32Array.from([1, 2, 3])) }),
+      invalid(`${op}: weight has dtype int32; a floating type is needed`));
+    assert.throws(() => hpu.ops[op](input, target, { weight: [1, 2, 3] }), { name: 'TypeError', message: `${op}: weight must be an hpu.Tensor` });
+    assert.throws(() => hpu.ops[op](input, target, { weight: hpu.ones([3], { device: 1 }) }),
+      (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message.includes('weight is on hpu:1 but input on hpu:0'));
+    assert.throws(() => hpu.ops[op](input, target, { weight: hpu.ones([3]), ignoreIndex: 1.5 }), invalid(`${op}: ignoreIndex 1.5 is not an integer`));
+  }
+  assert.throws(() => hpu.ops.crossEntropyBackward(hpu.ones([4]), input, target, { weight: hpu.ones([3]) }),
+    invalid('crossEntropyBackward: the gradient has shape [4]; [] is needed'));
+});
+
+test('layer norm over trailing dims against a reference', () => {
+  const [a, b, c] = [3, 2, 4];
+  const d = b * c;
+  const x = values(a * d, 7);
+  const w = values(d, 11);
+  const bias = values(d, 13);
+  const g = values(a * d, 17);
+  const rows = Array.from({ length: a }, (_, i) => x.slice(i * d, i * d + d));
+  const mu = rows.map((r) => r.reduce((s, v) => s + v, 0) / d);
+  const rstd = rows.map((r, i) => 1 / Math.sqrt(r.reduce((s, v) => s + (v - mu[i]) ** 2, 0) / d + 1e-5));
+  const xhat = rows.map((r, i) => r.map((v) => (v - mu[i]) * rstd[i]));
+  const tx = hpu.tensor(Float32Array.from(x), { shape: [a, b, c] });
+  const tw = hpu.tensor(Float32Array.from(w), { shape: [b, c] });
+  const [y, mean, rs] = hpu.ops.layerNorm(tx, { weight: tw, bias: hpu.tensor(Float32Array.from(bias), { shape: [b, c] }), normalizedShape: [b, c], returnStats: true });
+  assert.deepEqual([y.shape, mean.shape, rs.shape], [[a, b, c], [a], [a]]);
+  near(y, xhat.flatMap((r) => r.map((v, j) => v * w[j] + bias[j])), 1e-3);
+  near(mean, mu);
+  near(rs, rstd, 1e-3);
+  near(hpu.ops.layerNorm(tx, { normalizedShape: c }), hpu.ops.layerNorm(tx).data());
+  const [gx, gw, gb] = hpu.ops.layerNormBackward(hpu.tensor(Float32Array.from(g), { shape: [a, b, c] }), tx, mean, rs, tw);
+  const want = xhat.flatMap((r, i) => {
+    const gh = r.map((_, j) => g[i * d + j] * w[j]);
+    const m1 = gh.reduce((s, v) => s + v, 0) / d;
+    const m2 = gh.reduce((s, v, j) => s + v * r[j], 0) / d;
+    return r.map((v, j) => (gh[j] - m1 - v * m2) * rstd[i]);
+  });
+  near(gx, want, 1e-3);
+  near(gw, w.map((_, j) => xhat.reduce((s, r, i) => s + g[i * d + j] * r[j], 0)), 1e-3);
+  near(gb, w.map((_, j) => rows.reduce((s, r, i) => s + g[i * d + j], 0)), 1e-3);
+  assert.deepEqual([gw.shape, gb.shape], [[b, c], [b, c]]);
+});
+
+test('layer norm over trailing dims names a bad argument and its value', () => {
+  const x = hpu.zeros([3, 2, 4]);
+  const invalid = (message) => (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message === message;
+  assert.throws(() => hpu.ops.layerNorm(x, { normalizedShape: [4, 2] }),
+    invalid("layerNorm: normalizedShape [4,2] is not a non-empty tail of x's shape [3,2,4]"));
+  assert.throws(() => hpu.ops.layerNorm(x, { normalizedShape: [1, 3, 2, 4] }), isHpuError('HPU_ERROR_INVALID_ARGUMENT'));
+  assert.throws(() => hpu.ops.layerNorm(x, { normalizedShape: [] }), isHpuError('HPU_ERROR_INVALID_ARGUMENT'));
+  assert.throws(() => hpu.ops.layerNorm(x, { weight: hpu.ones([4]), normalizedShape: [2, 4] }),
+    invalid("layerNorm: weight has shape [4]; [2,4] (x's normalized dims) is needed"));
+  assert.throws(() => hpu.ops.layerNorm(x, { eps: -1 }), invalid('layerNorm: eps -1 is not a finite number >= 0'));
+  const [, mean, rstd] = hpu.ops.layerNorm(x, { normalizedShape: [2, 4], returnStats: true });
+  assert.throws(() => hpu.ops.layerNormBackward(x, x, hpu.zeros([2]), rstd),
+    invalid("layerNormBackward: mean has shape [2]; x's shape [3,2,4] without its normalized dims is needed (layerNorm's returnStats)"));
+  assert.throws(() => hpu.ops.layerNormBackward(x, x, mean, rstd, hpu.ones([4])),
+    invalid("layerNormBackward: weight has shape [4]; [2,4] (x's normalized dims) is needed"));
+});
+
 test('autocast decides output dtypes, across awaits', async () => {
   const a = hpu.tensor([[1, 2], [3, 4]]);
   const r = hpu.autocast({ dtype: 'bfloat16' }, () => [hpu.mm(a, a).dtype, hpu.ops.tan(a.to('bfloat16')).dtype,

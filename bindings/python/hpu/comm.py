@@ -149,9 +149,11 @@ class Comm:
         return self._handle
 
     def get_rank(self) -> int:
+        """This rank (torch.distributed.get_rank)."""
         return self.rank
 
     def get_world_size(self) -> int:
+        """The number of ranks (torch.distributed.get_world_size)."""
         return self.world_size
 
     @property

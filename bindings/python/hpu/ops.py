@@ -9,6 +9,7 @@ the precision, as Habana's op lists say.
 from __future__ import annotations
 
 import ctypes
+import math
 from ctypes import POINTER, c_double, c_int, c_int64
 from typing import Callable, Optional, Sequence, Tuple, Union
 
@@ -62,7 +63,12 @@ _PROTOTYPES = {
     "hpuNllLoss": [T, T, T, c_int, c_int64, P], "hpuNllLossBackward": [T, T, T, T, c_int, c_int64, P],
     "hpuCrossEntropyLoss": [T, T, T, c_int, c_int64, P],
     "hpuCrossEntropyLossBackward": [T, T, T, T, c_int, c_int64, P],
-    "hpuLayerNorm": [T, T, T, T, c_double, P, P, P], "hpuLayerNormBackward": [T, T, T, T, T, T, P, P, P],
+    "hpuNllLossWeighted": [T, T, T, T, c_int, c_int64, P],
+    "hpuNllLossWeightedBackward": [T, T, T, T, T, c_int, c_int64, P],
+    "hpuCrossEntropyLossWeighted": [T, T, T, T, c_int, c_int64, P],
+    "hpuCrossEntropyLossWeightedBackward": [T, T, T, T, T, c_int, c_int64, P],
+    "hpuLayerNormNd": [T, T, c_int, T, T, c_double, P, P, P],
+    "hpuLayerNormBackward": [T, T, T, T, T, T, P, P, P],
     "hpuDropout": [T, T, c_double, c_int, P, P], "hpuDropoutBackward": [T, T, T, c_double, c_int, P],
     "hpuEmbedding": [T, T, T, c_int64, P], "hpuEmbeddingBackward": [T, T, T, T, c_int64, P],
     "hpuSum": [T, T, POINTER(c_int), c_int, c_int, P], "hpuSumBackward": [T, T, T, POINTER(c_int), c_int, c_int, P],
@@ -200,6 +206,7 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
 
 
 def bmm_backward(grad: Tensor, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+    """(grad_a, grad_b) of :func:`bmm`."""
     dev = _check_bmm("bmm_backward", a, b)
     _tensors("bmm_backward", grad=grad, a=a)
     _grad("bmm_backward", grad, (a.shape[0], a.shape[1], b.shape[2]), "a @ b")
@@ -250,6 +257,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 
 def matmul_backward(grad: Tensor, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+    """(grad_a, grad_b) of :func:`matmul`, each summed over the batch dims it was broadcast along."""
     dev = _check_matmul("matmul_backward", a, b)
     _tensors("matmul_backward", grad=grad, a=a)
     return _call("hpuMatmulBackward", dev, grad.handle, a.handle, b.handle, outs=(True, True))
@@ -370,6 +378,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 def log_softmax_backward(grad: Tensor, out: Tensor, dim: int = -1,
                          input_dtype: Optional[DTypeLike] = None) -> Tensor:
+    """grad_x of :func:`log_softmax` from its output; grad_x has `input_dtype` (out's by default)."""
     dev = _tensors("log_softmax_backward", grad=grad, out=out)
     _grad("log_softmax_backward", grad, out.shape, "out")
     dt = dtypes.resolve(input_dtype) if input_dtype is not None else out.dtype
@@ -377,72 +386,123 @@ def log_softmax_backward(grad: Tensor, out: Tensor, dim: int = -1,
                  dt.value)[0]
 
 
-def _check_loss(op: str, input: Tensor, target: Tensor, reduction: str) -> Tuple[int, int]:
-    dev = _tensors(op, input=input, target=target)
-    _floating(op, input=input)
+def _check_loss(op: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
+                weight: Optional[Tensor]) -> Tuple[int, int]:
+    dev = _tensors(op, input=input, target=target, weight=weight)
+    _floating(op, input=input, weight=weight)
     _ndim(op, "input", input, 2)
     _ndim(op, "target", target, 1)
     _indices(op, "target", target)
     _same(op, "batch sizes differ", ("input.shape[0]", input.shape[0]), ("target.shape[0]", target.shape[0]))
+    if weight is not None and weight.shape != (input.shape[1],):
+        raise InvalidArgumentError(f"{op}: weight has shape {weight.shape}; ({input.shape[1]},) is needed "
+                                   "(one weight per class of input)")
     if reduction not in _REDUCTIONS:
         raise InvalidArgumentError(f"{op}: reduction {reduction!r} is not 'none', 'mean' or 'sum'")
+    if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
+        raise InvalidArgumentError(f"{op}: ignore_index {ignore_index!r} is not an int")
     return dev, _REDUCTIONS[reduction]
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
-    """Negative log-likelihood of log-probabilities input[N, C] at class indices target[N]."""
-    dev, red = _check_loss("nll_loss", input, target, reduction)
-    return _call("hpuNllLoss", dev, input.handle, target.handle, red, ignore_index)[0]
+def _loss(op: str, cname: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
+          weight: Optional[Tensor]) -> Tensor:
+    dev, red = _check_loss(op, input, target, reduction, ignore_index, weight)
+    if weight is None:
+        return _call(cname, dev, input.handle, target.handle, red, ignore_index)[0]
+    return _call(cname + "Weighted", dev, input.handle, target.handle, weight.handle, red, ignore_index)[0]
 
 
-def nll_loss_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
-                      ignore_index: int = -100) -> Tensor:
-    dev, red = _check_loss("nll_loss_backward", input, target, reduction)
-    _tensors("nll_loss_backward", grad=grad, input=input)
-    return _call("hpuNllLossBackward", dev, grad.handle, input.handle, target.handle, red, ignore_index)[0]
-
-
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
-    """log_softmax then nll_loss, fused (torch.nn.functional.cross_entropy; Habana's
-    cross_entropy_loss for autocast)."""
-    dev, red = _check_loss("cross_entropy", input, target, reduction)
-    return _call("hpuCrossEntropyLoss", dev, input.handle, target.handle, red, ignore_index)[0]
-
-
-def cross_entropy_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
-                           ignore_index: int = -100) -> Tensor:
-    dev, red = _check_loss("cross_entropy_backward", input, target, reduction)
-    _tensors("cross_entropy_backward", grad=grad, input=input)
-    return _call("hpuCrossEntropyLossBackward", dev, grad.handle, input.handle, target.handle, red,
+def _loss_backward(op: str, cname: str, grad: Tensor, input: Tensor, target: Tensor, reduction: str,
+                   ignore_index: int, weight: Optional[Tensor]) -> Tensor:
+    dev, red = _check_loss(op, input, target, reduction, ignore_index, weight)
+    _tensors(op, grad=grad, input=input)
+    _grad(op, grad, (input.shape[0],) if reduction == "none" else (), "the loss")
+    if weight is None:
+        return _call(cname + "Backward", dev, grad.handle, input.handle, target.handle, red, ignore_index)[0]
+    return _call(cname + "WeightedBackward", dev, grad.handle, input.handle, target.handle, weight.handle, red,
                  ignore_index)[0]
 
 
-def _check_norm(op: str, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor]) -> int:
-    dev = _tensors(op, x=x, weight=weight, bias=bias)
-    _floating(op, x=x, weight=weight, bias=bias)
+def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
+             weight: Optional[Tensor] = None) -> Tensor:
+    """Negative log-likelihood of log-probabilities input[N, C] at class indices target[N].
+
+    With `weight` (a floating tensor [C], torch.nn.functional.nll_loss's class weights),
+    sample i's loss is scaled by weight[target[i]] and ``"mean"`` divides by the sum of
+    the counted samples' weights. Samples whose target is `ignore_index` count nothing."""
+    return _loss("nll_loss", "hpuNllLoss", input, target, reduction, ignore_index, weight)
+
+
+def nll_loss_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
+                      ignore_index: int = -100, *, weight: Optional[Tensor] = None) -> Tensor:
+    """grad_input of :func:`nll_loss`; `grad` has the loss's shape ([N] for ``"none"``, else 0-dim)."""
+    return _loss_backward("nll_loss_backward", "hpuNllLoss", grad, input, target, reduction, ignore_index, weight)
+
+
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
+                  weight: Optional[Tensor] = None) -> Tensor:
+    """log_softmax then nll_loss, fused (torch.nn.functional.cross_entropy; Habana's
+    cross_entropy_loss for autocast); `weight` as in :func:`nll_loss`."""
+    return _loss("cross_entropy", "hpuCrossEntropyLoss", input, target, reduction, ignore_index, weight)
+
+
+def cross_entropy_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
+                           ignore_index: int = -100, *, weight: Optional[Tensor] = None) -> Tensor:
+    """grad_input of :func:`cross_entropy`."""
+    return _loss_backward("cross_entropy_backward", "hpuCrossEntropyLoss", grad, input, target, reduction,
+                          ignore_index, weight)
+
+
+def _normalized_ndim(op: str, x: Tensor, normalized_shape: Union[None, int, Sequence[int]]) -> int:
+    """How many trailing dims of x `normalized_shape` names (torch's: x's shape from there)."""
     if x.ndim == 0:
         raise InvalidArgumentError(f"{op}: x needs at least 1 dim")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != (x.shape[-1],):
-            raise InvalidArgumentError(f"{op}: {name} has shape {t.shape}; ({x.shape[-1]},) is needed")
-    return dev
+    if normalized_shape is None:
+        return 1
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not 1 <= len(shape) <= x.ndim or x.shape[x.ndim - len(shape):] != shape:
+        raise InvalidArgumentError(f"{op}: normalized_shape {shape} is not a non-empty tail of x's shape {x.shape}")
+    return len(shape)
+
+
+def _check_params(op: str, x: Tensor, k: int, **params: Optional[Tensor]) -> None:
+    """weight and bias have the shape of x's last k (normalized) dims."""
+    want = x.shape[x.ndim - k:]
+    for name, t in params.items():
+        if t is not None and t.shape != want:
+            raise InvalidArgumentError(f"{op}: {name} has shape {t.shape}; {want} (x's normalized dims) is needed")
 
 
 def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, eps: float = 1e-5,
-               return_stats: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor, Tensor]]:
-    """Layer normalisation over the last dim; with `return_stats`, (y, mean, rstd) for the backward."""
-    dev = _check_norm("layer_norm", x, weight, bias)
-    y, mean_, rstd = _call("hpuLayerNorm", dev, x.handle, _h(weight), _h(bias), eps,
+               return_stats: bool = False, *, normalized_shape: Union[None, int, Sequence[int]] = None
+               ) -> Union[Tensor, Tuple[Tensor, Tensor, Tensor]]:
+    """Layer normalisation over the last dim, or over the trailing dims `normalized_shape`
+    names (torch.nn.functional.layer_norm's; x's shape from some dim on). weight and bias
+    have those dims' shape. With `return_stats`, (y, mean, rstd) for the backward: mean and
+    rstd are float32 of x's shape without the normalized dims."""
+    dev = _tensors("layer_norm", x=x, weight=weight, bias=bias)
+    _floating("layer_norm", x=x, weight=weight, bias=bias)
+    k = _normalized_ndim("layer_norm", x, normalized_shape)
+    _check_params("layer_norm", x, k, weight=weight, bias=bias)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 <= eps < math.inf:
+        raise InvalidArgumentError(f"layer_norm: eps {eps!r} is not a finite number >= 0")
+    y, mean_, rstd = _call("hpuLayerNormNd", dev, x.handle, k, _h(weight), _h(bias), eps,
                            outs=(True, return_stats, return_stats))
     return (y, mean_, rstd) if return_stats else y
 
 
 def layer_norm_backward(grad: Tensor, x: Tensor, mean: Tensor, rstd: Tensor, weight: Optional[Tensor] = None,
                         bias: bool = True) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
-    """(grad_x, grad_weight, grad_bias) of :func:`layer_norm` (None where there is no weight)."""
-    dev = _check_norm("layer_norm_backward", x, weight, None)
-    _tensors("layer_norm_backward", grad=grad, x=x, mean=mean, rstd=rstd)
+    """(grad_x, grad_weight, grad_bias) of :func:`layer_norm` (None where there is no weight);
+    the normalized dims are those of x that `mean` lacks."""
+    dev = _tensors("layer_norm_backward", grad=grad, x=x, mean=mean, rstd=rstd, weight=weight)
+    _floating("layer_norm_backward", grad=grad, x=x, weight=weight)
     _grad("layer_norm_backward", grad, x.shape, "x")
+    k = x.ndim - mean.ndim
+    if x.ndim == 0 or k < 1 or mean.shape != x.shape[:mean.ndim]:
+        raise InvalidArgumentError(f"layer_norm_backward: mean has shape {mean.shape}; x's shape {x.shape} without "
+                                   "its normalized dims is needed (layer_norm's return_stats)")
+    _check_params("layer_norm_backward", x, k, weight=weight)
     affine = weight is not None
     return _call("hpuLayerNormBackward", dev, grad.handle, x.handle, mean.handle, rstd.handle, _h(weight),
                  outs=(True, affine, affine and bias))
@@ -461,6 +521,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True,
 
 
 def dropout_backward(grad: Tensor, mask: Tensor, p: float, input_dtype: Optional[DTypeLike] = None) -> Tensor:
+    """grad_x of :func:`dropout`: grad masked and scaled as the forward was; of `input_dtype` (grad's by default)."""
     dev = _tensors("dropout_backward", grad=grad, mask=mask)
     _grad("dropout_backward", grad, mask.shape, "mask")
     dt = dtypes.resolve(input_dtype) if input_dtype is not None else grad.dtype
@@ -482,6 +543,7 @@ def embedding(indices: Tensor, weight: Tensor, padding_idx: Optional[int] = None
 
 
 def embedding_backward(grad: Tensor, indices: Tensor, weight: Tensor, padding_idx: Optional[int] = None) -> Tensor:
+    """grad_weight of :func:`embedding`: each row of grad added to its index's row (none to padding_idx)."""
     dev = _check_embedding("embedding_backward", indices, weight)
     _tensors("embedding_backward", grad=grad, weight=weight)
     _grad("embedding_backward", grad, indices.shape + (weight.shape[1],), "the output")
@@ -528,11 +590,13 @@ def _reduce_backward(op: str, grad: Tensor, x: Tensor, dim: Union[None, int, Seq
 
 def sum_backward(grad: Tensor, x: Tensor, dim: Union[None, int, Sequence[int]] = None,
                  keepdim: bool = False) -> Tensor:
+    """grad_x of :func:`sum`: grad broadcast back to x's shape."""
     return _reduce_backward("sum", grad, x, dim, keepdim)
 
 
 def mean_backward(grad: Tensor, x: Tensor, dim: Union[None, int, Sequence[int]] = None,
                   keepdim: bool = False) -> Tensor:
+    """grad_x of :func:`mean`: grad broadcast back to x's shape, divided by the count averaged."""
     return _reduce_backward("mean", grad, x, dim, keepdim)
 
 
@@ -543,6 +607,7 @@ def cast(x: Tensor, dtype: DTypeLike) -> Tensor:
 
 
 def cast_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """grad_x of :func:`cast`: grad converted to x's dtype."""
     dev = _tensors("cast_backward", grad=grad, x=x)
     _grad("cast_backward", grad, x.shape, "x")
     return _call("hpuCastBackward", dev, grad.handle, x.handle)[0]

@@ -122,9 +122,11 @@ class Tensor:
     # ---- introspection ------------------------------------------------------
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return len(self.shape)
 
     def dim(self) -> int:
+        """The number of dims (torch's spelling of :attr:`ndim`)."""
         return len(self.shape)
 
     def size(self, dim: Optional[int] = None) -> Union[Shape, int]:
@@ -132,13 +134,16 @@ class Tensor:
         return self.shape if dim is None else self.shape[self._dim(dim, "dim")]
 
     def numel(self) -> int:
+        """The number of elements."""
         return _numel(self.shape)
 
     def element_size(self) -> int:
+        """Bytes per element."""
         return self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the elements (numel x element_size)."""
         return self.numel() * self.dtype.itemsize
 
     def stride(self) -> Shape:
@@ -148,6 +153,7 @@ class Tensor:
         return tuple(out[i] for i in range(self.ndim))
 
     def is_contiguous(self) -> bool:
+        """Whether the elements are dense in row-major order (views may not be)."""
         out = ctypes.c_int()
         _lib.hpuTensorIsContiguous(self._handle, ctypes.byref(out))
         return bool(out.value)
@@ -242,6 +248,7 @@ class Tensor:
         return self
 
     def zero_(self) -> "Tensor":
+        """Sets every element to 0; queued."""
         return self.fill_(0)
 
     def uniform_(self, low: float = 0.0, high: float = 1.0) -> "Tensor":
@@ -276,27 +283,35 @@ class Tensor:
         return empty(self.shape, dtype=dt, device=dev).copy_(self)
 
     def clone(self) -> "Tensor":
+        """A new contiguous tensor with a copy of the elements."""
         return empty(self.shape, dtype=self.dtype, device=self.device).copy_(self)
 
     def contiguous(self) -> "Tensor":
+        """Itself when contiguous, else a contiguous copy."""
         return self if self.is_contiguous() else self.clone()
 
     def float(self) -> "Tensor":
+        """:meth:`to` float32."""
         return self.to(dtypes.float32)
 
     def double(self) -> "Tensor":
+        """:meth:`to` float64."""
         return self.to(dtypes.float64)
 
     def half(self) -> "Tensor":
+        """:meth:`to` float16."""
         return self.to(dtypes.float16)
 
     def bfloat16(self) -> "Tensor":
+        """:meth:`to` bfloat16."""
         return self.to(dtypes.bfloat16)
 
     def long(self) -> "Tensor":
+        """:meth:`to` int64."""
         return self.to(dtypes.int64)
 
     def int(self) -> "Tensor":
+        """:meth:`to` int32."""
         return self.to(dtypes.int32)
 
     # ---- views -----------------------------------------------------------------
@@ -319,6 +334,7 @@ class Tensor:
     view = reshape
 
     def flatten(self) -> "Tensor":
+        """A 1-dim view (a copy when not contiguous), as reshape(-1)."""
         return self.reshape(-1)
 
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
@@ -402,10 +418,12 @@ def full(shape: Union[int, Sequence[int]], value: float, dtype: DTypeLike = dtyp
 
 
 def zeros(*shape: Any, dtype: DTypeLike = dtypes.float32, device: DeviceLike = None) -> Tensor:
+    """A new tensor of zeros (shape as ints or one tuple)."""
     return empty(*shape, dtype=dtype, device=device).fill_(0)
 
 
 def ones(*shape: Any, dtype: DTypeLike = dtypes.float32, device: DeviceLike = None) -> Tensor:
+    """A new tensor of ones (shape as ints or one tuple)."""
     return empty(*shape, dtype=dtype, device=device).fill_(1)
 
 

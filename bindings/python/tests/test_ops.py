@@ -155,6 +155,109 @@ class Losses(unittest.TestCase):
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.layer_norm(hpu.tensor(x), hpu.zeros(15))
 
+    def test_class_weighted_losses(self):
+        logits, target = randn(8, 5), np.array([0, 1, 2, 3, 4, 0, -100, 2], dtype=np.int64)
+        weight = np.array([0.5, 2.0, 1.0, 3.0, 0.25])
+        logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+        keep = target != -100
+        rows, cls = np.arange(8)[keep], target[keep]
+        per = -logp[rows, cls] * weight[cls]         # each sample scaled by its class's weight
+        none = np.zeros(8)
+        none[rows] = per
+        x, t = hpu.tensor(logits), hpu.tensor(target)
+        for w in (hpu.tensor(weight.astype(np.float32)), hpu.tensor(weight)):  # any floating type
+            close(self, hpu.cross_entropy(x, t, weight=w), per.sum() / weight[cls].sum())
+            close(self, hpu.cross_entropy(x, t, reduction="sum", weight=w), per.sum())
+            close(self, hpu.cross_entropy(x, t, reduction="none", weight=w), none)
+            close(self, hpu.nll_loss(hpu.tensor(logp), t, weight=w), per.sum() / weight[cls].sum())
+        w = hpu.tensor(weight.astype(np.float32))
+        onehot = np.zeros((8, 5))
+        onehot[rows, cls] = 1
+        scale = np.zeros((8, 1))
+        scale[rows, 0] = weight[cls]
+        grad = hpu.ops.cross_entropy_backward(hpu.tensor(np.float32(2.0)), x, t, weight=w)
+        close(self, grad, 2.0 * (np.exp(logp) - onehot) * scale / weight[cls].sum())
+        g = randn(8)
+        grad = hpu.ops.cross_entropy_backward(hpu.tensor(g), x, t, reduction="none", weight=w)
+        close(self, grad, (np.exp(logp) - onehot) * scale * g[:, None])
+        grad = hpu.ops.nll_loss_backward(hpu.tensor(np.float32(1.0)), hpu.tensor(logp), t, reduction="sum", weight=w)
+        close(self, grad, -onehot * scale)
+        # A weight of 1 everywhere is the unweighted loss.
+        close(self, hpu.cross_entropy(x, t, weight=hpu.ones(5)), hpu.cross_entropy(x, t).numpy())
+
+    def test_class_weighted_losses_check_their_arguments(self):
+        x, t = hpu.tensor(randn(4, 3)), hpu.tensor(np.array([0, 1, 2, 1], dtype=np.int64))
+        for op in (hpu.cross_entropy, hpu.nll_loss):
+            name = op.__name__
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                op(x, t, weight=hpu.ones(4))
+            self.assertEqual(cm.exception.message,
+                             f"{name}: weight has shape (4,); (3,) is needed (one weight per class of input)")
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                op(x, t, weight=hpu.tensor(np.array([1, 2, 3])))
+            self.assertEqual(cm.exception.message, f"{name}: weight has dtype hpu.int64; a floating type is needed")
+            with self.assertRaises(TypeError) as cm:
+                op(x, t, weight=[1.0, 2.0, 3.0])
+            self.assertEqual(str(cm.exception), f"{name}: weight must be an hpu.Tensor, not list")
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                op(x, t, weight=hpu.ones(3, device=1))
+            self.assertIn("weight is on hpu:1 but input on hpu:0", cm.exception.message)
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                op(x, t, ignore_index=1.5, weight=hpu.ones(3))
+            self.assertEqual(cm.exception.message, f"{name}: ignore_index 1.5 is not an int")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.cross_entropy_backward(hpu.ones(4), x, t, weight=hpu.ones(3))
+        self.assertEqual(cm.exception.message, "cross_entropy_backward: the gradient has shape (4,); the loss has ()")
+
+    def test_layer_norm_over_trailing_dims(self):
+        x, w, b = randn(3, 4, 5), randn(4, 5), randn(4, 5)
+        mu, var = x.mean((1, 2), keepdims=True), x.var((1, 2), keepdims=True)
+        xhat = (x - mu) / np.sqrt(var + 1e-5)
+        y, mean, rstd = hpu.layer_norm(hpu.tensor(x), hpu.tensor(w), hpu.tensor(b), normalized_shape=(4, 5),
+                                       return_stats=True)
+        close(self, y, xhat * w + b, 1e-3)
+        self.assertEqual((mean.shape, rstd.shape), ((3,), (3,)))
+        close(self, mean, mu[:, 0, 0])
+        close(self, rstd, 1 / np.sqrt(var[:, 0, 0] + 1e-5), 1e-3)
+        close(self, hpu.layer_norm(hpu.tensor(x), normalized_shape=[3, 4, 5]),
+              (x - x.mean()) / np.sqrt(x.var() + 1e-5), 1e-3)
+        close(self, hpu.layer_norm(hpu.tensor(x), normalized_shape=5), hpu.layer_norm(hpu.tensor(x)).numpy())
+        g = randn(3, 4, 5)
+        gx, gw, gb = hpu.ops.layer_norm_backward(hpu.tensor(g), hpu.tensor(x), mean, rstd, hpu.tensor(w))
+        gxhat = g * w
+        want = (gxhat - gxhat.mean((1, 2), keepdims=True) - xhat * (gxhat * xhat).mean((1, 2), keepdims=True)) \
+            / np.sqrt(var + 1e-5)
+        close(self, gx, want, 1e-3)
+        close(self, gw, (g * xhat).sum(0), 1e-3)
+        close(self, gb, g.sum(0), 1e-3)
+
+    def test_layer_norm_over_trailing_dims_checks_its_arguments(self):
+        x = hpu.zeros(3, 4, 5)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.layer_norm(x, normalized_shape=(5, 4))
+        self.assertEqual(cm.exception.message,
+                         "layer_norm: normalized_shape (5, 4) is not a non-empty tail of x's shape (3, 4, 5)")
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.layer_norm(x, normalized_shape=(2, 3, 4, 5))
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.layer_norm(x, normalized_shape=())
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.layer_norm(x, hpu.ones(5), normalized_shape=(4, 5))
+        self.assertEqual(cm.exception.message,
+                         "layer_norm: weight has shape (5,); (4, 5) (x's normalized dims) is needed")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.layer_norm(x, eps=-1.0)
+        self.assertEqual(cm.exception.message, "layer_norm: eps -1.0 is not a finite number >= 0")
+        _, mean, rstd = hpu.layer_norm(x, normalized_shape=(4, 5), return_stats=True)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.layer_norm_backward(hpu.zeros(3, 4, 5), x, hpu.zeros(4), rstd)
+        self.assertEqual(cm.exception.message, "layer_norm_backward: mean has shape (4,); x's shape (3, 4, 5) without "
+                                               "its normalized dims is needed (layer_norm's return_stats)")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.layer_norm_backward(hpu.zeros(3, 4, 5), x, mean, rstd, hpu.ones(5))
+        self.assertEqual(cm.exception.message,
+                         "layer_norm_backward: weight has shape (5,); (4, 5) (x's normalized dims) is needed")
+
     def test_dropout_and_embedding(self):
         x = hpu.ones(10000)
         out, mask = hpu.dropout(x, p=0.25, return_mask=True)
@@ -170,6 +273,75 @@ class Losses(unittest.TestCase):
         want = np.zeros((10, 4), np.float32)
         want[1], want[0] = 2, 1
         close(self, gw, want)
+
+
+class Backwards(unittest.TestCase):
+    """Each backward against its gradient written out in numpy."""
+
+    def test_products(self):
+        a, b, g = randn(4, 5, 7), randn(4, 7, 3), randn(4, 5, 3)
+        ga, gb = hpu.ops.bmm_backward(hpu.tensor(g), hpu.tensor(a), hpu.tensor(b))
+        close(self, ga, g @ b.transpose(0, 2, 1), 1e-3)
+        close(self, gb, a.transpose(0, 2, 1) @ g, 1e-3)
+        w = randn(7, 3)  # broadcast over a's batch: its gradient sums over the batch
+        ga, gw = hpu.ops.matmul_backward(hpu.tensor(g), hpu.tensor(a), hpu.tensor(w))
+        close(self, ga, g @ w.T, 1e-3)
+        close(self, gw, (a.transpose(0, 2, 1) @ g).sum(0), 1e-3)
+        bias, x, y, gy = randn(3), randn(5, 7), randn(7, 3), randn(5, 3)
+        gbias, gx, gy_ = hpu.ops.addmm_backward(hpu.tensor(gy), hpu.tensor(bias), hpu.tensor(x), hpu.tensor(y),
+                                                beta=0.5, alpha=2.0)
+        close(self, gbias, 0.5 * gy.sum(0), 1e-3)
+        close(self, gx, 2.0 * gy @ y.T, 1e-3)
+        close(self, gy_, 2.0 * x.T @ gy, 1e-3)
+
+    def test_elementwise_with_broadcasting(self):
+        a, b, g = randn(3, 4), np.abs(randn(4)) + 0.5, randn(3, 4)
+        want = {"add": (g, g.sum(0)), "sub": (g, -g.sum(0)), "mul": (g * b, (g * a).sum(0)),
+                "div": (g / b, (-g * a / b ** 2).sum(0))}
+        for op, (ga_want, gb_want) in want.items():
+            ga, gb = getattr(hpu.ops, op + "_backward")(hpu.tensor(g), hpu.tensor(a), hpu.tensor(b))
+            self.assertEqual((ga.shape, gb.shape), ((3, 4), (4,)), op)
+            close(self, ga, ga_want, 1e-4)
+            close(self, gb, gb_want, 1e-4)
+
+    def test_unary(self):
+        x, g = randn(50) * 0.7, randn(50)
+        pos = np.abs(x) + 0.1
+        erf = np.vectorize(math.erf)
+        s = 1 / (1 + np.exp(-x))
+        cases = {"exp": (x, g * np.exp(x)), "log": (pos, g / pos), "tan": (x, g * (1 + np.tan(x) ** 2)),
+                 "gelu": (x, g * (0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi))),
+                 "tanh": (x, g * (1 - np.tanh(x) ** 2)), "sigmoid": (x, g * s * (1 - s)), "relu": (x, g * (x > 0))}
+        for op, (inp, want) in cases.items():
+            close(self, getattr(hpu.ops, op + "_backward")(hpu.tensor(g), hpu.tensor(inp.astype(np.float32))), want,
+                  1e-4)
+
+    def test_log_softmax_dropout_embedding(self):
+        x, g = randn(4, 6), randn(4, 6)
+        out = hpu.log_softmax(hpu.tensor(x), 1)
+        close(self, hpu.ops.log_softmax_backward(hpu.tensor(g), out, 1),
+              g - np.exp(out.numpy()) * g.sum(1, keepdims=True))
+        self.assertIs(hpu.ops.log_softmax_backward(hpu.tensor(g), out, 1, hpu.bfloat16).dtype, hpu.bfloat16)
+        y, mask = hpu.dropout(hpu.tensor(x), p=0.25, return_mask=True)
+        gx = hpu.ops.dropout_backward(hpu.tensor(g), mask, 0.25)
+        close(self, gx, g * mask.numpy() / 0.75, 1e-5)
+        weight, idx = randn(5, 3), np.array([4, 0, 4], dtype=np.int64)
+        gw = hpu.ops.embedding_backward(hpu.tensor(np.ones((3, 3), np.float32)), hpu.tensor(idx), hpu.tensor(weight))
+        close(self, gw, np.array([[1] * 3, [0] * 3, [0] * 3, [0] * 3, [2] * 3], np.float32))
+
+    def test_reductions_and_cast(self):
+        x = randn(3, 4, 5)
+        g = randn(3, 5)
+        close(self, hpu.ops.sum_backward(hpu.tensor(g), hpu.tensor(x), dim=1), np.broadcast_to(g[:, None], x.shape))
+        close(self, hpu.ops.mean_backward(hpu.tensor(g[:, None]), hpu.tensor(x), dim=1, keepdim=True),
+              np.broadcast_to(g[:, None] / 4, x.shape))
+        close(self, hpu.ops.sum_backward(hpu.tensor(np.float32(2.0)), hpu.tensor(x)), np.full(x.shape, 2.0))
+        gb = hpu.tensor(randn(3, 4)).to(hpu.bfloat16)
+        gx = hpu.ops.cast_backward(gb, hpu.tensor(randn(3, 4)))
+        self.assertIs(gx.dtype, hpu.float32)
+        close(self, gx, gb.float().numpy(), 0)
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.ops.cast_backward(hpu.zeros(2), hpu.zeros(3))
 
 
 class Reductions(unittest.TestCase):
