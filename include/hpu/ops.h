@@ -143,7 +143,10 @@ HPU_API hpuStatus_t hpuLogSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_o
 
 /* Negative log-likelihood: input [N, C] log-probabilities, target [N] class
  * indices (i32 or i64) in 0..C-1 or ignore_index (those samples count
- * nothing). Loss is [N] for HPU_REDUCTION_NONE, else a 0-dim tensor. */
+ * nothing). Loss is [N] for HPU_REDUCTION_NONE, else a 0-dim tensor. As in
+ * ATen, input may also be one sample [C] (target and loss 0-dim) or spatial
+ * [N, C, d1, ...] (target and per-sample loss [N, d1, ...]); this holds for
+ * every loss function below. */
 HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
                                int64_t ignore_index, hpuTensor_t *loss);
 HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
@@ -173,6 +176,18 @@ HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuT
                                                         hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
                                                         hpuReduction_t reduction, int64_t ignore_index,
                                                         hpuTensor_t *grad_input);
+/* Cross entropy with class weights (or NULL) and ATen's label_smoothing e in
+ * 0..1: a counted sample's loss is (1 - e) times its weighted loss above plus
+ * e / C times the sum over the classes j of weight[j] * -log_softmax(input)[j];
+ * HPU_REDUCTION_MEAN divides by the counted samples' target weights, as above.
+ * e = 0 gives hpuCrossEntropyLossWeighted. */
+HPU_API hpuStatus_t hpuCrossEntropyLossSmoothed(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
+                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
+                                                double label_smoothing, hpuTensor_t *loss);
+HPU_API hpuStatus_t hpuCrossEntropyLossSmoothedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
+                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                                                        hpuReduction_t reduction, int64_t ignore_index,
+                                                        double label_smoothing, hpuTensor_t *grad_input);
 
 /* Layer normalisation over the last dim D: y = (x - mean) rstd weight + bias;
  * weight and bias [D] or NULL. mean and rstd (f32, x's shape without its last

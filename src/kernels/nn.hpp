@@ -17,29 +17,36 @@ void softmax(bool log, hpuDataType_t x_dt, const void *x, hpuDataType_t y_dt, vo
 void softmax_backward(bool log, hpuDataType_t dt, const void *dy, const void *y, hpuDataType_t dx_dt, void *dx,
                       int64_t outer, int64_t n, int64_t inner);
 
-// ---- losses (nn_loss.cpp): input [n, c], target [n] (i32/i64). A target
-// outside 0..c-1 that is not ignore_index throws HPU_ERROR_INVALID_ARGUMENT.
-// loss holds n values (HPU_REDUCTION_NONE) or one. Class weights (c values of
-// any floating type; data nullptr: all 1) scale each sample's loss by the
-// weight of its target class, and a mean divides by the sum of the counted
-// samples' weights (as ATen does).
+// ---- losses (nn_loss.cpp): input [n, c, inner] (inner: the product of any
+// spatial dims, 1 for [n, c]), target [n, inner] (i32/i64): sample k = i *
+// inner + s has the class scores input[i, :, s]. A target outside 0..c-1 that
+// is not ignore_index throws HPU_ERROR_INVALID_ARGUMENT. loss holds n * inner
+// values (HPU_REDUCTION_NONE) or one. Class weights (c values of any floating
+// type; data nullptr: all 1) scale each sample's loss by the weight of its
+// target class, and a mean divides by the sum of the counted samples' weights
+// (as ATen does). label_smoothing (cross entropy only) is ATen's: a sample's
+// loss is (1 - e) times its weighted nll plus e / c times the sum over the
+// classes of weight[j] * -log_softmax[j].
 struct LossWeights {
   hpuDataType_t dt = HPU_FLOAT32;
   const void *data = nullptr;
 };
-void nll_loss(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
-              const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
-              hpuDataType_t loss_dt, void *loss);
-void nll_loss_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target,
-                       const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction,
-                       int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input);
+struct LossArgs {
+  int64_t n = 0, c = 0, inner = 1;
+  hpuDataType_t target_dt = HPU_INT64;
+  const void *target = nullptr;
+  LossWeights weights;
+  hpuReduction_t reduction = HPU_REDUCTION_MEAN;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0;
+};
+void nll_loss(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt, void *loss);
+void nll_loss_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t gi_dt,
+                       void *grad_input);
 // log_softmax over c, then nll.
-void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
-                   const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
-                   hpuDataType_t loss_dt, void *loss);
-void cross_entropy_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt, const void *input,
-                            hpuDataType_t t_dt, const void *target, const LossWeights &weights, int64_t n, int64_t c,
-                            hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input);
+void cross_entropy(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt, void *loss);
+void cross_entropy_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt,
+                            const void *input, hpuDataType_t gi_dt, void *grad_input);
 
 // ---- layer norm (nn_layer_norm.cpp) over the last dim d of [rows, d]; w and
 // b may be null. mean and rstd: rows f32 values each.

@@ -1,8 +1,9 @@
 // nll_loss and cross_entropy_loss (log_softmax + nll, fused) with their
-// backwards, with optional class weights (ATen's weight: sample i counts
-// weight[target_i], and a mean divides by the counted samples' weights).
-// Per-sample losses are computed in parallel and reduced in order, so results
-// do not depend on the thread count.
+// backwards, over [n, c] or spatial [n, c, inner] inputs, with optional class
+// weights (ATen's weight: sample k counts weight[target_k], and a mean divides
+// by the counted samples' weights) and, for cross entropy, ATen's
+// label_smoothing. Per-sample losses are computed in parallel and reduced in
+// order, so results do not depend on the thread count.
 #include <cmath>
 #include <vector>
 
@@ -17,29 +18,87 @@ using nn::at;
 
 namespace {
 
-// The class of sample i, or -1 when it is ignored; throws when out of range.
-int64_t class_of(hpuDataType_t t_dt, const void *target, int64_t i, int64_t c, int64_t ignore_index) {
-  int64_t t = nn::index_at(t_dt, target, i);
-  if (t == ignore_index) return -1;
-  if (t < 0 || t >= c)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "target[%lld] is %lld, not a class in 0..%lld nor ignore_index %lld",
-         static_cast<long long>(i), static_cast<long long>(t), static_cast<long long>(c - 1),
-         static_cast<long long>(ignore_index));
-  return t;
+// Samples per spatial tile: a tile's c rows are loaded into one buffer.
+constexpr int64_t kTile = 64;
+
+// The class of every sample, -1 for an ignored one; throws on one out of range.
+std::vector<int64_t> classes_of(const LossArgs &a) {
+  std::vector<int64_t> cls(a.n * a.inner);
+  for (int64_t k = 0; k < a.n * a.inner; ++k) {
+    int64_t t = nn::index_at(a.target_dt, a.target, k);
+    if (t == a.ignore_index) {
+      cls[k] = -1;
+      continue;
+    }
+    if (t < 0 || t >= a.c)
+      fail(HPU_ERROR_INVALID_ARGUMENT, "target[%lld] is %lld, not a class in 0..%lld nor ignore_index %lld",
+           static_cast<long long>(k), static_cast<long long>(t), static_cast<long long>(a.c - 1),
+           static_cast<long long>(a.ignore_index));
+    cls[k] = t;
+  }
+  return cls;
 }
 
 // The weight of each class (all 1 without weights).
 template <class Acc>
-std::vector<Acc> class_weights(const LossWeights &w, int64_t c) {
-  std::vector<Acc> v(c, Acc(1));
-  if (w.data) nn::load<Acc>(w.dt, w.data, v.data(), c);
+std::vector<Acc> class_weights(const LossArgs &a) {
+  std::vector<Acc> v(a.c, Acc(1));
+  if (a.weights.data) nn::load<Acc>(a.weights.dt, a.weights.data, v.data(), a.c);
   return v;
 }
 
-int64_t grain_rows(int64_t c) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, c)); }
+// Calls fn(k, row) for every sample k, in parallel over tiles of samples:
+// row holds the sample's c values of x (zeros when x is null), and when y is
+// not null, what fn leaves in row is stored as y's values of that sample.
+template <class Acc, class Fn>
+void for_each_sample(const LossArgs &a, hpuDataType_t x_dt, const void *x, hpuDataType_t y_dt, void *y, Fn fn) {
+  const int64_t c = a.c, inner = a.inner;
+  if (a.n * inner == 0) return;
+  const int64_t width = std::min(inner, kTile), tiles = (inner + width - 1) / width;
+  parallel_for(a.n * tiles, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, c * width)), [&](int64_t u0, int64_t u1) {
+    std::vector<Acc> tile(c * width), row(width == 1 ? 0 : c);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t i = u / tiles, s0 = (u % tiles) * width, w = std::min(width, inner - s0);
+      // Sample s0 + s's value of class j is tile[j * w + s]; a whole [c, inner]
+      // slab (w == inner) is one contiguous run.
+      auto rows = [&](auto &&copy) {
+        if (w == inner)
+          copy(i * c * inner, tile.data(), c * inner);
+        else
+          for (int64_t j = 0; j < c; ++j) copy((i * c + j) * inner + s0, tile.data() + j * w, w);
+      };
+      if (x)
+        rows([&](int64_t off, Acc *dst, int64_t len) { nn::load<Acc>(x_dt, at(x, x_dt, off), dst, len); });
+      else
+        std::fill(tile.begin(), tile.end(), Acc(0));
+      for (int64_t s = 0; s < w; ++s) {
+        if (w == 1) {
+          fn(i * inner + s0, tile.data());
+          continue;
+        }
+        for (int64_t j = 0; j < c; ++j) row[j] = tile[j * w + s];
+        fn(i * inner + s0 + s, row.data());
+        if (y)
+          for (int64_t j = 0; j < c; ++j) tile[j * w + s] = row[j];
+      }
+      if (y)
+        rows([&](int64_t off, Acc *src, int64_t len) { nn::store<Acc>(y_dt, src, at(y, y_dt, off), len); });
+    }
+  });
+}
+
+// Softmax of row in place.
+template <class Acc>
+void softmax_row(Acc *row, int64_t c) {
+  Acc mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < c; ++j) mx = std::max(mx, row[j]);
+  if (std::isinf(mx)) mx = 0;
+  for (int64_t j = 0; j < c; ++j) sum += (row[j] = std::exp(row[j] - mx));
+  for (int64_t j = 0; j < c; ++j) row[j] /= sum;
+}
 
 // Writes per-sample losses (NONE) or their sum / mean over counted samples.
-// (per holds weighted losses; weight_of[i] the weight sample i counts with, 0 when ignored.)
+// (per holds weighted losses; weight_of[k] the weight sample k counts with, 0 when ignored.)
 template <class Acc>
 void reduce_losses(const std::vector<Acc> &per, const std::vector<Acc> &weight_of, hpuReduction_t reduction,
                    hpuDataType_t loss_dt, void *loss) {
@@ -49,125 +108,122 @@ void reduce_losses(const std::vector<Acc> &per, const std::vector<Acc> &weight_o
   }
   Acc total = 0, weights = 0;
   bool any = false;
-  for (size_t i = 0; i < per.size(); ++i) total += per[i], weights += weight_of[i], any |= weight_of[i] != 0;
+  for (size_t k = 0; k < per.size(); ++k) total += per[k], weights += weight_of[k], any |= weight_of[k] != 0;
   if (reduction == HPU_REDUCTION_MEAN) total = any ? total / weights : static_cast<Acc>(NAN);
   nn::store<Acc>(loss_dt, &total, loss, 1);
 }
 
-// d(loss_i)/d(loss) factor for each sample: grad_loss[i] (NONE), or the one
-// grad_loss divided by the counted samples' weights (MEAN), each factor
-// times the weight of its class.
+// d(loss)/d(loss_k) for each sample: grad_loss[k] (NONE), or the one
+// grad_loss (SUM) divided by the counted samples' weights (MEAN); 0 for an
+// ignored sample.
 template <class Acc>
-std::vector<Acc> sample_scales(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target,
-                               const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction,
-                               int64_t ignore_index, std::vector<int64_t> &cls) {
-  std::vector<Acc> s(n), wc = class_weights<Acc>(weights, c);
-  cls.resize(n);
+std::vector<Acc> sample_scales(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss,
+                               const std::vector<int64_t> &cls, const std::vector<Acc> &wc) {
+  const int64_t samples = a.n * a.inner;
+  std::vector<Acc> s(samples);
   Acc total = 0;
   bool any = false;
-  for (int64_t i = 0; i < n; ++i)
-    if ((cls[i] = class_of(t_dt, target, i, c, ignore_index)) >= 0) total += wc[cls[i]], any = true;
-  if (reduction == HPU_REDUCTION_NONE) {
-    nn::load<Acc>(g_dt, grad_loss, s.data(), n);
+  for (int64_t k = 0; k < samples; ++k)
+    if (cls[k] >= 0) total += wc[cls[k]], any = true;
+  if (a.reduction == HPU_REDUCTION_NONE) {
+    nn::load<Acc>(g_dt, grad_loss, s.data(), samples);
   } else {
     Acc g;
     nn::load<Acc>(g_dt, grad_loss, &g, 1);
-    if (reduction == HPU_REDUCTION_MEAN) g = any ? g / total : static_cast<Acc>(NAN);
-    for (auto &x : s) x = g;
+    if (a.reduction == HPU_REDUCTION_MEAN) g = any ? g / total : static_cast<Acc>(NAN);
+    std::fill(s.begin(), s.end(), g);
   }
-  for (int64_t i = 0; i < n; ++i) s[i] = cls[i] < 0 ? Acc(0) : s[i] * wc[cls[i]];
+  for (int64_t k = 0; k < samples; ++k)
+    if (cls[k] < 0) s[k] = 0;
   return s;
 }
 
 }  // namespace
 
-void nll_loss(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
-              const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
-              hpuDataType_t loss_dt, void *loss) {
+void nll_loss(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt, void *loss) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
-    std::vector<Acc> per(n, 0), weight_of(n, 0), wc = class_weights<Acc>(weights, c);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t t = class_of(t_dt, target, i, c, ignore_index);
+    const int64_t samples = a.n * a.inner;
+    std::vector<int64_t> cls = classes_of(a);
+    std::vector<Acc> per(samples, 0), weight_of(samples, 0), wc = class_weights<Acc>(a);
+    for (int64_t k = 0; k < samples; ++k) {
+      int64_t t = cls[k];
       if (t < 0) continue;
       Acc v;
-      nn::load<Acc>(in_dt, at(input, in_dt, i * c + t), &v, 1);
-      per[i] = -v * wc[t];
-      weight_of[i] = wc[t];
+      nn::load<Acc>(in_dt, at(input, in_dt, ((k / a.inner) * a.c + t) * a.inner + k % a.inner), &v, 1);
+      per[k] = -v * wc[t];
+      weight_of[k] = wc[t];
     }
-    reduce_losses(per, weight_of, reduction, loss_dt, loss);
+    reduce_losses(per, weight_of, a.reduction, loss_dt, loss);
   });
 }
 
-void nll_loss_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t t_dt, const void *target,
-                       const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction,
-                       int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input) {
+void nll_loss_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t gi_dt,
+                       void *grad_input) {
   nn::with_acc(g_dt, [&](auto acc) {
     using Acc = decltype(acc);
-    std::vector<int64_t> cls;
-    std::vector<Acc> s =
-        sample_scales<Acc>(g_dt, grad_loss, t_dt, target, weights, n, c, reduction, ignore_index, cls);
-    parallel_for(n, grain_rows(c), [&](int64_t i0, int64_t i1) {
-      std::vector<Acc> row(c);
-      for (int64_t i = i0; i < i1; ++i) {
-        std::fill(row.begin(), row.end(), Acc(0));
-        if (cls[i] >= 0) row[cls[i]] = -s[i];
-        nn::store<Acc>(gi_dt, row.data(), at(grad_input, gi_dt, i * c), c);
-      }
+    std::vector<int64_t> cls = classes_of(a);
+    std::vector<Acc> wc = class_weights<Acc>(a), s = sample_scales<Acc>(a, g_dt, grad_loss, cls, wc);
+    for_each_sample<Acc>(a, gi_dt, nullptr, gi_dt, grad_input, [&](int64_t k, Acc *row) {
+      if (cls[k] >= 0) row[cls[k]] = -s[k] * wc[cls[k]];
     });
   });
 }
 
-void cross_entropy(hpuDataType_t in_dt, const void *input, hpuDataType_t t_dt, const void *target,
-                   const LossWeights &weights, int64_t n, int64_t c, hpuReduction_t reduction, int64_t ignore_index,
-                   hpuDataType_t loss_dt, void *loss) {
+void cross_entropy(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt, void *loss) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
-    std::vector<int64_t> cls(n);
-    std::vector<Acc> per(n, 0), weight_of(n, 0), wc = class_weights<Acc>(weights, c);
-    for (int64_t i = 0; i < n; ++i)
-      if ((cls[i] = class_of(t_dt, target, i, c, ignore_index)) >= 0) weight_of[i] = wc[cls[i]];
-    parallel_for(n, grain_rows(c), [&](int64_t i0, int64_t i1) {
-      std::vector<Acc> row(c);
-      for (int64_t i = i0; i < i1; ++i) {
-        if (cls[i] < 0) continue;
-        nn::load<Acc>(in_dt, at(input, in_dt, i * c), row.data(), c);
-        Acc mx = -INFINITY, sum = 0;
-        for (Acc v : row) mx = std::max(mx, v);
-        if (std::isinf(mx)) mx = 0;
-        for (Acc v : row) sum += std::exp(v - mx);
-        per[i] = (mx + std::log(sum) - row[cls[i]]) * weight_of[i];
+    const int64_t samples = a.n * a.inner, c = a.c;
+    const Acc eps = static_cast<Acc>(a.label_smoothing);
+    std::vector<int64_t> cls = classes_of(a);
+    std::vector<Acc> per(samples, 0), weight_of(samples, 0), wc = class_weights<Acc>(a);
+    for (int64_t k = 0; k < samples; ++k)
+      if (cls[k] >= 0) weight_of[k] = wc[cls[k]];
+    for_each_sample<Acc>(a, in_dt, input, in_dt, nullptr, [&](int64_t k, Acc *row) {
+      const int64_t t = cls[k];
+      if (t < 0) return;
+      Acc mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < c; ++j) mx = std::max(mx, row[j]);
+      if (std::isinf(mx)) mx = 0;
+      for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - mx);
+      const Acc lse = mx + std::log(sum);
+      Acc l = (lse - row[t]) * wc[t];
+      if (eps != 0) {
+        Acc smooth = 0;  // sum over classes of weight * -log_softmax
+        for (int64_t j = 0; j < c; ++j) smooth += wc[j] * (lse - row[j]);
+        l = (1 - eps) * l + eps / static_cast<Acc>(c) * smooth;
       }
+      per[k] = l;
     });
-    reduce_losses(per, weight_of, reduction, loss_dt, loss);
+    reduce_losses(per, weight_of, a.reduction, loss_dt, loss);
   });
 }
 
-void cross_entropy_backward(hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt, const void *input,
-                            hpuDataType_t t_dt, const void *target, const LossWeights &weights, int64_t n, int64_t c,
-                            hpuReduction_t reduction, int64_t ignore_index, hpuDataType_t gi_dt, void *grad_input) {
+void cross_entropy_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt,
+                            const void *input, hpuDataType_t gi_dt, void *grad_input) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
-    std::vector<int64_t> cls;
-    std::vector<Acc> s =
-        sample_scales<Acc>(g_dt, grad_loss, t_dt, target, weights, n, c, reduction, ignore_index, cls);
-    parallel_for(n, grain_rows(c), [&](int64_t i0, int64_t i1) {
-      std::vector<Acc> row(c);
-      for (int64_t i = i0; i < i1; ++i) {
-        if (cls[i] < 0) {
-          std::fill(row.begin(), row.end(), Acc(0));
-        } else {
-          // d/dx (logsumexp(x) - x_t) = softmax(x) - onehot(t).
-          nn::load<Acc>(in_dt, at(input, in_dt, i * c), row.data(), c);
-          Acc mx = -INFINITY, sum = 0;
-          for (Acc v : row) mx = std::max(mx, v);
-          if (std::isinf(mx)) mx = 0;
-          for (Acc &v : row) sum += (v = std::exp(v - mx));
-          for (Acc &v : row) v = v / sum * s[i];
-          row[cls[i]] -= s[i];
-        }
-        nn::store<Acc>(gi_dt, row.data(), at(grad_input, gi_dt, i * c), c);
+    const int64_t c = a.c;
+    const Acc eps = static_cast<Acc>(a.label_smoothing), eps_c = eps / static_cast<Acc>(c);
+    std::vector<int64_t> cls = classes_of(a);
+    std::vector<Acc> wc = class_weights<Acc>(a), s = sample_scales<Acc>(a, g_dt, grad_loss, cls, wc);
+    Acc wsum = 0;
+    for (Acc w : wc) wsum += w;
+    for_each_sample<Acc>(a, in_dt, input, gi_dt, grad_input, [&](int64_t k, Acc *row) {
+      const int64_t t = cls[k];
+      if (t < 0) {
+        std::fill(row, row + c, Acc(0));
+        return;
       }
+      // loss_k = (1 - e) w_t (lse - x_t) + e/c sum_j w_j (lse - x_j), so
+      // d/dx_j = ((1 - e) w_t + e/c sum(w)) softmax_j - (1 - e) w_t [j == t] - e/c w_j.
+      softmax_row(row, c);
+      const Acc sk = s[k], nll_w = (1 - eps) * wc[t], lse_w = nll_w + eps_c * wsum;
+      if (eps != 0)
+        for (int64_t j = 0; j < c; ++j) row[j] = sk * (lse_w * row[j] - eps_c * wc[j]);
+      else
+        for (int64_t j = 0; j < c; ++j) row[j] = sk * lse_w * row[j];
+      row[t] -= sk * nll_w;
     });
   });
 }

@@ -1,5 +1,6 @@
-// nll_loss and cross_entropy_loss over [N, C] inputs and [N] class targets,
-// with optional class weights [C].
+// nll_loss and cross_entropy_loss over [C], [N, C] or spatial [N, C, d1, ...]
+// inputs and class-index targets, with optional class weights [C] and, for
+// cross entropy, label smoothing.
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
 
@@ -10,11 +11,16 @@ namespace {
 
 struct Loss {
   TensorPtr input, target, weight;  // weight: contiguous, or nullptr
-  int64_t n, c;
+  int64_t n, c, inner;              // input seen as [n, c, inner]
+  Dims loss_shape;                  // per-sample losses: target's shape
+  double label_smoothing;
   std::shared_ptr<Stream> s;
 };
 
-Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, hpuReduction_t reduction) {
+// input [C] (one sample, target 0-dim), [N, C] (target [N]) or spatial
+// [N, C, d1, ...] (target [N, d1, ...]), as ATen's nll_loss_nd.
+Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, hpuReduction_t reduction,
+           double label_smoothing) {
   Loss l;
   l.input = input(hi, "input");
   l.target = input(ht, "target");
@@ -23,10 +29,22 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, h
   require_index(*l.target, "target");
   HPU_CHECK_ARG(reduction == HPU_REDUCTION_NONE || reduction == HPU_REDUCTION_MEAN || reduction == HPU_REDUCTION_SUM,
                 "reduction %d is not an hpuReduction_t", static_cast<int>(reduction));
-  require_ndim(*l.input, "input", 2);
-  l.n = l.input->size(0);
-  l.c = l.input->size(1);
-  require_shape(*l.target, "target", Dims{l.n}, "one class per row of input");
+  HPU_CHECK_ARG(label_smoothing >= 0.0 && label_smoothing <= 1.0, "label_smoothing %g is not in 0..1",
+                label_smoothing);
+  l.label_smoothing = label_smoothing;
+  const Dims &shape = l.input->shape();
+  if (shape.n == 0)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "input is %s: expected [C], [N, C] or [N, C, d1, ...]", l.input->str().c_str());
+  const bool batched = shape.n >= 2;
+  l.n = batched ? shape[0] : 1;
+  l.c = shape[batched ? 1 : 0];
+  l.inner = 1;
+  l.loss_shape = Dims{};
+  if (batched) {
+    l.loss_shape = Dims{l.n};
+    for (int d = 2; d < shape.n; ++d) l.inner *= shape[d], l.loss_shape[l.loss_shape.n++] = shape[d];
+  }
+  require_shape(*l.target, "target", l.loss_shape, "one class per sample of input");
   l.s = stream_for(stream, *l.input);
   if (TensorPtr w = optional(hw, "weight")) {
     same_device(*l.input, "input", *w, "weight");
@@ -39,42 +57,49 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, h
 
 // nll reads one input element per sample and negates it; cross entropy reads
 // every logit and per element subtracts the max, exps and adds (3), its
-// backward also scales each (4). Targets read, results written.
+// backward also scales each (4), and label smoothing adds a weighted sum (2).
 Work work(bool fused, bool backward, const Loss &l, std::initializer_list<const Tensor *> tensors) {
-  uint64_t per_sample = fused ? (backward ? 4 : 3) * static_cast<uint64_t>(l.c) : 1;
-  Work w{bytes_of(tensors) + bytes_of({l.weight.get()}), per_sample * static_cast<uint64_t>(l.n)};
-  if (!fused && !backward) w.bytes += static_cast<uint64_t>(l.n) * l.input->element_size();
+  uint64_t per_class = fused ? (backward ? 4 : 3) + (l.label_smoothing != 0 ? 2 : 0) : 0;
+  uint64_t samples = static_cast<uint64_t>(l.n * l.inner);
+  Work w{bytes_of(tensors) + bytes_of({l.weight.get()}),
+         samples * (fused ? per_class * static_cast<uint64_t>(l.c) : 1)};
+  if (!fused && !backward) w.bytes += samples * l.input->element_size();
   return w;
 }
 
 Dims loss_shape(const Loss &l, hpuReduction_t reduction) {
-  return reduction == HPU_REDUCTION_NONE ? Dims{l.n} : Dims{};
+  return reduction == HPU_REDUCTION_NONE ? l.loss_shape : Dims{};
 }
 
-kernels::LossWeights weights_of(const Loss &l) {
-  return l.weight ? kernels::LossWeights{l.weight->dtype(), l.weight->data()} : kernels::LossWeights{};
+kernels::LossArgs args_of(const Loss &l, const TensorPtr &target, hpuReduction_t reduction, int64_t ignore_index) {
+  kernels::LossArgs a;
+  a.n = l.n, a.c = l.c, a.inner = l.inner;
+  a.target_dt = target->dtype(), a.target = target->data();
+  if (l.weight) a.weights = kernels::LossWeights{l.weight->dtype(), l.weight->data()};
+  a.reduction = reduction, a.ignore_index = ignore_index, a.label_smoothing = l.label_smoothing;
+  return a;
 }
 
 void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
-             hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
+             hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *loss) {
   check_out(loss, "loss");
-  Loss l = check(stream, hi, ht, hw, reduction);
+  Loss l = check(stream, hi, ht, hw, reduction, label_smoothing);
   hpuDataType_t dt =
       autocast::decide(fused ? "cross_entropy_loss" : "nll_loss", {l.input->dtype()}).apply(l.input->dtype());
   TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
   TensorPtr y = empty_like(*l.input, dt, loss_shape(l, reduction));
   if (y->numel() > 0)
     enqueue(*l.s, work(fused, false, l, {fused ? I.get() : nullptr, T.get(), y.get()}), [=] {
-      auto f = fused ? kernels::cross_entropy : kernels::nll_loss;
-      f(dt, I->data(), T->dtype(), T->data(), weights_of(l), l.n, l.c, reduction, ignore_index, dt, y->data());
+      kernels::LossArgs a = args_of(l, T, reduction, ignore_index);
+      (fused ? kernels::cross_entropy : kernels::nll_loss)(a, dt, I->data(), dt, y->data());
     });
   give(loss, y);
 }
 
 void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
-              hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input) {
+              hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *grad_input) {
   check_out(grad_input, "grad_input");
-  Loss l = check(stream, hi, ht, hw, reduction);
+  Loss l = check(stream, hi, ht, hw, reduction, label_smoothing);
   TensorPtr g = input(hg, "grad_loss");
   same_device(*l.input, "input", *g, "grad_loss");
   require_floating(*g, "grad_loss");
@@ -85,12 +110,11 @@ void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hp
   TensorPtr gi = empty_like(*l.input, l.input->dtype(), l.input->shape());
   if (gi->numel() > 0)
     enqueue(*l.s, work(fused, true, l, {G.get(), T.get(), I.get(), gi.get()}), [=] {
+      kernels::LossArgs a = args_of(l, T, reduction, ignore_index);
       if (fused)
-        kernels::cross_entropy_backward(dt, G->data(), dt, I->data(), T->dtype(), T->data(), weights_of(l), l.n, l.c,
-                                        reduction, ignore_index, gi->dtype(), gi->data());
+        kernels::cross_entropy_backward(a, dt, G->data(), dt, I->data(), gi->dtype(), gi->data());
       else
-        kernels::nll_loss_backward(dt, G->data(), T->dtype(), T->data(), weights_of(l), l.n, l.c, reduction,
-                                   ignore_index, gi->dtype(), gi->data());
+        kernels::nll_loss_backward(a, dt, G->data(), gi->dtype(), gi->data());
     });
   give(grad_input, gi);
 }
@@ -102,7 +126,7 @@ extern "C" {
 HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
                                int64_t ignore_index, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(false, stream, input, target, nullptr, reduction, ignore_index, loss);
+    forward(false, stream, input, target, nullptr, reduction, ignore_index, 0.0, loss);
   HPU_API_END
 }
 
@@ -110,14 +134,14 @@ HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss
                                        hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index,
                                        hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(false, stream, grad_loss, input, target, nullptr, reduction, ignore_index, grad_input);
+    backward(false, stream, grad_loss, input, target, nullptr, reduction, ignore_index, 0.0, grad_input);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuNllLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
                                        hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(false, stream, input, target, weight, reduction, ignore_index, loss);
+    forward(false, stream, input, target, weight, reduction, ignore_index, 0.0, loss);
   HPU_API_END
 }
 
@@ -125,14 +149,14 @@ HPU_API hpuStatus_t hpuNllLossWeightedBackward(hpuStream_t stream, hpuTensor_t g
                                                hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction,
                                                int64_t ignore_index, hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(false, stream, grad_loss, input, target, weight, reduction, ignore_index, grad_input);
+    backward(false, stream, grad_loss, input, target, weight, reduction, ignore_index, 0.0, grad_input);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
                                         hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(true, stream, input, target, nullptr, reduction, ignore_index, loss);
+    forward(true, stream, input, target, nullptr, reduction, ignore_index, 0.0, loss);
   HPU_API_END
 }
 
@@ -140,7 +164,7 @@ HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t 
                                                 hpuTensor_t target, hpuReduction_t reduction,
                                                 int64_t ignore_index, hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, nullptr, reduction, ignore_index, grad_input);
+    backward(true, stream, grad_loss, input, target, nullptr, reduction, ignore_index, 0.0, grad_input);
   HPU_API_END
 }
 
@@ -148,7 +172,7 @@ HPU_API hpuStatus_t hpuCrossEntropyLossWeighted(hpuStream_t stream, hpuTensor_t 
                                                 hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
                                                 hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(true, stream, input, target, weight, reduction, ignore_index, loss);
+    forward(true, stream, input, target, weight, reduction, ignore_index, 0.0, loss);
   HPU_API_END
 }
 
@@ -157,7 +181,24 @@ HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuT
                                                         hpuReduction_t reduction, int64_t ignore_index,
                                                         hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, weight, reduction, ignore_index, grad_input);
+    backward(true, stream, grad_loss, input, target, weight, reduction, ignore_index, 0.0, grad_input);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCrossEntropyLossSmoothed(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
+                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
+                                                double label_smoothing, hpuTensor_t *loss) {
+  HPU_API_BEGIN
+    forward(true, stream, input, target, weight, reduction, ignore_index, label_smoothing, loss);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCrossEntropyLossSmoothedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
+                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                                                        hpuReduction_t reduction, int64_t ignore_index,
+                                                        double label_smoothing, hpuTensor_t *grad_input) {
+  HPU_API_BEGIN
+    backward(true, stream, grad_loss, input, target, weight, reduction, ignore_index, label_smoothing, grad_input);
   HPU_API_END
 }
 

@@ -1,6 +1,6 @@
-// softmax, log_softmax, nll_loss, cross_entropy_loss, layer_norm, dropout,
-// embedding, sum, mean, cast: forward against double references, backward by
-// finite differences, bad input.
+// softmax, log_softmax, nll_loss, cross_entropy_loss (spatial, weighted, label
+// smoothing), layer_norm, dropout, embedding, sum, mean, cast: forward against
+// double references, backward by finite differences, bad input.
 #include "ops_harness.hpp"
 
 using namespace ops_test;
@@ -23,17 +23,26 @@ std::vector<double> ref_softmax(const std::vector<double> &x, int64_t outer, int
   return y;
 }
 
-// With class weights w (empty: all 1), a mean divides by the counted samples' weights.
+// nll of lp seen as [n, c, inner] (sample k = i * inner + s has the values
+// lp[i, :, s]), with class weights w (empty: all 1) and label smoothing eps:
+// (1 - eps) w[t] -lp[t] + eps / c sum_j w[j] -lp[j]. A mean divides by the
+// counted samples' target weights.
 double ref_nll(const std::vector<double> &lp, const std::vector<double> &t, int64_t c, hpuReduction_t red,
-               int64_t ignore, std::vector<double> *per, const std::vector<double> &w = {}) {
+               int64_t ignore, std::vector<double> *per, const std::vector<double> &w = {}, int64_t inner = 1,
+               double eps = 0) {
   double s = 0, count = 0;
   per->assign(t.size(), 0);
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (static_cast<int64_t>(t[i]) == ignore) continue;
-    double wt = w.empty() ? 1.0 : w[static_cast<size_t>(t[i])];
-    (*per)[i] = -lp[i * c + static_cast<int64_t>(t[i])] * wt;
-    s += (*per)[i];
-    count += wt;
+  for (size_t k = 0; k < t.size(); ++k) {
+    const int64_t tk = static_cast<int64_t>(t[k]), i = static_cast<int64_t>(k) / inner,
+                  sp = static_cast<int64_t>(k) % inner;
+    if (tk == ignore) continue;
+    auto weight = [&](int64_t j) { return w.empty() ? 1.0 : w[static_cast<size_t>(j)]; };
+    auto value = [&](int64_t j) { return lp[static_cast<size_t>((i * c + j) * inner + sp)]; };
+    double smooth = 0;
+    for (int64_t j = 0; j < c; ++j) smooth += weight(j) * -value(j);
+    (*per)[k] = (1 - eps) * -value(tk) * weight(tk) + eps / static_cast<double>(c) * smooth;
+    s += (*per)[k];
+    count += weight(tk);
   }
   return red == HPU_REDUCTION_MEAN ? s / count : s;
 }
@@ -132,6 +141,66 @@ TEST_P(Nn, LossesWithClassWeightsMatchReference) {
     }
     EXPECT_TRUE(near(read(ce1), read(plain), 0));  // NULL weight: the unweighted loss
   }
+}
+
+TEST_P(Nn, SpatialAndSmoothedLossesMatchReference) {
+  hpuDataType_t dt = GetParam();
+  const int64_t n = 2, c = 3, d1 = 2, d2 = 3, inner = d1 * d2;
+  auto xv = round_all(dt, random_values(n * c * inner, 18, -2, 2));
+  std::vector<double> tv = {0, 2, 1, -100, 2, 1, 1, 0, 0, 2, -100, 1}, wv = {0.5, 2, 1.5};
+  auto lp = ref_softmax(xv, n, c, inner, true);
+  for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM})
+    for (double eps : {0.0, 0.25})
+      for (bool weighted : {false, true}) {
+        hpuTensor_t x = T(dt, {n, c, d1, d2}, xv), t = T(HPU_INT64, {n, d1, d2}, tv);
+        hpuTensor_t w = weighted ? T(HPU_FLOAT32, {c}, wv) : nullptr;
+        hpuTensor_t ce = nullptr, nll = nullptr;
+        ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, t, w, red, -100, eps, &ce));
+        ASSERT_HPU_OK(hpuNllLossWeighted(nullptr, x, t, w, red, -100, &nll));
+        keep(ce), keep(nll);
+        std::vector<double> per, per_nll, no_weights;
+        const std::vector<double> &ws = weighted ? wv : no_weights;
+        double total = ref_nll(lp, tv, c, red, -100, &per, ws, inner, eps);
+        double total_nll = ref_nll(xv, tv, c, red, -100, &per_nll, ws, inner);
+        std::string what = std::to_string(red) + " eps " + std::to_string(eps) + " weighted " + std::to_string(weighted);
+        if (red == HPU_REDUCTION_NONE) {
+          EXPECT_EQ(shape_of(ce), (Shape{n, d1, d2}));
+          EXPECT_EQ(shape_of(nll), (Shape{n, d1, d2}));
+          EXPECT_TRUE(near(read(ce), per, tolerance(dt) * 4)) << what;
+          EXPECT_TRUE(near(read(nll), per_nll, tolerance(dt) * 4)) << what;
+        } else {
+          EXPECT_TRUE(near(read(ce), {total}, tolerance(dt) * 4)) << what;
+          EXPECT_TRUE(near(read(nll), {total_nll}, tolerance(dt) * 4)) << what;
+        }
+        if (eps == 0.0) {  // no smoothing: the weighted loss, bit for bit
+          hpuTensor_t plain = nullptr;
+          ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, w, red, -100, &plain));
+          keep(plain);
+          EXPECT_TRUE(near(read(ce), read(plain), 0)) << what;
+        }
+      }
+  // One sample [C] with a 0-dim target: a 0-dim loss, also for NONE.
+  hpuTensor_t one = nullptr;
+  ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, T(dt, {c}, {xv[0], xv[6], xv[12]}), T(HPU_INT32, {}, {2}),
+                                            nullptr, HPU_REDUCTION_NONE, -100, 0.25, &one));
+  keep(one);
+  EXPECT_EQ(shape_of(one), Shape{});
+  std::vector<double> per1;
+  ref_nll(lp, {2}, c, HPU_REDUCTION_SUM, -100, &per1, {}, inner, 0.25);  // sample (0, 0) of the spatial input
+  EXPECT_TRUE(near(read(one), per1, tolerance(dt) * 4));
+  // No samples (a spatial dim of 0, or C = 0 with every target ignored): the sum is 0, the mean NaN.
+  for (hpuReduction_t red : {HPU_REDUCTION_SUM, HPU_REDUCTION_MEAN})
+    for (Shape shape : {Shape{2, c, 0}, Shape{2, 0, 1}}) {
+      hpuTensor_t e = nullptr;
+      bool no_classes = shape[1] == 0;
+      ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, T(dt, shape, {}),
+                                                T(HPU_INT64, {2, shape[2]}, no_classes ? std::vector<double>{-100, -100}
+                                                                                       : std::vector<double>{}),
+                                                nullptr, red, -100, 0.1, &e));
+      keep(e);
+      double v = read(e).at(0);
+      EXPECT_TRUE(red == HPU_REDUCTION_SUM ? v == 0 : std::isnan(v)) << v;
+    }
 }
 
 TEST_P(Nn, LayerNormMatchesReference) {
@@ -292,6 +361,54 @@ TEST_F(NnGrad, WeightedLossesByFiniteDifferences) {
             return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
           });
     }
+}
+
+TEST_F(NnGrad, SpatialAndSmoothedLossesByFiniteDifferences) {
+  enum Variant { nll_spatial, smoothed_spatial, smoothed_unweighted };
+  for (Variant v : {nll_spatial, smoothed_spatial, smoothed_unweighted})
+    for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM}) {
+      // [2, 3, 2, 2] with targets [2, 2, 2] (7 is ignored), or [5, 3] with [5].
+      const bool spatial = v != smoothed_unweighted;
+      Input x{spatial ? Shape{2, 3, 2, 2} : Shape{5, 3}, random_values(spatial ? 24 : 15, 19, -2, 2)};
+      Input target{spatial ? Shape{2, 2, 2} : Shape{5},
+                   spatial ? std::vector<double>{2, 0, 7, 1, 1, 2, 0, 7} : std::vector<double>{2, 0, 7, 1, 2},
+                   HPU_INT64, false};
+      Input weight{{3}, {0.5, 2, 1.5}, HPU_FLOAT64, false};
+      auto w = [=](auto &t) { return v == smoothed_unweighted ? nullptr : t[2]; };
+      check_gradients(
+          dev, {x, target, weight},
+          [=](auto &t) {
+            hpuTensor_t o = nullptr;
+            EXPECT_HPU_OK(v == nll_spatial ? hpuNllLossWeighted(nullptr, t[0], t[1], w(t), red, 7, &o)
+                                           : hpuCrossEntropyLossSmoothed(nullptr, t[0], t[1], w(t), red, 7, 0.3, &o));
+            return o;
+          },
+          [=](hpuTensor_t g, auto &t, hpuTensor_t) {
+            hpuTensor_t gi = nullptr;
+            EXPECT_HPU_OK(v == nll_spatial
+                              ? hpuNllLossWeightedBackward(nullptr, g, t[0], t[1], w(t), red, 7, &gi)
+                              : hpuCrossEntropyLossSmoothedBackward(nullptr, g, t[0], t[1], w(t), red, 7, 0.3, &gi));
+            return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
+          });
+    }
+}
+
+TEST_F(NnGrad, SmoothedAndSpatialLossesBadInput) {
+  hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 20)), t = T(HPU_INT64, {2, 4}, {0, 1, 2, 0, 1, 2, 0, 1});
+  hpuTensor_t out = nullptr;
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothed(nullptr, x, T(HPU_INT64, {2, 3}, {0, 1, 2, 0, 1, 2}), nullptr,
+                                              HPU_REDUCTION_MEAN, -100, 0.1, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "target is i64[2, 3]", "expected shape [2, 4]");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothed(nullptr, x, t, nullptr, HPU_REDUCTION_MEAN, -100, 1.5, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "label_smoothing 1.5 is not in 0..1");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothedBackward(nullptr, x, x, t, nullptr, HPU_REDUCTION_SUM, -100, NAN, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "label_smoothing nan");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, T(HPU_FLOAT32, {}, {1}), T(HPU_INT64, {}, {0}), HPU_REDUCTION_SUM, -100, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "expected [C], [N, C] or [N, C, d1, ...]");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothedBackward(nullptr, T(HPU_FLOAT32, {2, 3}, random_values(6, 21)), x, t,
+                                                      nullptr, HPU_REDUCTION_NONE, -100, 0.1, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3]", "expected shape [2, 4]");
+  EXPECT_EQ(out, nullptr);
 }
 
 TEST_F(NnGrad, WeightedLossesBadInput) {
