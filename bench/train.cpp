@@ -7,10 +7,11 @@
 // Targets (issue 6): bf16-mixed >= 3 x torch bf16 autocast; 32-true >= torch
 // fp32; devices=2 >= 1.5 x torch DDP at the same global batch.
 // --profile: the profiler's cost on the step (issue 10: under 5%). Each
-// configuration runs in --rounds pairs (default 5), one run without and one
-// with the profiler recording (hpuProfilerStart/Stop), the order alternating
-// from pair to pair so drift in the machine's speed falls on both sides; the
-// table shows the median of each side and the median of the pairs' overheads.
+// configuration runs --rounds fits (default 5) in which the profiler records
+// every other step (hpuProfilerStart before it, hpuProfilerStop after it,
+// neither timed); each step is timed alone, to its devices' end. A fit's
+// overhead compares its median recorded and unrecorded step; the table shows
+// the median over the fits, their range, and the samples/s of the median steps.
 #include <hpu/trainer.hpp>
 #include <unistd.h>
 
@@ -26,19 +27,38 @@ namespace {
 
 constexpr int kGlobalBatch = 256;
 
-// Times the batches after the first `warm` ones.
+// Times the batches after the first `warm` ones. With `alternate`, the
+// profiler records every other timed batch (started before it, stopped after
+// it, outside the timed span) and each batch is timed alone, from its start to
+// its devices' end, into `on` or `off`: the two sides interleave step by step,
+// so a change in the machine's speed (other work, clocks) falls on both.
 struct Timer : hpu::Callback {
-  explicit Timer(int64_t warm) : warm_(warm) {}
+  Timer(int64_t warm, bool alternate) : warm_(warm), alternate_(alternate) {}
   std::string state_key() const override { return "BenchTimer"; }
   void on_train_batch_start(hpu::Trainer &, int64_t b) override {
     if (b == warm_) t0 = bench::now_seconds();
+    if (!alternate_ || b < warm_) return;
+    recording_ = (b - warm_) % 2 == 1;
+    if (recording_) BENCH_CHECK(hpuProfilerStart("/tmp/hpu-bench-train.trace.json"));
+    start_ = bench::now_seconds();
+  }
+  void on_train_batch_end(hpu::Trainer &t, const hpu::Metrics &, int64_t b) override {
+    if (!alternate_ || b < warm_) return;
+    sync(t);
+    (recording_ ? on : off).push_back(bench::now_seconds() - start_);
+    if (recording_) BENCH_CHECK(hpuProfilerStop());
   }
   void on_train_end(hpu::Trainer &t) override {
-    for (const auto &d : t.devices()) hpu::check(hpuDeviceSynchronize(d.get()));
+    sync(t);
     t1 = bench::now_seconds();
   }
+  static void sync(hpu::Trainer &t) {
+    for (const auto &d : t.devices()) hpu::check(hpuDeviceSynchronize(d.get()));
+  }
   int64_t warm_;
-  double t0 = 0, t1 = 0;
+  bool alternate_, recording_ = false;
+  double t0 = 0, t1 = 0, start_ = 0;
+  std::vector<double> on, off;  // seconds per batch with and without the profiler
 };
 
 hpu::TensorDataset random_images(size_t n) {
@@ -61,8 +81,14 @@ hpu::Sequential mlp() {
   return s;
 }
 
-// Samples per second of `steps` timed training steps.
-double hpu_rate(const char *precision, int devices, int steps, bool profile) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One fit of `steps` timed training steps; `alternate`: see Timer.
+std::shared_ptr<Timer> fit(const char *precision, int devices, int steps, bool alternate) {
   const int warm = 3, per_rank = kGlobalBatch / devices;
   hpu::TrainerOptions o;
   o.devices = devices;
@@ -75,7 +101,7 @@ double hpu_rate(const char *precision, int devices, int steps, bool profile) {
   o.enable_progress_bar = false;
   o.enable_checkpointing = false;
   o.default_root_dir = "/tmp";
-  auto timer = std::make_shared<Timer>(warm);
+  auto timer = std::make_shared<Timer>(warm, alternate);
   o.callbacks = {timer};
   hpu::Trainer t(o);
   hpu::InMemoryData data(random_images(size_t((warm + steps) * kGlobalBatch)), random_images(16), random_images(16),
@@ -84,38 +110,34 @@ double hpu_rate(const char *precision, int devices, int steps, bool profile) {
   opt.name = "adamw";
   opt.lr = 1e-3;
   hpu::Classifier model(mlp(), opt);
-  if (profile) BENCH_CHECK(hpuProfilerStart("/tmp/hpu-bench-train.trace.json"));
   t.fit(model, data);
-  if (profile) BENCH_CHECK(hpuProfilerStop());
+  return timer;
+}
+
+// Samples per second of `steps` timed training steps.
+double hpu_rate(const char *precision, int devices, int steps) {
+  auto timer = fit(precision, devices, steps, false);
   return double(steps) * kGlobalBatch / (timer->t1 - timer->t0);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// The profiler's overhead on one configuration: `rounds` interleaved pairs.
+// The profiler's overhead on one configuration: `rounds` fits of `steps`
+// steps, every other one recorded; each fit's overhead compares its median
+// recorded and unrecorded step.
 struct Overhead {
-  double off, on, percent;  // medians: samples/s without, with; overhead of a pair
+  double off, on;              // samples/s of the median steps (median over the fits)
+  double percent, low, high;   // the fits' overheads: median, lowest, highest
 };
 Overhead profiler_overhead(const char *precision, int devices, int steps, int rounds) {
   std::vector<double> off, on, percent;
   for (int i = 0; i < rounds; ++i) {
-    double a, b;
-    if (i % 2) {
-      b = hpu_rate(precision, devices, steps, true);
-      a = hpu_rate(precision, devices, steps, false);
-    } else {
-      a = hpu_rate(precision, devices, steps, false);
-      b = hpu_rate(precision, devices, steps, true);
-    }
-    off.push_back(a);
-    on.push_back(b);
-    percent.push_back(100.0 * (a / b - 1.0));
+    auto timer = fit(precision, devices, std::max(steps, 2), true);
+    const double a = median(timer->off), b = median(timer->on);
+    off.push_back(kGlobalBatch / a);
+    on.push_back(kGlobalBatch / b);
+    percent.push_back(100.0 * (b / a - 1.0));
   }
-  return {median(off), median(on), median(percent)};
+  return {median(off), median(on), median(percent), *std::min_element(percent.begin(), percent.end()),
+          *std::max_element(percent.begin(), percent.end())};
 }
 
 // PyTorch's samples/second for "fp32", "bf16" or "ddp" (gloo, 2 processes, 32-bit),
@@ -219,10 +241,9 @@ int train_main(int argc, char **argv) {
               {"bf16-mixed", 2, t_ddp, 1.5, "torch DDP gloo x2"}};
   std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps\n", kGlobalBatch, steps);
   if (profile)
-    std::printf("# samples/s, profiled s/s, overhead: medians over %d interleaved runs without/with the profiler\n",
-                rounds);
+    std::printf("# samples/s, profiled s/s, overhead: medians over %d fits recording every other step\n", rounds);
   std::printf("%-11s %7s %12s", "precision", "devices", "samples/s");
-  if (profile) std::printf(" %14s %9s %6s", "profiled s/s", "overhead", "target");
+  if (profile) std::printf(" %14s %9s %15s %6s", "profiled s/s", "overhead", "fits' range", "target");
   std::printf(" %26s %12s %7s %7s\n", "peer", "peer s/s", "ratio", "target");
   for (const Row &r : rows) {
     if (!wanted(r.precision, r.devices)) continue;
@@ -230,9 +251,12 @@ int train_main(int argc, char **argv) {
     if (profile) {
       const Overhead o = profiler_overhead(r.precision, r.devices, steps, rounds);
       rate = o.off;
-      std::printf("%-11s %7d %12.0f %14.0f %8.1f%% %5s%%", r.precision, r.devices, rate, o.on, o.percent, "<5");
+      char range[32];
+      std::snprintf(range, sizeof range, "%.1f..%.1f%%", o.low, o.high);
+      std::printf("%-11s %7d %12.0f %14.0f %8.1f%% %15s %5s%%", r.precision, r.devices, rate, o.on, o.percent, range,
+                  "<5");
     } else {
-      rate = hpu_rate(r.precision, r.devices, steps, false);
+      rate = hpu_rate(r.precision, r.devices, steps);
       std::printf("%-11s %7d %12.0f", r.precision, r.devices, rate);
     }
     if (r.peer > 0)
@@ -243,7 +267,7 @@ int train_main(int argc, char **argv) {
   if (profile) {
     char *text = nullptr;
     if (hpuProfilerGetSummary(&text) == HPU_SUCCESS && text) {
-      std::printf("\n# profile of the last configuration\n%s\n", text);
+      std::printf("\n# profile of the last recorded step\n%s\n", text);
       hpuFree(text);
     }
   }
