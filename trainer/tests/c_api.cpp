@@ -2,17 +2,21 @@
 // what hpu-train gives for it; failures are statuses with libhpu's last error.
 #include <hpu/hpu.h>
 #include <hpu/trainer.h>
+#include <hpu/trainer/checkpoint.hpp>
 
 #include "test_util.hpp"
 
 #include <jansson.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <vector>
 
+using trainer_test::list_dir;
 using trainer_test::slurp;
 using trainer_test::spit;
 using trainer_test::TempDir;
@@ -115,6 +119,67 @@ TEST(TrainerCApi, NullArgumentsAreNamed) {
   EXPECT_EQ(hpuTrainerRunJob(&result, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuTrainerRunJob: job_json is NULL");
   EXPECT_EQ(result, nullptr);
+}
+
+TEST(TrainerCApi, CancelWithoutAJobIsInvalidUsage) {
+  EXPECT_EQ(hpuTrainerCancelJob(), HPU_ERROR_INVALID_USAGE);
+  EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuTrainerCancelJob: no job is running in this process");
+}
+
+TEST(TrainerCApi, ACancelledJobStopsBeforeItsNextBatchAndLeavesWholeCheckpoints) {
+  using clock = std::chrono::steady_clock;
+  TempDir dir;
+  // 1000 steps, a checkpoint after each: far longer than the test waits.
+  std::string job = tiny_job(dir.path(), R"(, "callbacks": [{"type": "ModelCheckpoint", "every_n_train_steps": 1,
+      "save_top_k": -1, "save_last": true}])");
+  const std::string four = R"("limit_train_batches": 4)";
+  job.replace(job.find(four), four.size(), R"("limit_train_batches": 1000)");
+  const std::string ckpts = dir / "checkpoints";
+  char *result = nullptr;
+  hpuStatus_t status = HPU_SUCCESS;
+  std::string message;
+  std::thread worker([&] {
+    status = hpuTrainerRunJob(&result, job.c_str(), "cancel.json");
+    message = hpuGetLastErrorMessage();
+  });
+  const auto deadline = clock::now() + std::chrono::seconds(60);
+  while (list_dir(ckpts).size() < 2 && clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_GE(list_dir(ckpts).size(), 2u) << "no checkpoint within 60 s";
+
+  // One job at a time.
+  char *other = nullptr;
+  EXPECT_EQ(hpuTrainerRunJob(&other, job.c_str(), nullptr), HPU_ERROR_INVALID_USAGE);
+  EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuTrainerRunJob: another job is running in this process; one runs at a time");
+
+  const auto asked = clock::now();
+  ASSERT_EQ(hpuTrainerCancelJob(), HPU_SUCCESS) << hpuGetLastErrorMessage();
+  EXPECT_EQ(hpuTrainerCancelJob(), HPU_SUCCESS);  // asking twice is harmless
+  worker.join();
+  const double stop_s = std::chrono::duration<double>(clock::now() - asked).count();
+  EXPECT_LT(stop_s, 10.0);  // one step, with a wide margin for sanitizers and a loaded machine
+  EXPECT_EQ(status, HPU_ERROR_ABORTED) << message;
+  EXPECT_EQ(message.rfind("hpuTrainerRunJob: cancelled by hpuTrainerCancelJob before training batch ", 0), 0u)
+      << message;
+  EXPECT_EQ(result, nullptr);
+
+  // Every file left is a whole checkpoint of a step the run finished.
+  const std::vector<std::string> files = list_dir(ckpts);
+  ASSERT_GE(files.size(), 2u);
+  for (const std::string &f : files) {
+    ASSERT_EQ(f.substr(f.size() - 5), ".ckpt") << f;
+    hpu::Checkpoint c;
+    ASSERT_NO_THROW(c = hpu::load_checkpoint_file(ckpts + "/" + f)) << f;
+    EXPECT_FALSE(c.tensors.empty()) << f;
+  }
+
+  // Nothing is left running or cancelled: the next job runs to its end.
+  EXPECT_EQ(hpuTrainerCancelJob(), HPU_ERROR_INVALID_USAGE);
+  TempDir next;
+  ASSERT_EQ(hpuTrainerRunJob(&result, tiny_job(next.path(), R"(, "enable_checkpointing": false)").c_str(), nullptr),
+            HPU_SUCCESS)
+      << hpuGetLastErrorMessage();
+  hpuFree(result);
 }
 
 TEST(TrainerCApi, TrainerLinesGoThroughTheLogCallback) {

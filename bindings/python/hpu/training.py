@@ -6,15 +6,17 @@ import ctypes
 import json
 import os
 import threading
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _lib
 from .diagnostics import log_write
-from .errors import Status, error_for
+from .errors import HpuError, Status, error_for
 
 __all__ = ["train", "trainer_library_path"]
 
 JobLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+_lib._declare({"hpuSetLastErrorMessage": (_lib.Status, [ctypes.c_char_p])})
 
 TRAINER_SONAME = f"libhpu-trainer.so.{_lib.ABI_MAJOR}"
 _trainer: Optional[Tuple[ctypes.CDLL, str]] = None
@@ -32,6 +34,7 @@ def _load_trainer() -> Tuple[ctypes.CDLL, str]:
             fn = lib.hpuTrainerRunJob
             fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p]
             fn.restype, fn.errcheck = ctypes.c_int, _lib._check
+            lib.hpuTrainerCancelJob.argtypes, lib.hpuTrainerCancelJob.restype = [], ctypes.c_int  # status read here
             _trainer = (lib, path)
             log_write("debug", f"hpu.train: libhpu-trainer {path}")
         return _trainer
@@ -70,7 +73,13 @@ def train(config: JobLike) -> Dict[str, Any]:
     for ``hpu-train``, and the progress bar prints to stderr unless
     ``trainer.enable_progress_bar`` is false. Under a launcher (hpu_ddp over several
     processes) every process calls it with the same job. It blocks until the job ends
-    (other Python threads keep running).
+    (other Python threads keep running); one job runs at a time in a process.
+
+    Ctrl-C (:class:`KeyboardInterrupt`, or any exception a signal handler raises) stops
+    the job before its next batch through ``hpuTrainerCancelJob``: the step in progress
+    ends, a checkpoint being written is finished, so only whole checkpoint files remain,
+    and the exception is raised once the job has stopped, chained to the job's
+    :class:`hpu.AbortedError`.
 
     Returns a dict::
 
@@ -84,7 +93,8 @@ def train(config: JobLike) -> Dict[str, Any]:
     Raises :class:`hpu.HpuError` with libhpu's message: :class:`hpu.ConfigError` for a bad
     job (naming the key and its line), :class:`hpu.InvalidArgumentError` for an option this
     machine cannot satisfy, :class:`hpu.NotFoundError` for a missing job, data set or
-    checkpoint file, :class:`hpu.NotAvailableError` when libhpu-trainer cannot be found;
+    checkpoint file, :class:`hpu.NotAvailableError` when libhpu-trainer cannot be found,
+    :class:`hpu.InvalidUsageError` while another job runs in this process;
     :class:`TypeError` when `config` is none of the accepted kinds.
 
     >>> job = json.load(open("examples/fashion_mnist.json"))
@@ -95,8 +105,45 @@ def train(config: JobLike) -> Dict[str, Any]:
     text, name = _job_text(config)
     lib = _load_trainer()[0]
     out = ctypes.c_void_p()
-    lib.hpuTrainerRunJob(ctypes.byref(out), text.encode("utf-8"), name.encode("utf-8"))
+    failure: List[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:  # the job runs on a worker thread, so the main thread can take signals
+        try:
+            lib.hpuTrainerRunJob(ctypes.byref(out), text.encode("utf-8"), name.encode("utf-8"))
+        except BaseException as e:  # raised again on the caller's thread
+            failure.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hpu.train").start()
+    interrupt = _wait(done, lib)
     try:
+        if failure and isinstance(failure[0], HpuError):  # the job's thread's last error, made this thread's
+            _lib.hpuSetLastErrorMessage(failure[0].message.encode("utf-8", "replace"))
+        if interrupt is not None:
+            raise interrupt from (failure[0] if failure else None)
+        if failure:
+            raise failure[0]
         return json.loads(ctypes.string_at(out.value).decode("utf-8"))
     finally:
-        _lib.hpuFree(out)
+        if out.value:
+            _lib.hpuFree(out)
+
+
+def _wait(done: threading.Event, lib: ctypes.CDLL) -> Optional[BaseException]:
+    """Waits until the job's thread is done; an exception raised meanwhile (KeyboardInterrupt
+    from Ctrl-C: signal handlers run on this thread between the short waits) cancels the
+    job and is returned once the job has stopped. (Not Thread.join: Python 3.11 takes a
+    thread for ended when an exception interrupts its join.)"""
+    interrupt: Optional[BaseException] = None
+    while True:
+        try:
+            if interrupt is not None:
+                # INVALID_USAGE until the job has started (or once it has returned): ask again.
+                lib.hpuTrainerCancelJob()
+            if done.wait(0.05):
+                return interrupt
+        except BaseException as e:  # a signal handler's exception: stop the job, then raise it
+            if interrupt is None:
+                interrupt = e

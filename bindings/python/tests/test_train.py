@@ -1,11 +1,17 @@
 """hpu.train runs an hpu-train job in-process through libhpu-trainer and returns its metrics."""
 import json
 import os
+import re
 import shutil
+import signal
+import subprocess
 import tempfile
+import threading
+import time
 import unittest
 
 import hpu
+from support import PACKAGE_ROOT
 
 
 def tiny_job(root: str, **trainer) -> dict:
@@ -107,8 +113,89 @@ class Train(unittest.TestCase):
         with self.assertRaises(TypeError):
             hpu.train(42)
 
+    def test_ctrl_c_stops_the_job_cleanly(self):
+        # 1000 steps with a checkpoint after each: far longer than the test waits.
+        job = tiny_job(self.root, limit_train_batches=1000, callbacks=[
+            {"type": "ModelCheckpoint", "every_n_train_steps": 1, "save_top_k": -1, "save_last": True}])
+        job["test"] = False
+        code = ("import sys, hpu\n"
+                "try:\n"
+                f"    hpu.train({json.dumps(job)!r})\n"
+                "except KeyboardInterrupt as e:\n"
+                "    print('KeyboardInterrupt', type(e.__cause__).__name__, e.__cause__.message, flush=True)\n"
+                "    sys.exit(3)\n"
+                "print('the job ran to its end')\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (PACKAGE_ROOT, os.environ.get("PYTHONPATH")))))
+        child = subprocess.Popen(["/usr/bin/python3", "-c", code], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        ckpts = os.path.join(self.root, "checkpoints")
+        try:
+            self.assertTrue(_wait_for_files(ckpts, 2, lambda: child.poll() is None), "no checkpoint within 60 s")
+            self.assertIsNone(child.poll(), "the job ended before the test interrupted it")
+            child.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            out, err = child.communicate(timeout=30)
+            stop_s = time.monotonic() - sent
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        self.assertEqual(child.returncode, 3, f"stdout: {out}\nstderr: {err}")
+        self.assertLess(stop_s, 10.0)  # a step or so; the margin is for a loaded machine
+        self.assertRegex(out, r"^KeyboardInterrupt AbortedError hpuTrainerRunJob: cancelled by hpuTrainerCancelJob "
+                              r"before training batch \d+ \(epoch 0, global step \d+\)$")
+        # Only whole checkpoints: no temporary file is left, and the newest resumes.
+        files = sorted(os.listdir(ckpts))
+        for f in files:
+            self.assertRegex(f, r"^(last|epoch=0-step=\d+)\.ckpt$")
+        stopped_at = int(re.search(r"global step (\d+)", out).group(1))
+        self.assertIn(f"epoch=0-step={stopped_at}.ckpt", files)
+        resume = tiny_job(self.root, limit_train_batches=1000, max_steps=stopped_at, enable_checkpointing=False)
+        resume.update(test=False, ckpt_path=os.path.join(ckpts, "last.ckpt"))
+        self.assertEqual(hpu.train(resume)["global_step"], stopped_at)
+
+    def test_one_job_at_a_time(self):
+        job = tiny_job(self.root, limit_train_batches=1000, callbacks=[
+            {"type": "ModelCheckpoint", "every_n_train_steps": 1, "save_top_k": -1}])
+        job["test"] = False
+        errors = []
+        first = threading.Thread(target=lambda: errors.append(_raises(hpu.train, job)))
+        first.start()
+        ckpts = os.path.join(self.root, "checkpoints")
+        try:
+            self.assertTrue(_wait_for_files(ckpts, 1, first.is_alive), "no checkpoint within 60 s")
+            self.assertTrue(first.is_alive(), errors)
+            with self.assertRaises(hpu.InvalidUsageError) as cm:
+                hpu.train(tiny_job(os.path.join(self.root, "second"), enable_checkpointing=False))
+            self.assertEqual(cm.exception.message, "hpuTrainerRunJob: another job is running in this process; "
+                                                   "one runs at a time")
+            self.assertEqual(hpu._lib.last_error_message(), cm.exception.message)
+        finally:
+            while first.is_alive():  # stop the long job as Ctrl-C does
+                hpu.training._load_trainer()[0].hpuTrainerCancelJob()
+                first.join(0.05)
+        self.assertIsInstance(errors[0], hpu.AbortedError)
+
     def test_trainer_library_is_found(self):
         self.assertIn("libhpu-trainer.so", hpu.trainer_library_path())
+
+
+def _wait_for_files(folder, count, running, seconds=60):
+    """Whether `folder` holds `count` files within `seconds`, while running() is true."""
+    deadline = time.monotonic() + seconds
+    while running() and time.monotonic() < deadline:
+        if os.path.isdir(folder) and len(os.listdir(folder)) >= count:
+            return True
+        time.sleep(0.005)
+    return os.path.isdir(folder) and len(os.listdir(folder)) >= count
+
+
+def _raises(fn, *args):
+    try:
+        fn(*args)
+    except BaseException as e:
+        return e
+    return None
 
 
 if __name__ == "__main__":
