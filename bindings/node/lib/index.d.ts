@@ -247,8 +247,8 @@ export declare const ops: {
   logSoftmax(x: Tensor, dim?: number): Out; logSoftmaxBackward(g: Tensor, out: Tensor, dim?: number, inputDtype?: DType): Out;
   nllLoss(input: Tensor, target: Tensor, options?: LossOptions): Out;
   nllLossBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
-  crossEntropy(input: Tensor, target: Tensor, options?: LossOptions): Out;
-  crossEntropyBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
+  crossEntropy(input: Tensor, target: Tensor, options?: CrossEntropyOptions): Out;
+  crossEntropyBackward(g: Tensor, input: Tensor, target: Tensor, options?: CrossEntropyOptions): Out;
   /** Over the last dim, or the trailing dims normalizedShape names (x's shape from some dim on). */
   layerNorm(x: Tensor, options?: { weight?: Tensor | null; bias?: Tensor | null; eps?: number; returnStats?: boolean; normalizedShape?: number | number[] | null }): Out | [Out, Out, Out];
   layerNormBackward(g: Tensor, x: Tensor, mean: Tensor, rstd: Tensor, weight?: Tensor | null): [Out, Out | null, Out | null];
@@ -258,15 +258,25 @@ export declare const ops: {
   embeddingBackward(g: Tensor, indices: Tensor, weight: Tensor, paddingIdx?: number): Out;
   sum(x: Tensor, options?: ReduceOptions): Out; sumBackward(g: Tensor, x: Tensor, options?: ReduceOptions): Out;
   mean(x: Tensor, options?: ReduceOptions): Out; meanBackward(g: Tensor, x: Tensor, options?: ReduceOptions): Out;
+  /** int64 index of the largest element along dim (of the flattened tensor when dim is null), the first on ties. */
+  argmax(x: Tensor, options?: { dim?: number | null; keepdim?: boolean }): Out;
+  /** Sum of x**2 over every element of the tensors: a float32 0-dim tensor. */
+  squaredNorm(tensors: Tensor | Tensor[]): Out;
+  scaleInplace(x: Tensor, alpha: number): Tensor;
   cast(x: Tensor, dtype: DType): Out; castBackward(g: Tensor, x: Tensor): Out;
   sgdStep(param: Tensor, grad: Tensor, momentumBuffer: Tensor | null, options: { step: number; lr?: number;
     momentum?: number; dampening?: number; weightDecay?: number; nesterov?: boolean }): void;
   adamwStep(param: Tensor, grad: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number; lr?: number;
     betas?: [number, number]; eps?: number; weightDecay?: number }): void;
 };
-/** weight: class weights [C] (floating); each sample's loss is scaled by its class's weight and 'mean' divides by their sum. */
+/**
+ * input [C], [N, C] or [N, C, d1, ...], target its shape without the class dim. weight: class weights [C]
+ * (floating); each sample's loss is scaled by its class's weight and 'mean' divides by their sum.
+ */
 export interface LossOptions { reduction?: 'none' | 'mean' | 'sum'; ignoreIndex?: number; weight?: Tensor | null }
+/** labelSmoothing e in [0, 1]: e / C of every class's loss mixed in, as torch does. */
+export interface CrossEntropyOptions extends LossOptions { labelSmoothing?: number }
 export interface ReduceOptions { dim?: number | number[]; keepdim?: boolean }
 export declare const mm: typeof ops.mm, matmul: typeof ops.matmul, linear: typeof ops.linear, add: typeof ops.add,
   sub: typeof ops.sub, mul: typeof ops.mul, div: typeof ops.div, relu: typeof ops.relu, gelu: typeof ops.gelu,
-  softmax: typeof ops.softmax, crossEntropy: typeof ops.crossEntropy;
+  softmax: typeof ops.softmax, crossEntropy: typeof ops.crossEntropy, argmax: typeof ops.argmax;

@@ -75,6 +75,7 @@ module.exports = {
   gelu: ops.gelu,
   softmax: ops.softmax,
   crossEntropy: ops.crossEntropy,
+  argmax: ops.argmax,
   ReduceOp: comm.ReduceOp,
   Comm: comm.Comm,
   getUniqueId: comm.getUniqueId,

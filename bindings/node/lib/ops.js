@@ -41,6 +41,8 @@ const prototypes = {
   NllLossWeightedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}gi`,
   CrossEntropyLossWeighted: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}loss`,
   CrossEntropyLossWeightedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}gi`,
+  CrossEntropyLossSmoothed: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, double e, ${O}loss`,
+  CrossEntropyLossSmoothedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, double e, ${O}gi`,
   LayerNormNd: `${T} x, int ndim, ${T} w, ${T} b, double eps, ${O}y, ${O}mean, ${O}rstd`,
   LayerNormBackward: `${T} g, ${T} x, ${T} mean, ${T} rstd, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
   Dropout: `${T} x, double p, int train, ${O}out, ${O}mask`,
@@ -49,6 +51,8 @@ const prototypes = {
   Sum: `${T} x, const int *dims, int n, int keep, ${O}out`, SumBackward: `${T} g, ${T} x, const int *dims, int n, int keep, ${O}gx`,
   Mean: `${T} x, const int *dims, int n, int keep, ${O}out`, MeanBackward: `${T} g, ${T} x, const int *dims, int n, int keep, ${O}gx`,
   Cast: `${T} x, int dtype, ${O}out`, CastBackward: `${T} g, ${T} x, ${O}gx`,
+  Argmax: `${T} x, int dim, int keepdim, ${O}out`, SquaredNorm: `const ${T} *tensors, size_t count, ${O}out`,
+  ScaleInplace: `${T} x, double alpha`,
   SgdStep: `${T} p, ${T} g, ${T} buf, int64_t step, const hpuSgdOptions_t *o`,
   AdamwStep: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o`,
 };
@@ -252,6 +256,37 @@ const ops = {
     return call('Embedding', dev, [weight.handle, idx.handle, paddingIdx]);
   },
   embeddingBackward: (g, idx, weight, paddingIdx = -1) => call('EmbeddingBackward', onOneDevice('embeddingBackward', { g, idx, weight }), [g.handle, idx.handle, weight.handle, paddingIdx]),
+  /** int64 index of the largest element along dim (of the flattened tensor when dim is null), the first on ties. */
+  argmax(x, { dim = null, keepdim = false } = {}) {
+    const dev = onOneDevice('argmax', { x });
+    if (x.dtype === 'bool') throw invalidArgument('argmax: x has dtype bool; a number type is needed');
+    if (dim === null || dim === undefined) {
+      if (x.numel === 0) throw invalidArgument(`argmax: x of shape [${x.shape}] has no elements`);
+      const index = call('Argmax', dev, [x.reshape([-1]).handle, 0, 0]);
+      return keepdim ? index.reshape(x.shape.map(() => 1)) : index;
+    }
+    const d = dimOf('argmax', x, dim);
+    if (x.ndim > 0 && x.shape[(d + x.ndim) % x.ndim] === 0) throw invalidArgument(`argmax: dim ${dim} of shape [${x.shape}] is empty`);
+    return call('Argmax', dev, [x.handle, d, keepdim ? 1 : 0]);
+  },
+  /** Sum of x**2 over every element of the tensors (floating, one device): a float32 0-dim tensor, the same bits every run. */
+  squaredNorm(tensors) {
+    const ts = tensors instanceof Tensor ? [tensors] : Array.from(tensors);
+    if (ts.length === 0) throw invalidArgument('squaredNorm: tensors is empty; at least one tensor is needed');
+    const named = Object.fromEntries(ts.map((t, i) => [`tensors[${i}]`, t]));
+    const dev = onOneDevice('squaredNorm', named);
+    floating('squaredNorm', named);
+    return call('SquaredNorm', dev, [ts.map((t) => t.handle), ts.length]);
+  },
+  /** x *= alpha in place (a contiguous floating tensor); returns x. */
+  scaleInplace(x, alpha) {
+    const dev = onOneDevice('scaleInplace', { x });
+    floating('scaleInplace', { x });
+    if (!x.isContiguous()) throw invalidArgument(`scaleInplace: x (shape [${x.shape}], strides [${x.strides}]) is not contiguous`);
+    if (typeof alpha !== 'number') throw new TypeError('scaleInplace: alpha must be a number');
+    underAutocast(() => C.ScaleInplace(streamFor(dev), x.handle, alpha));
+    return x;
+  },
   cast: (x, dtype) => call('Cast', onOneDevice('cast', { x }), [x.handle, dtypeInfo(dtype).value]),
   castBackward: (g, x) => call('CastBackward', onOneDevice('castBackward', { g, x }), [g.handle, x.handle]),
   /** One torch.optim.SGD step on param, in place. */
@@ -295,38 +330,55 @@ function normParams(op, x, k, params) {
   }
 }
 
-/** Checks a loss's arguments; returns [device, weight or null, the C call's reduction and ignore_index]. */
-function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, weight = null }) {
+/**
+ * Checks a loss's arguments (input [C], [N, C] or [N, C, d1, ...]; target input's shape
+ * without the class dim); returns [device, the loss's shape, the C call's arguments
+ * after target: weight (with class weights or label smoothing), reduction,
+ * ignore_index, label_smoothing (when smoothing)] and the C function's suffix.
+ */
+function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, weight = null, labelSmoothing = 0 }) {
   const dev = onOneDevice(op, { input, target, weight });
   floating(op, { input, weight });
-  ndim(op, 'input', input, 2);
-  ndim(op, 'target', target, 1);
   indices(op, 'target', target);
-  same(op, 'batch sizes differ', ['input.shape[0]', input.shape[0]], ['target.shape[0]', target.shape[0]]);
-  if (weight && weight.shape.join() !== String(input.shape[1])) {
-    throw invalidArgument(`${op}: weight has shape [${weight.shape}]; [${input.shape[1]}] is needed (one weight per class of input)`);
+  if (input.ndim === 0) throw invalidArgument(`${op}: input is 0-dim; [C], [N, C] or [N, C, d1, ...] is needed`);
+  const classes = input.ndim === 1 ? input.shape[0] : input.shape[1];
+  const perSample = input.ndim === 1 ? [] : [input.shape[0], ...input.shape.slice(2)];
+  if (target.shape.join() !== perSample.join()) {
+    throw invalidArgument(`${op}: target has shape [${target.shape}]; [${perSample}] is needed (input [${input.shape}] without its class dim)`);
+  }
+  if (weight && weight.shape.join() !== String(classes)) {
+    throw invalidArgument(`${op}: weight has shape [${weight.shape}]; [${classes}] is needed (one weight per class of input)`);
   }
   if (!(reduction in REDUCTIONS)) throw invalidArgument(`${op}: reduction '${reduction}' is not 'none', 'mean' or 'sum'`);
   if (!Number.isInteger(ignoreIndex)) throw invalidArgument(`${op}: ignoreIndex ${ignoreIndex} is not an integer`);
-  return [dev, weight, [REDUCTIONS[reduction], ignoreIndex]];
+  if (typeof labelSmoothing !== 'number' || !(labelSmoothing >= 0 && labelSmoothing <= 1)) {
+    throw invalidArgument(`${op}: labelSmoothing ${labelSmoothing} is not in [0, 1]`);
+  }
+  const shape = reduction === 'none' ? perSample : [];
+  const tail = [REDUCTIONS[reduction], ignoreIndex];
+  if (labelSmoothing) return [dev, shape, [h(weight), ...tail, labelSmoothing], 'Smoothed'];
+  return weight ? [dev, shape, [weight.handle, ...tail], 'Weighted'] : [dev, shape, tail, ''];
 }
 
-// nllLoss, crossEntropy and their backwards; with options.weight (a floating
-// tensor [C]) each sample's loss is scaled by its class's weight and 'mean'
-// divides by the sum of the counted samples' weights.
+// nllLoss, crossEntropy and their backwards. options.weight (a floating tensor
+// [C]) scales each sample's loss by its class's weight, and 'mean' divides by
+// the sum of the counted samples' weights; crossEntropy's labelSmoothing e mixes
+// in e / C of every class's loss, as torch does.
 for (const [js, c] of [['nllLoss', 'NllLoss'], ['crossEntropy', 'CrossEntropyLoss']]) {
+  const check = (op, input, target, options) => {
+    if (js === 'nllLoss' && options.labelSmoothing !== undefined) throw invalidArgument(`${op}: labelSmoothing is for crossEntropy only`);
+    return checkLoss(op, input, target, options);
+  };
   ops[js] = (input, target, options = {}) => {
-    const [dev, weight, tail] = checkLoss(js, input, target, options);
-    return weight ? call(`${c}Weighted`, dev, [input.handle, target.handle, weight.handle, ...tail])
-      : call(c, dev, [input.handle, target.handle, ...tail]);
+    const [dev, , args, kind] = check(js, input, target, options);
+    return call(`${c}${kind}`, dev, [input.handle, target.handle, ...args]);
   };
   ops[`${js}Backward`] = (g, input, target, options = {}) => {
     const op = `${js}Backward`;
-    const [dev, weight, tail] = checkLoss(op, input, target, options);
+    const [dev, shape, args, kind] = check(op, input, target, options);
     onOneDevice(op, { g, input });
-    shapeIs(op, 'the gradient', g, options.reduction === 'none' ? [input.shape[0]] : []);
-    return weight ? call(`${c}WeightedBackward`, dev, [g.handle, input.handle, target.handle, weight.handle, ...tail])
-      : call(`${c}Backward`, dev, [g.handle, input.handle, target.handle, ...tail]);
+    shapeIs(op, 'the gradient', g, shape);
+    return call(`${c}${kind}Backward`, dev, [g.handle, input.handle, target.handle, ...args]);
   };
 }
 
@@ -379,7 +431,7 @@ for (const op of ['sum', 'mean']) {
 }
 
 // Tensor methods for the common ops.
-for (const name of ['mm', 'bmm', 'matmul', 'add', 'sub', 'mul', 'div', ...UNARY, 'softmax', 'logSoftmax', 'sum', 'mean']) {
+for (const name of ['mm', 'bmm', 'matmul', 'add', 'sub', 'mul', 'div', ...UNARY, 'softmax', 'logSoftmax', 'sum', 'mean', 'argmax']) {
   Tensor.prototype[name] = function method(...args) { return ops[name](this, ...args); };
 }
 

@@ -123,6 +123,50 @@ test('class-weighted losses name a bad argument and its value', () => {
     invalid('crossEntropyBackward: the gradient has shape [4]; [] is needed'));
 });
 
+test('spatial losses and label smoothing against a reference', () => {
+  // input [N, C, L] = [2, 3, 2], target [N, L]; one target ignored.
+  const [n, c, l] = [2, 3, 2];
+  const x = values(n * c * l, 19);
+  const y = [[2, 0], [-100, 1]];
+  const w = [0.5, 2, 1];
+  const at = (i, j, k) => x[(i * c + j) * l + k];
+  const rows = [];  // [logp over classes, target] per position
+  for (let i = 0; i < n; i++) for (let k = 0; k < l; k++) rows.push([logSoftmaxRows(Array.from({ length: c }, (_, j) => at(i, j, k)), 1, c)[0], y[i][k]]);
+  const per = rows.map(([lp, t]) => (t === -100 ? 0 : -lp[t] * w[t]));
+  const input = hpu.tensor(Float32Array.from(x), { shape: [n, c, l] });
+  const target = hpu.tensor(BigInt64Array.from(y.flat().map(BigInt)), { shape: [n, l] });
+  const weight = hpu.tensor(w);
+  const none = hpu.crossEntropy(input, target, { weight, reduction: 'none' });
+  assert.deepEqual(none.shape, [n, l]);
+  near(none, per);
+  const wsum = rows.reduce((s, [, t]) => s + (t === -100 ? 0 : w[t]), 0);
+  near(hpu.crossEntropy(input, target, { weight }), [per.reduce((a, b) => a + b) / wsum]);
+  assert.deepEqual(hpu.ops.crossEntropyBackward(hpu.ones([n, l]), input, target, { reduction: 'none' }).shape, [n, c, l]);
+  assert.throws(() => hpu.crossEntropy(input, hpu.tensor(BigInt64Array.from([0n, 1n]))), (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) &&
+    e.message === 'crossEntropy: target has shape [2]; [2,2] is needed (input [2,3,2] without its class dim)');
+
+  // Label smoothing e: (1 - e) * the weighted loss + e / C * sum_j w[j] * -logp[j]; mean over the target weights.
+  const e = 0.3;
+  const smooth = rows.map(([lp, t]) => (t === -100 ? 0 : (1 - e) * -lp[t] * w[t] + (e / c) * lp.reduce((s, v, j) => s - v * w[j], 0)));
+  near(hpu.crossEntropy(input, target, { weight, labelSmoothing: e, reduction: 'none' }), smooth);
+  near(hpu.crossEntropy(input, target, { weight, labelSmoothing: e }), [smooth.reduce((a, b) => a + b) / wsum]);
+  const grad = hpu.ops.crossEntropyBackward(hpu.tensor(1), input, target, { weight, labelSmoothing: e });
+  const want = new Array(n * c * l).fill(0);
+  rows.forEach(([lp, t], r) => {
+    if (t === -100) return;
+    const [i, k] = [Math.floor(r / l), r % l];
+    const wAll = w.reduce((a, b) => a + b);
+    lp.forEach((v, j) => { want[(i * c + j) * l + k] = ((1 - e) * w[t] * (Math.exp(v) - (j === t ? 1 : 0)) + (e / c) * (wAll * Math.exp(v) - w[j])) / wsum; });
+  });
+  near(grad, want);
+  assert.throws(() => hpu.crossEntropy(input, target, { labelSmoothing: 1.5 }), (e2) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e2) &&
+    e2.message === 'crossEntropy: labelSmoothing 1.5 is not in [0, 1]');
+  assert.throws(() => hpu.ops.nllLoss(input, target, { labelSmoothing: 0.1 }), isHpuError('HPU_ERROR_INVALID_ARGUMENT'));
+  // One sample: input [C], target 0-dim.
+  const one = logSoftmaxRows([0.5, -1, 2], 1, 3)[0];
+  near(hpu.ops.nllLoss(hpu.tensor(one), hpu.tensor(BigInt64Array.from([1n]), { shape: [] })), [-one[1]]);
+});
+
 test('layer norm over trailing dims against a reference', () => {
   const [a, b, c] = [3, 2, 4];
   const d = b * c;
@@ -170,6 +214,35 @@ test('layer norm over trailing dims names a bad argument and its value', () => {
     invalid("layerNormBackward: mean has shape [2]; x's shape [3,2,4] without its normalized dims is needed (layerNorm's returnStats)"));
   assert.throws(() => hpu.ops.layerNormBackward(x, x, mean, rstd, hpu.ones([4])),
     invalid("layerNormBackward: weight has shape [4]; [2,4] (x's normalized dims) is needed"));
+});
+
+test('argmax, squaredNorm, scaleInplace', () => {
+  const x = hpu.tensor([[1, 9, 3, 9], [-1, -5, 0, -2], [2, 2, 2, 2]]);
+  const idx = hpu.argmax(x, { dim: 1 });
+  assert.equal(idx.dtype, 'int64');
+  assert.deepEqual(Array.from(idx.data(), Number), [1, 2, 0]);  // ties: the first
+  assert.deepEqual(Array.from(x.argmax({ dim: 0, keepdim: true }).data(), Number), [2, 0, 0, 0]);
+  assert.deepEqual(x.argmax({ dim: 0, keepdim: true }).shape, [1, 4]);
+  assert.equal(Number(hpu.argmax(x).data()[0]), 1);
+  assert.deepEqual(hpu.argmax(x, { keepdim: true }).shape, [1, 1]);
+  const invalid = (message) => (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message === message;
+  assert.throws(() => hpu.argmax(x, { dim: 2 }), invalid('argmax: dim 2 is out of range for shape [3,4]'));
+  assert.throws(() => hpu.argmax(hpu.zeros([3, 0]), { dim: 1 }), invalid('argmax: dim 1 of shape [3,0] is empty'));
+  assert.throws(() => hpu.argmax(hpu.zeros([0])), invalid('argmax: x of shape [0] has no elements'));
+  assert.throws(() => hpu.argmax(hpu.zeros([2], { dtype: 'bool' })), invalid('argmax: x has dtype bool; a number type is needed'));
+
+  const a = [1.5, -2, 0.25];
+  const b = [3, 4];
+  near(hpu.ops.squaredNorm([hpu.tensor(a), hpu.tensor(b).to('bfloat16')]), [2.25 + 4 + 0.0625 + 9 + 16], 1e-6);
+  near(hpu.ops.squaredNorm(hpu.tensor(b)), [25]);
+  assert.throws(() => hpu.ops.squaredNorm([]), invalid('squaredNorm: tensors is empty; at least one tensor is needed'));
+  assert.throws(() => hpu.ops.squaredNorm([hpu.tensor(a), hpu.zeros([2], { dtype: 'int32' })]),
+    invalid('squaredNorm: tensors[1] has dtype int32; a floating type is needed'));
+  const t = hpu.tensor(a);
+  assert.equal(hpu.ops.scaleInplace(t, -2), t);
+  near(t, [-3, 4, -0.5]);
+  assert.throws(() => hpu.ops.scaleInplace(hpu.zeros([2, 3]).transpose(0, 1), 2), (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message.includes('is not contiguous'));
+  assert.throws(() => hpu.ops.scaleInplace(t, '2'), TypeError);
 });
 
 test('autocast decides output dtypes, across awaits', async () => {

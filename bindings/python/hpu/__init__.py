@@ -42,9 +42,9 @@ from .tensor import (Tensor, empty, from_numpy, frombuffer, full, get_rng_state,
 from . import ops
 from .comm import Comm, ReduceOp, get_unique_id, group
 from .training import train, trainer_library_path
-from .ops import (adamw_step, add, addmm, bmm, cast, cross_entropy, div, dropout, embedding, exp, gelu, layer_norm,
-                  linear, log, log_softmax, matmul, mean, mm, mul, nll_loss, relu, sgd_step, sigmoid, softmax, sub,
-                  sum, tan, tanh)
+from .ops import (adamw_step, add, addmm, argmax, bmm, cast, cross_entropy, div, dropout, embedding, exp, gelu,
+                  layer_norm, linear, log, log_softmax, matmul, mean, mm, mul, nll_loss, relu, sgd_step, sigmoid,
+                  softmax, sub, sum, tan, tanh)
 
 
 def library_path() -> str:

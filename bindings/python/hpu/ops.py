@@ -26,8 +26,8 @@ __all__ = [
     "relu_backward", "gelu", "gelu_backward", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "softmax",
     "softmax_backward", "log_softmax", "log_softmax_backward", "nll_loss", "nll_loss_backward", "cross_entropy",
     "cross_entropy_backward", "layer_norm", "layer_norm_backward", "dropout", "dropout_backward", "embedding",
-    "embedding_backward", "sum", "sum_backward", "mean", "mean_backward", "cast", "cast_backward", "sgd_step",
-    "adamw_step",
+    "embedding_backward", "sum", "sum_backward", "mean", "mean_backward", "argmax", "squared_norm", "cast",
+    "cast_backward", "scale_", "sgd_step", "adamw_step",
 ]
 
 Scalar = Union[int, float]
@@ -67,6 +67,8 @@ _PROTOTYPES = {
     "hpuNllLossWeightedBackward": [T, T, T, T, T, c_int, c_int64, P],
     "hpuCrossEntropyLossWeighted": [T, T, T, T, c_int, c_int64, P],
     "hpuCrossEntropyLossWeightedBackward": [T, T, T, T, T, c_int, c_int64, P],
+    "hpuCrossEntropyLossSmoothed": [T, T, T, T, c_int, c_int64, c_double, P],
+    "hpuCrossEntropyLossSmoothedBackward": [T, T, T, T, T, c_int, c_int64, c_double, P],
     "hpuLayerNormNd": [T, T, c_int, T, T, c_double, P, P, P],
     "hpuLayerNormBackward": [T, T, T, T, T, T, P, P, P],
     "hpuDropout": [T, T, c_double, c_int, P, P], "hpuDropoutBackward": [T, T, T, c_double, c_int, P],
@@ -75,6 +77,8 @@ _PROTOTYPES = {
     "hpuMean": [T, T, POINTER(c_int), c_int, c_int, P],
     "hpuMeanBackward": [T, T, T, POINTER(c_int), c_int, c_int, P],
     "hpuCast": [T, T, c_int, P], "hpuCastBackward": [T, T, T, P],
+    "hpuArgmax": [T, T, c_int, c_int, P], "hpuSquaredNorm": [T, POINTER(T), ctypes.c_size_t, P],
+    "hpuScaleInplace": [T, T, c_double],
     "hpuSgdStep": [T, T, T, T, c_int64, POINTER(SgdOptions_t)],
     "hpuAdamwStep": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t)],
 }
@@ -387,70 +391,89 @@ def log_softmax_backward(grad: Tensor, out: Tensor, dim: int = -1,
 
 
 def _check_loss(op: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
-                weight: Optional[Tensor]) -> Tuple[int, int]:
+                weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tuple[int, int, Tuple[int, ...]]:
+    """Checks a loss's arguments; returns (device, reduction's value, the loss's shape)."""
     dev = _tensors(op, input=input, target=target, weight=weight)
     _floating(op, input=input, weight=weight)
-    _ndim(op, "input", input, 2)
-    _ndim(op, "target", target, 1)
     _indices(op, "target", target)
-    _same(op, "batch sizes differ", ("input.shape[0]", input.shape[0]), ("target.shape[0]", target.shape[0]))
-    if weight is not None and weight.shape != (input.shape[1],):
-        raise InvalidArgumentError(f"{op}: weight has shape {weight.shape}; ({input.shape[1]},) is needed "
+    if input.ndim == 0:
+        raise InvalidArgumentError(f"{op}: input is 0-dim; [C], [N, C] or [N, C, d1, ...] is needed")
+    classes = input.shape[0] if input.ndim == 1 else input.shape[1]
+    per_sample = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
+    if target.shape != per_sample:
+        raise InvalidArgumentError(f"{op}: target has shape {target.shape}; {per_sample} is needed "
+                                   f"(input {input.shape} without its class dim)")
+    if weight is not None and weight.shape != (classes,):
+        raise InvalidArgumentError(f"{op}: weight has shape {weight.shape}; ({classes},) is needed "
                                    "(one weight per class of input)")
     if reduction not in _REDUCTIONS:
         raise InvalidArgumentError(f"{op}: reduction {reduction!r} is not 'none', 'mean' or 'sum'")
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         raise InvalidArgumentError(f"{op}: ignore_index {ignore_index!r} is not an int")
-    return dev, _REDUCTIONS[reduction]
+    if not isinstance(label_smoothing, (int, float)) or isinstance(label_smoothing, bool) \
+            or not 0.0 <= label_smoothing <= 1.0:
+        raise InvalidArgumentError(f"{op}: label_smoothing {label_smoothing!r} is not in [0, 1]")
+    return dev, _REDUCTIONS[reduction], per_sample if reduction == "none" else ()
 
 
 def _loss(op: str, cname: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
-          weight: Optional[Tensor]) -> Tensor:
-    dev, red = _check_loss(op, input, target, reduction, ignore_index, weight)
+          weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tensor:
+    dev, red, _ = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing)
+    if label_smoothing:
+        return _call(cname + "Smoothed", dev, input.handle, target.handle, _h(weight), red, ignore_index,
+                     label_smoothing)[0]
     if weight is None:
         return _call(cname, dev, input.handle, target.handle, red, ignore_index)[0]
     return _call(cname + "Weighted", dev, input.handle, target.handle, weight.handle, red, ignore_index)[0]
 
 
 def _loss_backward(op: str, cname: str, grad: Tensor, input: Tensor, target: Tensor, reduction: str,
-                   ignore_index: int, weight: Optional[Tensor]) -> Tensor:
-    dev, red = _check_loss(op, input, target, reduction, ignore_index, weight)
+                   ignore_index: int, weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tensor:
+    dev, red, shape = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing)
     _tensors(op, grad=grad, input=input)
-    _grad(op, grad, (input.shape[0],) if reduction == "none" else (), "the loss")
+    _grad(op, grad, shape, "the loss")
+    args = (grad.handle, input.handle, target.handle)
+    if label_smoothing:
+        return _call(cname + "SmoothedBackward", dev, *args, _h(weight), red, ignore_index, label_smoothing)[0]
     if weight is None:
-        return _call(cname + "Backward", dev, grad.handle, input.handle, target.handle, red, ignore_index)[0]
-    return _call(cname + "WeightedBackward", dev, grad.handle, input.handle, target.handle, weight.handle, red,
-                 ignore_index)[0]
+        return _call(cname + "Backward", dev, *args, red, ignore_index)[0]
+    return _call(cname + "WeightedBackward", dev, *args, weight.handle, red, ignore_index)[0]
 
 
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
              weight: Optional[Tensor] = None) -> Tensor:
-    """Negative log-likelihood of log-probabilities input[N, C] at class indices target[N].
+    """Negative log-likelihood of log-probabilities input[N, C] at class indices target[N]
+    (also one sample, input [C] and target 0-dim, or spatial, input [N, C, d1, ...] and
+    target [N, d1, ...], as torch.nn.functional.nll_loss).
 
-    With `weight` (a floating tensor [C], torch.nn.functional.nll_loss's class weights),
-    sample i's loss is scaled by weight[target[i]] and ``"mean"`` divides by the sum of
-    the counted samples' weights. Samples whose target is `ignore_index` count nothing."""
+    With `weight` (a floating tensor [C], torch's class weights), sample i's loss is scaled
+    by weight[target[i]] and ``"mean"`` divides by the sum of the counted samples' weights.
+    Samples whose target is `ignore_index` count nothing. The loss has target's shape for
+    ``"none"``, else it is 0-dim."""
     return _loss("nll_loss", "hpuNllLoss", input, target, reduction, ignore_index, weight)
 
 
 def nll_loss_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
                       ignore_index: int = -100, *, weight: Optional[Tensor] = None) -> Tensor:
-    """grad_input of :func:`nll_loss`; `grad` has the loss's shape ([N] for ``"none"``, else 0-dim)."""
+    """grad_input of :func:`nll_loss`; `grad` has the loss's shape."""
     return _loss_backward("nll_loss_backward", "hpuNllLoss", grad, input, target, reduction, ignore_index, weight)
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
-                  weight: Optional[Tensor] = None) -> Tensor:
-    """log_softmax then nll_loss, fused (torch.nn.functional.cross_entropy; Habana's
-    cross_entropy_loss for autocast); `weight` as in :func:`nll_loss`."""
-    return _loss("cross_entropy", "hpuCrossEntropyLoss", input, target, reduction, ignore_index, weight)
+                  weight: Optional[Tensor] = None, label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax over the class dim then nll_loss, fused (torch.nn.functional.cross_entropy;
+    Habana's cross_entropy_loss for autocast); shapes and `weight` as in :func:`nll_loss`.
+    `label_smoothing` e in [0, 1] mixes in e / C of every class's loss, as torch does."""
+    return _loss("cross_entropy", "hpuCrossEntropyLoss", input, target, reduction, ignore_index, weight,
+                 label_smoothing)
 
 
 def cross_entropy_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
-                           ignore_index: int = -100, *, weight: Optional[Tensor] = None) -> Tensor:
+                           ignore_index: int = -100, *, weight: Optional[Tensor] = None,
+                           label_smoothing: float = 0.0) -> Tensor:
     """grad_input of :func:`cross_entropy`."""
     return _loss_backward("cross_entropy_backward", "hpuCrossEntropyLoss", grad, input, target, reduction,
-                          ignore_index, weight)
+                          ignore_index, weight, label_smoothing)
 
 
 def _normalized_ndim(op: str, x: Tensor, normalized_shape: Union[None, int, Sequence[int]]) -> int:
@@ -600,6 +623,49 @@ def mean_backward(grad: Tensor, x: Tensor, dim: Union[None, int, Sequence[int]] 
     return _reduce_backward("mean", grad, x, dim, keepdim)
 
 
+def argmax(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
+    """int64 index of the largest element along `dim` (of the flattened tensor when None),
+    the first on ties; a NaN counts as largest (torch.argmax)."""
+    dev = _tensors("argmax", x=x)
+    if x.dtype is dtypes.bool_:
+        raise InvalidArgumentError("argmax: x has dtype hpu.bool_; a number type is needed")
+    if dim is None:
+        if x.numel() == 0:
+            raise InvalidArgumentError(f"argmax: x of shape {x.shape} has no elements")
+        flat = x.reshape(-1)  # kept alive through the call
+        index = _call("hpuArgmax", dev, flat.handle, 0, 0)[0]
+        return index.reshape(*([1] * x.ndim)) if keepdim else index
+    if x.ndim > 0 and x.shape[_dim("argmax", x, dim)] == 0:
+        raise InvalidArgumentError(f"argmax: dim {dim} of shape {x.shape} is empty")
+    return _call("hpuArgmax", dev, x.handle, _dim("argmax", x, dim), int(keepdim))[0]
+
+
+def squared_norm(tensors: Sequence[Tensor]) -> Tensor:
+    """The sum of x**2 over every element of `tensors` (floating, on one device), as a float32
+    0-dim tensor; its square root is the total norm of gradient clipping. The same bits on
+    every run."""
+    ts = list(tensors) if not isinstance(tensors, Tensor) else [tensors]
+    if not ts:
+        raise InvalidArgumentError("squared_norm: tensors is empty; at least one tensor is needed")
+    named = {f"tensors[{i}]": t for i, t in enumerate(ts)}
+    dev = _tensors("squared_norm", **named)
+    _floating("squared_norm", **named)
+    handles = (T * len(ts))(*(t.handle for t in ts))
+    return _call("hpuSquaredNorm", dev, handles, len(ts))[0]
+
+
+def scale_(x: Tensor, alpha: float) -> Tensor:
+    """x *= alpha in place (a contiguous floating tensor); returns x."""
+    dev = _tensors("scale_", x=x)
+    _floating("scale_", x=x)
+    if not x.is_contiguous():
+        raise InvalidArgumentError(f"scale_: x (shape {x.shape}, strides {x.stride()}) is not contiguous")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise TypeError(f"scale_: alpha must be a number, not {type(alpha).__name__}")
+    _lib.hpuScaleInplace(stream_for(dev), x.handle, alpha)
+    return x
+
+
 def cast(x: Tensor, dtype: DTypeLike) -> Tensor:
     """A new contiguous tensor of x converted to `dtype` (an op: it runs in stream order)."""
     dev = _tensors("cast", x=x)
@@ -663,8 +729,9 @@ def _methods() -> None:
     Tensor.__matmul__ = lambda a, b: matmul(a, b)
     Tensor.__neg__ = lambda a: mul(a, -1)
     Tensor.add_ = lambda self, other, alpha=1.0: add_(self, other, alpha)
+    Tensor.mul_ = lambda self, alpha: scale_(self, alpha)
     for name in ("mm", "bmm", "matmul", "exp", "log", "tan", "relu", "gelu", "tanh", "sigmoid", "softmax",
-                 "log_softmax", "sum", "mean"):
+                 "log_softmax", "sum", "mean", "argmax"):
         setattr(Tensor, name, globals()[name])
 
 

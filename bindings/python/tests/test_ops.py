@@ -185,6 +185,60 @@ class Losses(unittest.TestCase):
         # A weight of 1 everywhere is the unweighted loss.
         close(self, hpu.cross_entropy(x, t, weight=hpu.ones(5)), hpu.cross_entropy(x, t).numpy())
 
+    def test_spatial_and_single_sample_losses(self):
+        x, t = randn(3, 4, 5), np.array([[0, 1, 2, 3, -100], [3, 3, 2, 1, 0], [1, 0, 0, 2, 3]], np.int64)
+        w = np.array([0.5, 2.0, 1.0, 3.0])
+        rows = np.moveaxis(x, 1, -1).reshape(-1, 4)        # [N*d1, C]
+        y = t.reshape(-1)
+        logp = rows - np.log(np.exp(rows).sum(1, keepdims=True))
+        keep = y != -100
+        per = np.zeros(15)
+        per[keep] = -logp[keep, y[keep]] * w[y[keep]]
+        got = hpu.cross_entropy(hpu.tensor(x), hpu.tensor(t), reduction="none", weight=hpu.tensor(w))
+        self.assertEqual(got.shape, (3, 5))
+        close(self, got, per.reshape(3, 5))
+        close(self, hpu.cross_entropy(hpu.tensor(x), hpu.tensor(t), weight=hpu.tensor(w)),
+              per.sum() / w[y[keep]].sum())
+        g = hpu.ops.cross_entropy_backward(hpu.ones(3, 5), hpu.tensor(x), hpu.tensor(t), reduction="none")
+        want = np.exp(logp)
+        want[keep, y[keep]] -= 1
+        want[~keep] = 0
+        close(self, g, np.moveaxis(want.reshape(3, 5, 4), -1, 1))
+        one = randn(4)
+        lp = one - np.log(np.exp(one).sum())
+        close(self, hpu.nll_loss(hpu.tensor(lp), hpu.tensor(np.int64(2))), -lp[2])
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.cross_entropy(hpu.tensor(x), hpu.tensor(t[:, :4]))
+        self.assertEqual(cm.exception.message, "cross_entropy: target has shape (3, 4); (3, 5) is needed "
+                                               "(input (3, 4, 5) without its class dim)")
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.cross_entropy(hpu.tensor(np.float32(1.0)), hpu.tensor(np.int64(0)))
+
+    def test_label_smoothing(self):
+        logits, target = randn(6, 4), np.array([0, 3, -100, 1, 2, 3], np.int64)
+        w, e = np.array([0.5, 2.0, 1.0, 3.0]), 0.2
+        logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+        keep = target != -100
+        rows, cls = np.arange(6)[keep], target[keep]
+        # torch: (1 - e) * the weighted loss + e / C * sum_j w[j] * -logp[j]; mean over the target weights
+        per = (1 - e) * -logp[rows, cls] * w[cls] + e / 4 * (-logp[rows] * w).sum(1)
+        x, t, tw = hpu.tensor(logits), hpu.tensor(target), hpu.tensor(w)
+        close(self, hpu.cross_entropy(x, t, weight=tw, label_smoothing=e), per.sum() / w[cls].sum())
+        close(self, hpu.cross_entropy(x, t, reduction="sum", label_smoothing=e),
+              ((1 - e) * -logp[rows, cls] + e / 4 * -logp[rows].sum(1)).sum())
+        close(self, hpu.cross_entropy(x, t, weight=tw, label_smoothing=0.0), hpu.cross_entropy(x, t, weight=tw).numpy())
+        p = np.exp(logp)
+        onehot = np.zeros((6, 4))
+        onehot[rows, cls] = 1
+        want = np.zeros((6, 4))
+        want[rows] = (1 - e) * w[cls][:, None] * (p[rows] - onehot[rows]) + e / 4 * (w.sum() * p[rows] - w)
+        grad = hpu.ops.cross_entropy_backward(hpu.tensor(np.float32(1.0)), x, t, weight=tw, label_smoothing=e)
+        close(self, grad, want / w[cls].sum())
+        for bad in (-0.1, 1.5, "0.1"):
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                hpu.cross_entropy(x, t, label_smoothing=bad)
+            self.assertEqual(cm.exception.message, f"cross_entropy: label_smoothing {bad!r} is not in [0, 1]")
+
     def test_class_weighted_losses_check_their_arguments(self):
         x, t = hpu.tensor(randn(4, 3)), hpu.tensor(np.array([0, 1, 2, 1], dtype=np.int64))
         for op in (hpu.cross_entropy, hpu.nll_loss):
@@ -357,6 +411,56 @@ class Reductions(unittest.TestCase):
             hpu.sum(hpu.tensor(x), dim=(0, -3))
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.mean(hpu.tensor(np.arange(3)))
+
+
+class ArgmaxNormScale(unittest.TestCase):
+    def test_argmax(self):
+        x = randn(4, 6)
+        x[2, 1] = x[2, 4] = 9.0  # ties: the first
+        t = hpu.tensor(x)
+        got = hpu.argmax(t, 1)
+        self.assertIs(got.dtype, hpu.int64)
+        np.testing.assert_array_equal(got.numpy(), x.argmax(1))
+        np.testing.assert_array_equal(t.argmax(dim=0, keepdim=True).numpy(), x.argmax(0)[None])
+        self.assertEqual(hpu.argmax(t).item(), x.argmax())
+        self.assertEqual(hpu.argmax(t, keepdim=True).shape, (1, 1))
+        np.testing.assert_array_equal(hpu.argmax(hpu.tensor(np.array([[3, 7, 7]], np.int32)), -1).numpy(), [1])
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.argmax(t, 2)
+        self.assertEqual(cm.exception.message, "argmax: dim 2 is out of range for shape (4, 6)")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.argmax(hpu.zeros(3, 0), 1)
+        self.assertEqual(cm.exception.message, "argmax: dim 1 of shape (3, 0) is empty")
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.argmax(hpu.zeros(0))
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.argmax(hpu.zeros(3, dtype=hpu.bool_))
+        self.assertEqual(cm.exception.message, "argmax: x has dtype hpu.bool_; a number type is needed")
+
+    def test_squared_norm_and_scale(self):
+        a, b = randn(3, 4), randn(5)
+        got = hpu.ops.squared_norm([hpu.tensor(a), hpu.tensor(b).to(hpu.bfloat16)])
+        self.assertEqual((got.shape, got.dtype), ((), hpu.float32))
+        bf = hpu.tensor(b).to(hpu.bfloat16).float().numpy()
+        close(self, got, (a.astype(np.float64) ** 2).sum() + (bf.astype(np.float64) ** 2).sum(), 1e-6)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.squared_norm([])
+        self.assertEqual(cm.exception.message, "squared_norm: tensors is empty; at least one tensor is needed")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.squared_norm([hpu.tensor(a), hpu.zeros(2, dtype=hpu.int32)])
+        self.assertEqual(cm.exception.message,
+                         "squared_norm: tensors[1] has dtype hpu.int32; a floating type is needed")
+        with self.assertRaises(hpu.InvalidArgumentError):
+            hpu.ops.squared_norm([hpu.tensor(a), hpu.zeros(2, device=1)])
+        t = hpu.tensor(a)
+        self.assertIs(t.mul_(0.5), t)
+        close(self, t, a * 0.5)
+        close(self, hpu.ops.scale_(t, -2.0), -a)
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.scale_(hpu.tensor(a).transpose(0, 1), 2.0)
+        self.assertIn("is not contiguous", cm.exception.message)
+        with self.assertRaises(TypeError):
+            t.mul_(hpu.ones(3, 4))
 
 
 class Autocast(unittest.TestCase):
