@@ -728,8 +728,17 @@ def _methods() -> None:
     Tensor.__rtruediv__ = lambda a, b: div(b, a)
     Tensor.__matmul__ = lambda a, b: matmul(a, b)
     Tensor.__neg__ = lambda a: mul(a, -1)
-    Tensor.add_ = lambda self, other, alpha=1.0: add_(self, other, alpha)
-    Tensor.mul_ = lambda self, alpha: scale_(self, alpha)
+
+    def add_method(self: Tensor, other: Tensor, alpha: float = 1.0) -> Tensor:
+        """self += alpha other in place (:func:`add_`); returns self."""
+        return add_(self, other, alpha)
+
+    def mul_method(self: Tensor, alpha: float) -> Tensor:
+        """self *= alpha (a number) in place (:func:`scale_`); returns self."""
+        return scale_(self, alpha)
+
+    add_method.__name__, mul_method.__name__ = "add_", "mul_"
+    Tensor.add_, Tensor.mul_ = add_method, mul_method
     for name in ("mm", "bmm", "matmul", "exp", "log", "tan", "relu", "gelu", "tanh", "sigmoid", "softmax",
                  "log_softmax", "sum", "mean", "argmax"):
         setattr(Tensor, name, globals()[name])

@@ -82,6 +82,7 @@ class Regions(unittest.TestCase):
 
 class OpLists(unittest.TestCase):
     def test_defaults(self):
+        self.assertEqual(hpu.AUTOCAST_LISTS, ("lower_precision", "fp32", "promote"))
         self.assertEqual(len(hpu.get_autocast_op_list("lower_precision")), 27)
         self.assertEqual(len(hpu.get_autocast_op_list("fp32")), 49)
         self.assertEqual(hpu.get_autocast_op_list("promote"),

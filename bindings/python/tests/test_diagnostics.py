@@ -77,6 +77,17 @@ class Profiler(unittest.TestCase):
             self.assertTrue(any("hpuMemset" in json.dumps(e) for e in events))
         self.assertIsInstance(hpu.profiler_summary(), str)
 
+    def test_start_and_stop(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "trace.json")
+            hpu.profiler_start(path)
+            try:
+                hpu.ones(8).sum().item()
+            finally:
+                hpu.profiler_stop()
+            with open(path) as f:
+                self.assertIn("hpuSum", f.read())
+
     def test_stop_without_start(self):
         with self.assertRaises(hpu.HpuError) as cm:
             hpu.profiler_stop()

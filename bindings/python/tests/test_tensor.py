@@ -132,6 +132,22 @@ class Data(unittest.TestCase):
         c.fill_(0)
         self.assertNotEqual(t.tolist(), c.tolist())
 
+    def test_introspection_and_in_place_fills(self):
+        t = hpu.tensor([[1.5, 2.5, 3.5]])
+        self.assertEqual((t.ndim, t.dim(), t.numel(), t.element_size(), t.nbytes), (2, 2, 3, 4, 12))
+        self.assertNotEqual(t.data_ptr(), 0)
+        self.assertEqual(hpu.empty(0).data_ptr(), 0)
+        d = t.double()
+        self.assertEqual((d.dtype, d.element_size(), d.tolist()), (hpu.float64, 8, [[1.5, 2.5, 3.5]]))
+        self.assertIs(t.zero_(), t)
+        self.assertEqual(t.tolist(), [[0, 0, 0]])
+        hpu.manual_seed(3, 0)
+        n = hpu.empty(4000).normal_(10.0, 0.5).tolist()
+        mean = sum(n) / len(n)
+        std = (sum((x - mean) ** 2 for x in n) / len(n)) ** 0.5
+        self.assertLess(abs(mean - 10.0), 0.05)  # 4000 draws: the mean's sigma is 0.008
+        self.assertLess(abs(std - 0.5), 0.05)
+
     def test_copy_between_devices_and_dtypes(self):
         src = hpu.tensor([[1.5, 2.5]], device=0)
         dst = hpu.empty(1, 2, dtype=hpu.float64, device=3).copy_(src)
