@@ -326,7 +326,9 @@ function normalizedNdim(op, x, normalizedShape) {
 function normParams(op, x, k, params) {
   const want = x.shape.slice(x.ndim - k);
   for (const [name, t] of Object.entries(params)) {
-    if (t && t.shape.join() !== want.join()) throw invalidArgument(`${op}: ${name} has shape [${t.shape}]; [${want}] (x's normalized dims) is needed`);
+    if (t && t.shape.join() !== want.join()) {
+      throw invalidArgument(`${op}: ${name} has shape [${t.shape}]; [${want}] (x's normalized dims) is needed`);
+    }
   }
 }
 

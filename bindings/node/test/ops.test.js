@@ -2,14 +2,9 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const hpu = require('..');
+const { near, values } = require('./support');
 
 const isHpuError = (code) => (e) => e instanceof hpu.HpuError && e.code === code;
-
-function near(got, want, tol = 1e-4) {
-  const g = Array.from(got instanceof hpu.Tensor ? got.data() : got);
-  assert.equal(g.length, want.length);
-  g.forEach((v, i) => assert.ok(Math.abs(v - want[i]) <= tol * (1 + Math.abs(want[i])), `[${i}] ${v} vs ${want[i]}`));
-}
 
 function matmulRef(a, b, m, k, n) {
   const out = new Array(m * n).fill(0);
@@ -67,8 +62,7 @@ test('softmax, cross entropy, reductions', () => {
   assert.deepEqual(hpu.ops.mean(t, { dim: -1, keepdim: true }).shape, [2, 1]);
 });
 
-// Deterministic values in [-2, 2) for the references below.
-const values = (n, seed) => Array.from({ length: n }, (_, i) => (((i + 1) * 7919 * seed) % 400) / 100 - 2);
+// log_softmax of each of n rows of c values.
 const logSoftmaxRows = (x, n, c) => Array.from({ length: n }, (_, i) => {
   const row = x.slice(i * c, i * c + c);
   const m = Math.max(...row);
@@ -96,7 +90,8 @@ test('class-weighted cross entropy and nll loss against a reference', () => {
   }
   const weight = hpu.tensor(w);
   // d(mean)/d logits: (softmax - onehot) w[y_i] / sum of the counted weights; ignored rows 0.
-  const grad = (scaleOf) => logp.flatMap((row, i) => row.map((lp, j) => (y[i] === -100 ? 0 : (Math.exp(lp) - (j === y[i] ? 1 : 0)) * w[y[i]] * scaleOf(i))));
+  const grad = (scaleOf) => logp.flatMap((row, i) => row.map((lp, j) => (y[i] === -100 ? 0
+    : (Math.exp(lp) - (j === y[i] ? 1 : 0)) * w[y[i]] * scaleOf(i))));
   near(hpu.ops.crossEntropyBackward(hpu.tensor(2), input, target, { weight }), grad(() => 2 / wsum));
   const g = values(n, 5);
   near(hpu.ops.crossEntropyBackward(hpu.tensor(g), input, target, { weight, reduction: 'none' }), grad((i) => g[i]));
@@ -131,7 +126,9 @@ test('spatial losses and label smoothing against a reference', () => {
   const w = [0.5, 2, 1];
   const at = (i, j, k) => x[(i * c + j) * l + k];
   const rows = [];  // [logp over classes, target] per position
-  for (let i = 0; i < n; i++) for (let k = 0; k < l; k++) rows.push([logSoftmaxRows(Array.from({ length: c }, (_, j) => at(i, j, k)), 1, c)[0], y[i][k]]);
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < l; k++) rows.push([logSoftmaxRows(Array.from({ length: c }, (_, j) => at(i, j, k)), 1, c)[0], y[i][k]]);
+  }
   const per = rows.map(([lp, t]) => (t === -100 ? 0 : -lp[t] * w[t]));
   const input = hpu.tensor(Float32Array.from(x), { shape: [n, c, l] });
   const target = hpu.tensor(BigInt64Array.from(y.flat().map(BigInt)), { shape: [n, l] });
@@ -156,7 +153,9 @@ test('spatial losses and label smoothing against a reference', () => {
     if (t === -100) return;
     const [i, k] = [Math.floor(r / l), r % l];
     const wAll = w.reduce((a, b) => a + b);
-    lp.forEach((v, j) => { want[(i * c + j) * l + k] = ((1 - e) * w[t] * (Math.exp(v) - (j === t ? 1 : 0)) + (e / c) * (wAll * Math.exp(v) - w[j])) / wsum; });
+    lp.forEach((v, j) => {
+      want[(i * c + j) * l + k] = ((1 - e) * w[t] * (Math.exp(v) - (j === t ? 1 : 0)) + (e / c) * (wAll * Math.exp(v) - w[j])) / wsum;
+    });
   });
   near(grad, want);
   assert.throws(() => hpu.crossEntropy(input, target, { labelSmoothing: 1.5 }), (e2) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e2) &&
@@ -180,7 +179,8 @@ test('layer norm over trailing dims against a reference', () => {
   const xhat = rows.map((r, i) => r.map((v) => (v - mu[i]) * rstd[i]));
   const tx = hpu.tensor(Float32Array.from(x), { shape: [a, b, c] });
   const tw = hpu.tensor(Float32Array.from(w), { shape: [b, c] });
-  const [y, mean, rs] = hpu.ops.layerNorm(tx, { weight: tw, bias: hpu.tensor(Float32Array.from(bias), { shape: [b, c] }), normalizedShape: [b, c], returnStats: true });
+  const tb = hpu.tensor(Float32Array.from(bias), { shape: [b, c] });
+  const [y, mean, rs] = hpu.ops.layerNorm(tx, { weight: tw, bias: tb, normalizedShape: [b, c], returnStats: true });
   assert.deepEqual([y.shape, mean.shape, rs.shape], [[a, b, c], [a], [a]]);
   near(y, xhat.flatMap((r) => r.map((v, j) => v * w[j] + bias[j])), 1e-3);
   near(mean, mu);
@@ -241,7 +241,8 @@ test('argmax, squaredNorm, scaleInplace', () => {
   const t = hpu.tensor(a);
   assert.equal(hpu.ops.scaleInplace(t, -2), t);
   near(t, [-3, 4, -0.5]);
-  assert.throws(() => hpu.ops.scaleInplace(hpu.zeros([2, 3]).transpose(0, 1), 2), (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message.includes('is not contiguous'));
+  assert.throws(() => hpu.ops.scaleInplace(hpu.zeros([2, 3]).transpose(0, 1), 2),
+    (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) && e.message.includes('is not contiguous'));
   assert.throws(() => hpu.ops.scaleInplace(t, '2'), TypeError);
 });
 
