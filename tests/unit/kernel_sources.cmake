@@ -7,6 +7,8 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/kernels/cast.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/elementwise.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/elementwise_vec.cpp
+  ${PROJECT_SOURCE_DIR}/src/kernels/optim.cpp
+  ${PROJECT_SOURCE_DIR}/src/kernels/optim_vec.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/reduce.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm_bf16.cpp
@@ -19,3 +21,4 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/core/error.cpp)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 target_link_libraries(test_${name} PRIVATE PkgConfig::OPENBLAS PkgConfig::JANSSON)
+set_source_files_properties(${HPU_EXACT_FP_SOURCES} PROPERTIES COMPILE_OPTIONS -ffp-contract=off)

@@ -1,5 +1,6 @@
-// Casts, elementwise kernels, reductions, random fills and parallel_for,
-// against references computed here in double precision.
+// Casts, elementwise kernels, optimizer steps, reductions, random fills and
+// parallel_for, against references computed here in double precision (the
+// vector paths: bit for bit against the scalar rules).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,6 +19,8 @@
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/elementwise_vec.hpp"
+#include "kernels/optim.hpp"
+#include "kernels/optim_vec.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/random.hpp"
@@ -449,6 +452,84 @@ TEST_F(Kernels, Bf16OpsRunTheVectorLoopsOnWidenedBlocks) {
   unary(Unary::relu, HPU_BFLOAT16, ah.data(), oh.data(), n);
   for (size_t i = 0; i < n; ++i)
     expect_same(bf16_to_f32(oh[i]), want_unary(Unary::relu, bf16_to_f32(ah[i])), "bf16 relu");
+}
+
+// The optimizer updates as optim.cpp computed them before it had vector paths:
+// f32 operations in this order, each rounded once.
+void want_adamw(float &w, float g, float &m, float &v, const AdamwConstants &c) {
+  w *= c.decay;
+  m = c.beta1 * m + (1.0f - c.beta1) * g;
+  v = c.beta2 * v + (1.0f - c.beta2) * g * g;
+  w -= c.step_size * m / (std::sqrt(v) * c.inv_sqrt_bc2 + c.eps);
+}
+
+void want_sgd(float &w, float g, float &buf, const SgdConstants &c) {
+  float d = g + c.weight_decay * w;
+  if (c.momentum != 0.0f) {
+    buf = c.first ? d : c.momentum * buf + c.damp * d;
+    d = c.nesterov ? d + c.momentum * buf : buf;
+  }
+  w -= c.lr * d;
+}
+
+TEST(OptimPaths, EveryPathGivesTheScalarUpdateBitForBit) {
+  const size_t n = 1000;
+  const std::vector<float> w0 = special_floats(n, 31), g = special_floats(n, 32), m0 = special_floats(n, 33);
+  std::vector<float> v0 = special_floats(n, 34);
+  for (float &x : v0) x = std::fabs(x);  // a second moment
+  const AdamwConstants ac{1.0f - 1e-3f * 1e-2f, 0.9f, 0.999f, 1.0f - 0.9f, 1.0f - 0.999f, 1e-3f / 0.19f, 1.7f, 1e-8f};
+  const SgdConstants sgd_cases[] = {{0.05f, 0.0f, 1.0f, 0.0f, false, false},
+                                    {0.05f, 0.9f, 1.0f, 1e-2f, false, true},
+                                    {0.05f, 0.9f, 0.9f, 0.0f, false, false},
+                                    {0.05f, 0.8f, 1.0f, 1e-3f, true, false}};
+  for (Isa isa : all_paths()) {
+    const OptimPaths &p = optim_paths(isa);
+    for (size_t len : {size_t(0), size_t(1), size_t(7), size_t(15), size_t(16), size_t(17), size_t(33), size_t(40),
+                       n}) {
+      const std::string what = std::string(isa_name(isa)) + " n=" + std::to_string(len);
+      std::vector<float> w = w0, m = m0, v = v0, ww = w0, wm = m0, wv = v0;
+      p.adamw(w.data(), g.data(), m.data(), v.data(), len, ac);
+      for (size_t i = 0; i < len; ++i) want_adamw(ww[i], g[i], wm[i], wv[i], ac);
+      for (size_t i = 0; i < n; ++i) {  // past len: untouched
+        expect_same(w[i], ww[i], what + " adamw param");
+        expect_same(m[i], wm[i], what + " adamw exp_avg");
+        expect_same(v[i], wv[i], what + " adamw exp_avg_sq");
+      }
+      for (const SgdConstants &c : sgd_cases) {
+        std::vector<float> sw = w0, sb = m0, ws = w0, wb = m0;
+        p.sgd(sw.data(), g.data(), c.momentum != 0.0f ? sb.data() : nullptr, len, c);
+        for (size_t i = 0; i < len; ++i) want_sgd(ws[i], g[i], wb[i], c);
+        for (size_t i = 0; i < n; ++i) {
+          expect_same(sw[i], ws[i], what + " sgd param, momentum " + std::to_string(c.momentum));
+          expect_same(sb[i], wb[i], what + " sgd buffer, momentum " + std::to_string(c.momentum));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Kernels, AdamwStepWidensBf16GradientsAndCoversEveryBlock) {
+  // More than one parallel_for chunk and one widening block, with a ragged end.
+  const size_t n = 3 * 16384 + 1000 + 5;
+  std::vector<float> w(n), m(n), v(n), g(n);
+  std::mt19937 rng(35);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (size_t i = 0; i < n; ++i) w[i] = u(rng), m[i] = u(rng) * 0.1f, v[i] = std::fabs(u(rng)) * 0.01f, g[i] = u(rng);
+  std::vector<uint16_t> gh(n);
+  for (size_t i = 0; i < n; ++i) gh[i] = f32_to_bf16(g[i]);
+  const AdamwParams ap{1e-3, 0.9, 0.999, 1e-8, 1e-2};
+  const int64_t step = 3;
+  const AdamwConstants c{static_cast<float>(1.0 - 1e-3 * 1e-2), 0.9f, 0.999f, 1.0f - 0.9f, 1.0f - 0.999f,
+                         static_cast<float>(1e-3 / (1.0 - std::pow(0.9, 3.0))),
+                         static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(0.999, 3.0))), 1e-8f};
+  std::vector<float> ww = w, wm = m, wv = v;
+  for (size_t i = 0; i < n; ++i) want_adamw(ww[i], bf16_to_f32(gh[i]), wm[i], wv[i], c);
+  adamw_step(w.data(), HPU_BFLOAT16, gh.data(), m.data(), v.data(), int64_t(n), step, ap);
+  for (size_t i = 0; i < n; ++i) {
+    expect_same(w[i], ww[i], "param " + std::to_string(i));
+    expect_same(m[i], wm[i], "exp_avg " + std::to_string(i));
+    expect_same(v[i], wv[i], "exp_avg_sq " + std::to_string(i));
+  }
 }
 
 // ---- reductions ---------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 
+#include <algorithm>
 #include <memory>
 
 namespace hpu {
@@ -36,54 +37,96 @@ void Comms::abort() {
 
 // ---- GradSync -------------------------------------------------------------------
 
+namespace {
+
+float *data_of(const Tensor &t) {
+  void *p = nullptr;
+  check(hpuTensorGetData(t.get(), &p));
+  return static_cast<float *>(p);
+}
+
+Tensor window(const Tensor &flat, int64_t offset, const std::vector<int64_t> &shape) {
+  hpuTensor_t view = nullptr;
+  check(hpuTensorWindow(&view, flat.get(), offset, int(shape.size()), shape.data()));
+  return Tensor(view);
+}
+
+}  // namespace
+
 GradSync::GradSync(hpuComm_t comm, hpuDevice_t dev, hpuStream_t compute, const std::vector<Parameter *> &params,
                    size_t bucket_bytes)
-    : comm_(comm), compute_(compute), link_(std::make_shared<GradSync *>(this)) {
-  int64_t total = 0;
-  for (Parameter *p : params) total += p->value.numel();
-  flat_ = Tensor::full(dev, HPU_FLOAT32, {total}, 0.0, compute);
-  void *base = nullptr;
-  check(hpuTensorGetData(flat_.get(), &base));
-  base_ = static_cast<float *>(base);
+    : comm_(comm), params_(params), offsets_(params.size()), dev_(dev), compute_(compute),
+      link_(std::make_shared<GradSync *>(this)) {
+  check(hpuCommCount(comm, &ranks_));
+  check(hpuCommUserRank(comm, &rank_));
   // Backward produces the last layers' gradients first: lay the parameters out
   // last first, so that each bucket is a contiguous range filled early.
   int64_t offset = 0;
   for (size_t k = params.size(); k-- > 0;) {
-    Parameter &p = *params[k];
     if (buckets_.empty() || size_t(buckets_.back().count) * sizeof(float) >= bucket_bytes)
       buckets_.push_back(Bucket{offset, 0, 0, 0});
     Bucket &b = buckets_.back();
-    const std::vector<int64_t> shape = p.value.shape();
-    hpuTensor_t view = nullptr;
-    check(hpuTensorWindow(&view, flat_.get(), offset, int(shape.size()), shape.data()));
-    p.grad = Tensor(view);
-    const int64_t n = p.value.numel();
+    offsets_[k] = offset;
+    const int64_t n = params[k]->value.numel();
     offset += n;
     b.count += n;
     ++b.params;
-    const size_t bucket = buckets_.size() - 1;
+    if (k == 0 || size_t(b.count) * sizeof(float) >= bucket_bytes) {  // the bucket is complete: pad it
+      const int64_t pad = (ranks_ - b.count % ranks_) % ranks_;
+      b.count += pad;
+      offset += pad;
+    }
+  }
+  flat_ = Tensor::full(dev, HPU_FLOAT32, {offset}, 0.0, compute);
+  values_ = Tensor::full(dev, HPU_FLOAT32, {offset}, 0.0, compute);
+  base_ = data_of(flat_);
+  values_base_ = data_of(values_);
+  for (size_t k = 0; k < params.size(); ++k) {
+    Parameter &p = *params[k];
+    const std::vector<int64_t> shape = p.value.shape();
+    Tensor value = window(values_, offsets_[k], shape);
+    check(hpuTensorCopy(value.get(), p.value.get(), compute));
+    p.value = value;
+    p.grad = window(flat_, offsets_[k], shape);
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const Bucket &b = buckets_[i];
+    Parameter s;
+    s.name = "slice" + std::to_string(i);
+    s.value = window(values_, slice_offset(b), {slice_count(b)});
+    s.grad = window(flat_, slice_offset(b), {slice_count(b)});
+    slices_.push_back(std::move(s));
+  }
+  size_t bucket = buckets_.size();
+  for (size_t k = 0; k < params.size(); ++k) {
+    while (bucket > 0 && buckets_[bucket - 1].offset > offsets_[k]) --bucket;
     // Once per step per parameter, however often backward adds into it; a
     // no-op once this GradSync is gone (the model may outlive the trainer).
     auto seen = std::make_shared<bool>(false);
-    p.on_grad = [link = link_, bucket, seen](bool reset) {
+    params[k]->on_grad = [link = link_, b = bucket - 1, seen](bool reset) {
       if (!*link) return;
       if (reset) *seen = false;
-      else if (!*seen) *seen = true, (*link)->ready(bucket);
+      else if (!*seen) *seen = true, (*link)->ready(b);
     };
   }
   check(hpuStreamCreate(&stream_, dev));
-  check(hpuEventCreate(&grads_done_));
-  check(hpuEventCreate(&reduced_));
-  params_ = params;
+  for (hpuEvent_t *e : {&grads_done_, &reduced_, &stepped_, &gathered_}) check(hpuEventCreate(e));
 }
 
 // The parameters may be gone already (a model destroyed before its trainer).
 GradSync::~GradSync() {
   *link_ = nullptr;
   if (stream_) hpuStreamSynchronize(stream_);
-  hpuEventDestroy(grads_done_);
-  hpuEventDestroy(reduced_);
+  for (hpuEvent_t e : {grads_done_, reduced_, stepped_, gathered_}) hpuEventDestroy(e);
   hpuStreamDestroy(stream_);
+}
+
+void GradSync::shard(std::unique_ptr<Optimizer> &opt) {
+  std::vector<Parameter *> slices;
+  for (Parameter &s : slices_) slices.push_back(&s);
+  std::unique_ptr<Optimizer> sharded = opt->with_params(slices);
+  sharded_ = sharded != nullptr;
+  if (sharded_) opt = std::move(sharded);
 }
 
 void GradSync::arm() {
@@ -99,7 +142,7 @@ void GradSync::ready(size_t bucket) {
 }
 
 // Starts the complete buckets that follow the started ones: every rank starts
-// the same allreduces in the same order.
+// the same collectives in the same order.
 void GradSync::launch_ready() {
   if (launched_ < buckets_.size() && buckets_[launched_].pending == 0) {
     check(hpuEventRecord(grads_done_, compute_));
@@ -107,7 +150,11 @@ void GradSync::launch_ready() {
   }
   while (launched_ < buckets_.size() && buckets_[launched_].pending == 0) {
     const Bucket &b = buckets_[launched_++];
-    check(hpuAllreduce(base_ + b.offset, base_ + b.offset, size_t(b.count), HPU_FLOAT32, HPU_AVG, comm_, stream_));
+    float *g = base_ + b.offset;
+    if (sharded_)
+      check(hpuReduceScatter(g, base_ + slice_offset(b), size_t(slice_count(b)), HPU_FLOAT32, HPU_AVG, comm_, stream_));
+    else
+      check(hpuAllreduce(g, g, size_t(b.count), HPU_FLOAT32, HPU_AVG, comm_, stream_));
   }
 }
 
@@ -119,6 +166,77 @@ void GradSync::wait() {
   armed_ = false;
   check(hpuEventRecord(reduced_, stream_));
   check(hpuStreamWaitEvent(compute_, reduced_));
+}
+
+void GradSync::gather_params() {
+  if (!sharded_) return;
+  check(hpuEventRecord(stepped_, compute_));
+  check(hpuStreamWaitEvent(stream_, stepped_));
+  for (const Bucket &b : buckets_)
+    check(hpuAllgather(values_base_ + slice_offset(b), values_base_ + b.offset, size_t(slice_count(b)), HPU_FLOAT32,
+                       comm_, stream_));
+  check(hpuEventRecord(gathered_, stream_));
+  check(hpuStreamWaitEvent(compute_, gathered_));
+}
+
+namespace {
+
+// "exp_avg/slice3" -> ("exp_avg", 3).
+std::pair<std::string, size_t> split_state_name(const std::string &name) {
+  const size_t slash = name.rfind('/');
+  const std::string prefix = "slice";
+  if (slash == std::string::npos || name.compare(slash + 1, prefix.size(), prefix) != 0)
+    fail(HPU_ERROR_INTERNAL, "sharded optimizer state %s is not named <kind>/slice<n>", name.c_str());
+  return {name.substr(0, slash), size_t(std::stoul(name.substr(slash + 1 + prefix.size())))};
+}
+
+}  // namespace
+
+void GradSync::gather_state(Optimizer &opt, std::vector<std::pair<std::string, Tensor>> &out) {
+  std::vector<std::pair<std::string, Tensor>> st;
+  opt.state(st);
+  const int64_t total = flat_.numel();
+  std::vector<std::pair<std::string, Tensor>> whole;  // one flat tensor per kind of state
+  check(hpuEventRecord(stepped_, compute_));
+  check(hpuStreamWaitEvent(stream_, stepped_));
+  for (const auto &[name, t] : st) {
+    const auto [kind, i] = split_state_name(name);
+    auto w = std::find_if(whole.begin(), whole.end(), [&k = kind](const auto &e) { return e.first == k; });
+    if (w == whole.end()) w = whole.emplace(w, kind, Tensor::full(dev_, HPU_FLOAT32, {total}, 0.0, stream_));
+    const Bucket &b = buckets_.at(i);
+    check(hpuMemcpyAsync(data_of(w->second) + slice_offset(b), data_of(t), size_t(slice_count(b)) * sizeof(float),
+                         HPU_MEMCPY_DEVICE_TO_DEVICE, stream_));
+  }
+  for (const auto &[kind, t] : whole) {
+    float *base = data_of(t);
+    for (const Bucket &b : buckets_)
+      check(hpuAllgather(base + slice_offset(b), base + b.offset, size_t(slice_count(b)), HPU_FLOAT32, comm_, stream_));
+    for (size_t k = 0; k < params_.size(); ++k)
+      out.emplace_back(kind + "/" + params_[k]->name, window(t, offsets_[k], params_[k]->value.shape()));
+  }
+  check(hpuStreamSynchronize(stream_));
+}
+
+void GradSync::scatter_state(Optimizer &opt, const StateSource &find) {
+  std::vector<std::pair<std::string, Tensor>> st;
+  opt.state(st);
+  std::vector<float> slice;
+  for (auto &[name, t] : st) {
+    const auto [kind, i] = split_state_name(name);
+    const Bucket &b = buckets_.at(i);
+    const int64_t begin = slice_offset(b), end = begin + slice_count(b);
+    slice.assign(size_t(slice_count(b)), 0.0f);
+    for (size_t k = 0; k < params_.size(); ++k) {
+      const int64_t n = params_[k]->value.numel(), lo = std::max(begin, offsets_[k]), hi = std::min(end, offsets_[k] + n);
+      if (lo >= hi) continue;
+      const std::string whole = kind + "/" + params_[k]->name;
+      const float *src = find(whole, size_t(n));
+      if (!src) fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks optimizer state %s", whole.c_str());
+      std::copy(src + (lo - offsets_[k]), src + (hi - offsets_[k]), slice.begin() + (lo - begin));
+    }
+    t.copy_from_host(slice.data(), slice.size() * sizeof(float), compute_);
+  }
+  check(hpuStreamSynchronize(compute_));
 }
 
 }  // namespace hpu

@@ -219,6 +219,9 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   for (Replica &p : r.reps) {
     p.opt = p.model->configure_optimizers(p.params);
     if (!p.opt) fail(HPU_ERROR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
+    // Clipping needs every gradient averaged (the global norm): unsharded then.
+    if (p.sync && options_.gradient_clip_val > 0) p.sync->unshard();
+    else if (p.sync) p.sync->shard(p.opt);
     p.sampler = std::make_unique<DistributedSampler>(train.size(), config_.world_size, p.rank, true, config_.seed);
   }
   Replica &r0 = r.reps[0];
@@ -317,11 +320,13 @@ void Trainer::optimizer_step() {
     for (Parameter *q : p.params) q->materialize_grad(p.ctx.stream);
   each(callbacks_, [&](Callback &c) { c.on_before_optimizer_step(*this); });
   if (r.sched && r.sched->interval() == Interval::step) set_lr(r, r.sched->lr_at(r.reps[0].opt->steps()));
-  // Every replica holds the same averaged gradients: the same clip, the same step.
+  // Every replica holds the same averaged gradients (or, sharded, its slices of
+  // them): the same clip, the same step.
   in_parallel(r, [&](size_t, Replica &p) {
     if (options_.gradient_clip_val > 0) clip_gradients(p, options_.gradient_clip_val);
     p.opt->step(p.ctx.stream);
-    p.opt->zero_grad(p.ctx.stream);
+    if (p.sync) p.sync->gather_params();
+    for (Parameter *q : p.params) q->zero_grad();  // the optimizer's may be slices (GradSync)
   });
   ++state_.global_step;
 }
@@ -412,7 +417,14 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
   for (Parameter *p : r.params) ck.tensors["state_dict/" + p->name] = to_host(p->value);
   if (r.opt) {
     std::vector<std::pair<std::string, Tensor>> st;
-    r.opt->state(st);
+    if (r.sync && r.sync->sharded()) {
+      // Every replica takes part in gathering the slices; replica 0's copy is saved.
+      std::vector<std::vector<std::pair<std::string, Tensor>>> all(run_->reps.size());
+      in_parallel(*run_, [&](size_t i, Replica &p) { p.sync->gather_state(*p.opt, all[i]); });
+      st = std::move(all[0]);
+    } else {
+      r.opt->state(st);
+    }
     for (auto &[name, t] : st) ck.tensors["optimizer/" + name] = to_host(t);
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(r.opt->name().c_str()));
@@ -447,13 +459,24 @@ void Trainer::restore_run(const Checkpoint &ck) {
       if (!name || r.opt->name() != name)
         fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint's optimizer is %s, the model's is %s", name ? name : "none",
              r.opt->name().c_str());
-      std::vector<std::pair<std::string, Tensor>> st;
-      r.opt->state(st);
-      for (auto &[n, t] : st) {
-        auto it = ck.tensors.find("optimizer/" + n);
-        if (it == ck.tensors.end())
-          fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks optimizer state %s", n.c_str());
-        from_host(t, it->second, n);
+      if (r.sync && r.sync->sharded()) {
+        r.sync->scatter_state(*r.opt, [&](const std::string &n, size_t count) -> const float * {
+          auto it = ck.tensors.find("optimizer/" + n);
+          if (it == ck.tensors.end()) return nullptr;
+          if (it->second.dtype != HPU_FLOAT32 || it->second.bytes.size() != count * sizeof(float))
+            fail(HPU_ERROR_INVALID_ARGUMENT, "checkpoint tensor %s does not match the model (dtype or shape differs)",
+                 n.c_str());
+          return reinterpret_cast<const float *>(it->second.bytes.data());
+        });
+      } else {
+        std::vector<std::pair<std::string, Tensor>> st;
+        r.opt->state(st);
+        for (auto &[n, t] : st) {
+          auto it = ck.tensors.find("optimizer/" + n);
+          if (it == ck.tensors.end())
+            fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks optimizer state %s", n.c_str());
+          from_host(t, it->second, n);
+        }
       }
       r.opt->set_steps(json_integer_value(json_object_get(o, "steps")));
       r.opt->set_lr(json_number_value(json_object_get(o, "lr")));

@@ -296,6 +296,13 @@ void SGD::state(std::vector<std::pair<std::string, Tensor>> &out) {
   for (size_t i = 0; i < buf_.size(); ++i) out.emplace_back("momentum_buffer/" + params()[i]->name, buf_[i]);
 }
 
+std::unique_ptr<Optimizer> SGD::with_params(std::vector<Parameter *> params) const {
+  auto o = std::make_unique<SGD>(std::move(params), initial_lr(), momentum_, weight_decay_, nesterov_);
+  o->set_lr(lr());
+  o->set_steps(steps_);
+  return o;
+}
+
 AdamW::AdamW(std::vector<Parameter *> params, double lr, double beta1, double beta2, double eps, double weight_decay)
     : Optimizer(lr, std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
   if (!(lr >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW lr is %g; expected >= 0", lr);
@@ -325,6 +332,13 @@ void AdamW::state(std::vector<std::pair<std::string, Tensor>> &out) {
     out.emplace_back("exp_avg/" + params()[i]->name, m_[i]);
     out.emplace_back("exp_avg_sq/" + params()[i]->name, v_[i]);
   }
+}
+
+std::unique_ptr<Optimizer> AdamW::with_params(std::vector<Parameter *> params) const {
+  auto o = std::make_unique<AdamW>(std::move(params), initial_lr(), beta1_, beta2_, eps_, weight_decay_);
+  o->set_lr(lr());
+  o->set_steps(steps_);
+  return o;
 }
 
 }  // namespace hpu

@@ -108,9 +108,11 @@ Checkpoint Trainer::make_checkpoint() const {
   return ck;
 }
 
+// Every rank makes the checkpoint (a sharded optimizer's state is gathered
+// from every rank); global rank 0 writes it.
 void Trainer::save_checkpoint(const std::string &path) const {
-  if (!is_global_zero()) return;
-  save_checkpoint_file(path, make_checkpoint());
+  Checkpoint ck = make_checkpoint();
+  if (is_global_zero()) save_checkpoint_file(path, ck);
 }
 
 void Trainer::restore_checkpoint(const Checkpoint &ck) {

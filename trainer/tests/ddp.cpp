@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <csignal>
+#include <map>
 #include <thread>
 
 using namespace trainer_test;
@@ -110,6 +111,78 @@ TEST(Ddp, GradientAccumulationAndClippingStayInStep) {
     return weights(model);
   };
   EXPECT_LT(max_abs_diff(run(1), run(2)), 1e-5);
+}
+
+namespace {
+
+// An optimizer without a sharded form (with_params gives none): hpu_ddp then
+// allreduces the gradients and every rank updates every weight.
+template <class O>
+struct Whole : O {
+  using O::O;
+  std::unique_ptr<hpu::Optimizer> with_params(std::vector<hpu::Parameter *>) const override { return nullptr; }
+};
+
+class UnshardedClassifier : public hpu::Classifier {
+ public:
+  explicit UnshardedClassifier(const hpu::OptimizerSpec &o) : Classifier(mlp(), o), o_(o) {}
+  std::unique_ptr<hpu::Optimizer> configure_optimizers(const std::vector<hpu::Parameter *> &params) override {
+    if (o_.name == "sgd") return std::make_unique<Whole<hpu::SGD>>(params, o_.lr, o_.momentum, o_.weight_decay, o_.nesterov);
+    return std::make_unique<Whole<hpu::AdamW>>(params, o_.lr, o_.beta1, o_.beta2, o_.eps, o_.weight_decay);
+  }
+  std::unique_ptr<hpu::LightningModule> clone() const override { return std::make_unique<UnshardedClassifier>(o_); }
+
+ private:
+  hpu::OptimizerSpec o_;
+};
+
+struct ShardRun {
+  std::vector<std::vector<float>> weights;
+  std::map<std::string, hpu::CheckpointTensor> state;  // the checkpoint's optimizer tensors
+  int64_t updated = 0;                                 // elements rank 0's optimizer updates
+};
+
+ShardRun fit_two(hpu::Classifier &model, const char *precision) {
+  TempDir dir;
+  hpu::Trainer t(opts(dir, 2, precision));
+  hpu::InMemoryData data = blob_data(16);
+  t.fit(model, data);
+  ShardRun r;
+  r.weights = weights(model);
+  for (auto &[name, tensor] : t.make_checkpoint().tensors)
+    if (name.rfind("optimizer/", 0) == 0) r.state[name] = tensor;
+  for (hpu::Parameter *p : t.state().optimizers.at(0)->params()) r.updated += p->value.numel();
+  return r;
+}
+
+}  // namespace
+
+TEST(Ddp, ShardedOptimizerReachesTheUnshardedWeightsAndStateBitForBit) {
+  const int64_t total = 16 * 32 + 32 + 2 * 32 + 32 * 4 + 4;  // the mlp's elements
+  for (const char *precision : {"32-true", "bf16-mixed"}) {
+    for (const hpu::OptimizerSpec &spec : {adamw(), sgd_momentum()}) {
+      SCOPED_TRACE(std::string(precision) + " " + spec.name);
+      hpu::Classifier sharded(mlp(), spec);
+      UnshardedClassifier unsharded(spec);
+      const ShardRun a = fit_two(sharded, precision), b = fit_two(unsharded, precision);
+      EXPECT_EQ(a.updated, total / 2);  // rank 0's half of the one bucket
+      EXPECT_EQ(b.updated, total);
+      ASSERT_EQ(a.weights.size(), b.weights.size());
+      for (size_t i = 0; i < a.weights.size(); ++i)
+        EXPECT_TRUE(a.weights[i].size() == b.weights[i].size() &&
+                    std::memcmp(a.weights[i].data(), b.weights[i].data(), a.weights[i].size() * 4) == 0)
+            << "parameter " << i << " differs";
+      // The whole state, under the unsharded names, gathered from both ranks.
+      ASSERT_EQ(a.state.size(), b.state.size());
+      EXPECT_EQ(a.state.size(), (spec.name == "sgd" ? 1u : 2u) * 6);
+      for (const auto &[name, tensor] : b.state) {
+        auto it = a.state.find(name);
+        ASSERT_NE(it, a.state.end()) << name;
+        EXPECT_EQ(it->second.shape, tensor.shape) << name;
+        EXPECT_TRUE(it->second.bytes == tensor.bytes) << name;
+      }
+    }
+  }
 }
 
 namespace {

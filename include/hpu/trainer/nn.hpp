@@ -193,6 +193,7 @@ class SGD : public Optimizer {
   std::optional<double> momentum() const override { return momentum_; }
   void step(hpuStream_t stream) override;
   void state(std::vector<std::pair<std::string, Tensor>> &out) override;
+  std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const override;
 
  private:
   double momentum_, weight_decay_;
@@ -209,6 +210,7 @@ class AdamW : public Optimizer {
   std::optional<double> momentum() const override { return beta1_; }
   void step(hpuStream_t stream) override;
   void state(std::vector<std::pair<std::string, Tensor>> &out) override;
+  std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;

@@ -6,6 +6,7 @@
 #include <hpu/hpu.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,8 +29,18 @@ class Optimizer {
   virtual void step(hpuStream_t stream) { (void)stream; }
   // Sets every gradient to zero.
   void zero_grad(hpuStream_t stream);
-  // The state tensors a checkpoint saves, by name (not the parameters).
+  // The state tensors a checkpoint saves, by name (not the parameters):
+  // "<kind>/<parameter name>", as "exp_avg/1.weight".
   virtual void state(std::vector<std::pair<std::string, Tensor>> &out) { (void)out; }
+  // The same optimizer (settings, learning rate, steps taken) over other
+  // parameters, with zero state; nullptr when it cannot have one. Optimizers
+  // whose update of each element depends only on that element (SGD, AdamW)
+  // return one: hpu_ddp then gives each rank a slice of every parameter to
+  // update (see hpu-train(1), "hpu_ddp").
+  virtual std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const {
+    (void)params;
+    return nullptr;
+  }
   int64_t steps() const { return steps_; }
   void set_steps(int64_t n) { steps_ = n; }
   const std::vector<Parameter *> &params() const { return params_; }

@@ -83,7 +83,9 @@ class Trainer {
   Metrics test(LightningModule &model, DataModule &data);
 
   // The trainer's part of a checkpoint: epoch, step, seed, callbacks' states,
-  // and while fitting the weights, optimizer state and random state.
+  // and while fitting the weights, optimizer state and random state. Under
+  // hpu_ddp every rank calls both (as in Lightning): a sharded optimizer's
+  // state is gathered from every rank. save_checkpoint writes on global rank 0.
   Checkpoint make_checkpoint() const;
   void save_checkpoint(const std::string &path) const;
   // Restores what make_checkpoint saved (hpu::Error for a mismatch).
