@@ -50,6 +50,9 @@ class Ctx {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const OpHeader &header() const { return header_; }
+  bool shares_address_space() const { return t_.shares_address_space(); }
+  // Throws the endpoint's sticky error (a peer failed or aborted), if any.
+  void throw_if_failed() const { t_.throw_if_failed(); }
 
   // Messages of this operation. `step` (< 2^24) tells the messages of one
   // operation between one pair apart; the first message to each peer carries
@@ -103,6 +106,10 @@ void ring_allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuD
 // recursive_doubling.cpp: log2(n) exchanges of the whole buffer (small messages).
 void recursive_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype,
                                   hpuRedOp_t op);
+
+// direct.cpp: each rank reduces its 1/n straight from every input into every
+// output (ranks that share an address space only).
+void direct_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 
 // tree.cpp: binomial trees (small messages; also allreduce as reduce + broadcast).
 void tree_broadcast(Ctx &c, const void *send, void *recv, size_t bytes, int root);

@@ -8,13 +8,14 @@ namespace hpu::comm {
 
 namespace {
 
-enum class Algo { rule, ring, tree, recursive_doubling };
+enum class Algo { rule, ring, tree, recursive_doubling, direct };
 
 Algo forced() {
   const std::string &a = config().comm.algo;
   if (a == "ring") return Algo::ring;
   if (a == "tree") return Algo::tree;
   if (a == "recursive_doubling") return Algo::recursive_doubling;
+  if (a == "direct") return Algo::direct;
   return Algo::rule;
 }
 
@@ -28,8 +29,14 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   const size_t bytes = count * dtype_bytes(dtype);
   if (c.size() == 1 || count == 0) return copy(recv, send, bytes);
   Algo a = forced();
-  if (a == Algo::rule) a = bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
+  if (a == Algo::direct && !c.shares_address_space()) a = Algo::rule;
+  if (a == Algo::rule) {
+    const bool direct = c.shares_address_space() && bytes * static_cast<size_t>(c.size()) > kDirectMinBytes;
+    a = direct ? Algo::direct : bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
+  }
   switch (a) {
+    case Algo::direct:
+      return direct_allreduce(c, send, recv, count, dtype, op);
     case Algo::recursive_doubling:
       return recursive_doubling_allreduce(c, send, recv, count, dtype, op);
     case Algo::tree:

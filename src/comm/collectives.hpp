@@ -2,7 +2,9 @@
 // size and rank count; HPU_ALGO forces one where it applies) and the cases
 // every algorithm leaves out (one rank, nothing to move).
 //
-//   allreduce       recursive doubling up to kSmallBytes, else the ring;
+//   allreduce       ranks that are threads of one process: direct when the n
+//                   inputs exceed kDirectMinBytes; otherwise recursive
+//                   doubling up to kSmallBytes, else the ring;
 //                   HPU_ALGO=tree: binomial reduce then broadcast
 //   broadcast       binomial tree up to kSmallBytes, else a pipelined chain
 //   reduce          binomial tree up to kSmallBytes, else a pipelined chain
@@ -17,6 +19,9 @@
 namespace hpu::comm {
 
 constexpr size_t kSmallBytes = size_t(64) << 10;
+// Allreduces between threads of one process go direct when the inputs of all
+// ranks together are larger than this (below, recursive doubling is faster).
+constexpr size_t kDirectMinBytes = size_t(128) << 10;
 
 void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, int root);

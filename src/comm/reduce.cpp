@@ -1,5 +1,7 @@
 // Reduction kernels: one loop per (type, operation), compiled twice (baseline
-// and AVX2) and picked once at run time.
+// and AVX2) and picked once at run time. The AVX2 loops of the floating types
+// are written with vector intrinsics (the compiler leaves a loop of unknown
+// length scalar at -O2); integer loops stay as the compiler makes them.
 #include "comm/reduce.hpp"
 
 #include <immintrin.h>
@@ -96,17 +98,18 @@ __attribute__((always_inline)) inline void loop(void *out, const void *a, const 
 
 #define HPU_AVX2 __attribute__((target("avx2,f16c")))
 
-// Eight lanes at a time for the 16-bit floats: widen, combine in f32, round to
-// nearest even exactly as kernels/convert.hpp does (NaN stays a quiet NaN).
-template <class Op>
-HPU_AVX2 inline __m256 vop(__m256 a, __m256 b) {
-  if constexpr (std::is_same_v<Op, Sum>) return _mm256_add_ps(a, b);
-  if constexpr (std::is_same_v<Op, Prod>) return _mm256_mul_ps(a, b);
-  __m256 nan_a = _mm256_cmp_ps(a, a, _CMP_UNORD_Q);
-  __m256 pick_a = std::is_same_v<Op, Min> ? _mm256_cmp_ps(a, b, _CMP_LT_OQ) : _mm256_cmp_ps(a, b, _CMP_GT_OQ);
-  return _mm256_blendv_ps(b, a, _mm256_or_ps(pick_a, nan_a));
+// One vector of f32 or f64 lanes (__m256 or __m256d, written with GCC's vector
+// operators so that one body serves both): the scalar rules of Op, lane by lane.
+template <class Op, class V>
+HPU_AVX2 inline V vop(V a, V b) {
+  if constexpr (std::is_same_v<Op, Sum>) return a + b;
+  if constexpr (std::is_same_v<Op, Prod>) return a * b;
+  if constexpr (std::is_same_v<Op, Min>) return (a < b) | (a != a) ? a : b;  // a NaN on either side wins
+  if constexpr (std::is_same_v<Op, Max>) return (a > b) | (a != a) ? a : b;
 }
 
+// Eight lanes at a time for the 16-bit floats: widen, combine in f32, round to
+// nearest even exactly as kernels/convert.hpp does (NaN stays a quiet NaN).
 template <class T>
 HPU_AVX2 inline __m256 load8(const T *p) {
   __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
@@ -133,13 +136,19 @@ HPU_AVX2 inline void store8(T *p, __m256 v) {
 
 template <class T, class Op>
 HPU_AVX2 void loop_avx2(void *out, const void *a, const void *b, size_t n) {
-  if constexpr ((std::is_same_v<T, bf16> || std::is_same_v<T, f16>)&&!std::is_same_v<Op, Or> &&
-                !std::is_same_v<Op, And>) {
-    auto *o = static_cast<T *>(out);
-    auto *x = static_cast<const T *>(a);
-    auto *y = static_cast<const T *>(b);
-    size_t i = 0;
+  constexpr bool logical = std::is_same_v<Op, Or> || std::is_same_v<Op, And>;
+  auto *o = static_cast<T *>(out);
+  auto *x = static_cast<const T *>(a);
+  auto *y = static_cast<const T *>(b);
+  size_t i = 0;
+  if constexpr ((std::is_same_v<T, bf16> || std::is_same_v<T, f16>)&&!logical) {
     for (; i + 8 <= n; i += 8) store8(o + i, vop<Op>(load8(x + i), load8(y + i)));
+    loop<T, Op>(o + i, x + i, y + i, n - i);
+  } else if constexpr (std::is_same_v<T, float> && !logical) {
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, vop<Op>(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    loop<T, Op>(o + i, x + i, y + i, n - i);
+  } else if constexpr (std::is_same_v<T, double> && !logical) {
+    for (; i + 4 <= n; i += 4) _mm256_storeu_pd(o + i, vop<Op>(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i)));
     loop<T, Op>(o + i, x + i, y + i, n - i);
   } else {
     loop<T, Op>(out, a, b, n);

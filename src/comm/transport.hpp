@@ -175,6 +175,10 @@ class Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual const char *name() const = 0;
+  // True when every rank is a thread of this process, so that one rank's
+  // buffer addresses are valid on every other (an algorithm may then read and
+  // write its peers' buffers directly, between messages that order it).
+  virtual bool shares_address_space() const { return false; }
 
   virtual MemoryRegionPtr register_memory(void *base, size_t bytes) = 0;
 

@@ -49,6 +49,7 @@ class LocalTransport final : public Transport, public std::enable_shared_from_th
   LocalTransport(int rank, int size) : Transport(rank, size), queues_(static_cast<size_t>(size)) {}
 
   const char *name() const override { return "local"; }
+  bool shares_address_space() const override { return true; }
 
   void connect(std::vector<std::weak_ptr<LocalTransport>> peers) { peers_ = std::move(peers); }
 
