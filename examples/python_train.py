@@ -29,7 +29,7 @@ job = {
                 "enable_progress_bar": False, "logger": False,
                 "default_root_dir": tempfile.mkdtemp(prefix="hpu-train-example-")},
 }
-result = hpu.train(job)
+result = hpu.train(job)  # Ctrl-C stops it before its next batch: KeyboardInterrupt, whole checkpoints only
 print(f"trained {result['global_step']} steps on {result['world_size']} HPUs")
 for name, value in sorted(result["metrics"].items()):
     print(f"  {name:12} {value:.4f}")
