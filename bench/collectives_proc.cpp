@@ -14,11 +14,16 @@
 //   -n / -w        iterations per size (default ~256 MiB moved, 5..1000), warm-up (3)
 //   --no-mpi       skip the Open MPI peer
 //   --no-gloo      skip the Gloo peer
+//   --bind         pin each rank to a CPU of its own when there are enough, as
+//                  mpirun's default binding does for the Open MPI peer (it
+//                  takes away the runs where the scheduler puts both ranks on
+//                  one CPU, but leaves each rank's threads a single CPU)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -39,6 +44,7 @@ struct Options {
   double factor = 4;
   int iters = 0, warmup = 3;
   bool mpi = true, gloo = true;
+  bool bind = false;  // --bind: one CPU per rank when there are enough, as mpirun binds by default
 };
 
 std::vector<size_t> sizes(const Options &o) {
@@ -179,8 +185,28 @@ size_t parse_size(const char *s) {
 
 int usage() {
   std::fprintf(stderr, "usage: hpu-bench allreduce-proc [--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] "
-                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi] [--no-gloo]\n");
+                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi] [--no-gloo] [--bind]\n");
   return 2;
+}
+
+// CPUs this process may run on.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// Pins the calling process to the r-th allowed CPU (before any thread starts,
+// so that its threads inherit it).
+void bind_to_cpu(int r) {
+  auto cpus = allowed_cpus();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[static_cast<size_t>(r) % cpus.size()], &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("hpu-bench: sched_setaffinity");
 }
 
 // Runs one job of o.np processes; their figures land in `shared`. False if a rank failed.
@@ -199,6 +225,7 @@ bool run_job(const Options &o, Shared *shared) {
       setenv("HPU_LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("HPU_COMM_ID", id.c_str(), 1);
       if (!o.transport.empty()) setenv("HPU_TRANSPORT", o.transport.c_str(), 1);
+      if (o.bind) bind_to_cpu(r);
       _exit(rank_main(o, r, shared));
     }
     pids.push_back(pid);
@@ -242,6 +269,10 @@ int allreduce_proc_main(int argc, char **argv) {
       (a == "--no-mpi" ? o.mpi : o.gloo) = false;
       continue;
     }
+    if (a == "--bind") {
+      o.bind = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage();
     const char *v = argv[++i];
     if (a == "--transport") o.transport = v;
@@ -255,6 +286,8 @@ int allreduce_proc_main(int argc, char **argv) {
   }
   if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return usage();
   if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return usage();
+  const bool bind_asked = o.bind;
+  o.bind = o.bind && static_cast<size_t>(o.np) <= allowed_cpus().size();
   auto *shared = static_cast<Shared *>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   // With more than two ranks, our own two-rank latency at the smallest size first.
@@ -263,6 +296,7 @@ int allreduce_proc_main(int argc, char **argv) {
     Options two = o;
     two.np = 2;
     two.max_bytes = o.min_bytes;
+    two.bind = bind_asked && allowed_cpus().size() >= 2;  // as a 2-rank run of its own would be
     if (!run_job(two, shared)) return 1;
     two_rank = job_time(*shared, 2, 0, nullptr);
   }
@@ -279,6 +313,9 @@ int allreduce_proc_main(int argc, char **argv) {
   std::printf("# peer gloo: %s\n", !o.gloo ? "none (--no-gloo)"
                                    : gloo.empty() ? "Gloo not available (not built with libgloo-dev, or it failed)"
                                                   : "Gloo allreduce, Algorithm::RING, tcp transport on 127.0.0.1");
+  std::printf("# binding: %s\n", o.bind ? "each rank pinned to a CPU of its own (mpirun binds each rank to a core too)"
+                                  : bind_asked ? "none (more ranks than CPUs; mpirun does not bind then either)"
+                                               : "none (the scheduler places the ranks; --bind pins them)");
   std::printf("# ratio = our busbw / the peer's (for latency: the peer's time / ours)\n");
   std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s %6s | %10s %8s %6s\n", "size", "count", "time(us)", "algbw",
               "busbw", "#wrong", "mpi(us)", "busbw", "ratio", "gloo(us)", "busbw", "ratio");

@@ -88,11 +88,13 @@ void Communicator::set_timeout(double seconds) { timeout_.store(seconds, std::me
 namespace {
 
 // Counts a communicator's queued operation until its closure is destroyed:
-// after it ran, or when the stream discards it.
+// after it ran, or when the stream discards it. (One allocation per operation:
+// the callable is kept as it is, not in a std::function.)
+template <class Done>
 struct Pending {
-  explicit Pending(std::function<void()> done) : done_(std::move(done)) {}
+  explicit Pending(Done done) : done_(std::move(done)) {}
   ~Pending() { done_(); }
-  std::function<void()> done_;
+  Done done_;
 };
 
 }  // namespace
@@ -103,10 +105,11 @@ std::shared_ptr<void> Communicator::track() {
     std::lock_guard<std::mutex> lock(idle_mu_);
     ++pending_;
   }
-  return std::make_shared<Pending>([self = shared_from_this()] {
+  auto done = [self = shared_from_this()] {
     std::lock_guard<std::mutex> lock(self->idle_mu_);
     if (--self->pending_ == 0) self->idle_cv_.notify_all();
-  });
+  };
+  return std::make_shared<Pending<decltype(done)>>(std::move(done));
 }
 
 void Communicator::enqueue(Stream &stream, OpHeader header, std::function<void(Ctx &)> body) {

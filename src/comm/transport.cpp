@@ -17,8 +17,13 @@ namespace hpu::comm {
 
 namespace {
 
-// How long a waiter polls before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(50);
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 void futex_wake(std::atomic<uint32_t> *word, bool shared) {
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
@@ -178,16 +183,20 @@ bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadlin
     for (size_t i = 0; i < n; ++i)
       if (reqs[i]->state() == Request::State::failed) throw_request_error(*reqs[i]);
   };
-  // Poll first, yielding the CPU between looks: a peer usually answers within
-  // microseconds, far sooner than a sleep and a wake-up would, and the yield
-  // lets it run on this core when ranks outnumber cores.
-  const auto spin_until = Clock::now() + kSpin;
-  do {
+  // Poll first: a peer usually answers within microseconds, far sooner than a
+  // sleep and a wake-up would. The first busy_spin_ of it without system calls
+  // (set_polling), then yielding the CPU between looks, which lets the peer
+  // run on this core when ranks outnumber cores.
+  const auto start = Clock::now(), spin_until = start + spin_, busy_until = start + busy_spin_;
+  for (auto now = start; now < spin_until; now = Clock::now()) {
     progress();
     check();
     if (all_done()) return true;
-    sched_yield();
-  } while (Clock::now() < spin_until);
+    if (now < busy_until)
+      cpu_relax();
+    else
+      sched_yield();
+  }
   std::atomic<uint32_t> *word = word_.load(std::memory_order_acquire);
   std::atomic<uint32_t> *sleepers = sleepers_.load(std::memory_order_relaxed);
   const bool shared = shared_.load(std::memory_order_relaxed);

@@ -213,6 +213,16 @@ class Transport {
   void use_doorbell(std::atomic<uint32_t> *word, std::atomic<uint32_t> *sleepers, bool shared);
   void use_own_doorbell() { use_doorbell(&own_word_, &own_sleepers_, false); }
 
+  // How a waiter polls before it sleeps: first `busy` spinning without system
+  // calls (for ranks that each have a CPU of their own: an answer is seen the
+  // moment it lands), then until `total` yielding the CPU between looks (the
+  // peer it waits for may need this core). Default: 0 and 50 us. Set before
+  // any thread waits.
+  void set_polling(Clock::duration busy, Clock::duration total) {
+    busy_spin_ = busy;
+    spin_ = total;
+  }
+
  protected:
   // Called by fail_all() once, after the sticky error is set: cancel what is in
   // flight and tell the peers. Must not block on a peer.
@@ -241,6 +251,8 @@ class Transport {
   std::atomic<uint32_t> own_word_{0}, own_sleepers_{0};
   std::atomic<std::atomic<uint32_t> *> word_{&own_word_}, sleepers_{&own_sleepers_};
   std::atomic<bool> shared_{false};
+  Clock::duration busy_spin_ = Clock::duration::zero();
+  Clock::duration spin_ = std::chrono::microseconds(50);
 };
 
 }  // namespace hpu::comm

@@ -7,6 +7,7 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/core/log.cpp
   ${PROJECT_SOURCE_DIR}/src/core/config.cpp
   ${PROJECT_SOURCE_DIR}/src/core/runtime.cpp
+  ${PROJECT_SOURCE_DIR}/src/device/compute_budget.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/socket.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/bootstrap.cpp
   ${PROJECT_SOURCE_DIR}/src/comm/bootstrap_socket.cpp

@@ -10,8 +10,26 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/runtime.hpp"
+#include "device/compute_budget.hpp"
 
 namespace hpu::comm {
+
+namespace {
+
+template <class Arrival>
+uint64_t tag_of(const Arrival &a) { return a.tag; }
+template <class Request>
+uint64_t tag_of(const std::shared_ptr<Request> &r) { return r->tag; }
+
+// The first entry of `list` for `tag` (a posted receive or an arrival), or end.
+template <class List>
+auto first_with_tag(List &list, uint64_t tag) {
+  auto it = list.begin();
+  while (it != list.end() && tag_of(*it) != tag) ++it;
+  return it;
+}
+
+}  // namespace
 
 struct NetTransport::SendReq : Request {
   explicit SendReq(const SendDesc &d) : Request(true, d.peer, d.tag, d.bytes), desc(d) {}
@@ -103,17 +121,16 @@ RequestPtr NetTransport::irecv(const RecvDesc &d) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Peer &p = peers_[static_cast<size_t>(d.peer)];
-    auto q = p.arrived.find(d.tag);
+    auto q = first_with_tag(p.arrived, d.tag);
     if (q != p.arrived.end()) {
-      Arrival a = std::move(q->second.front());
-      q->second.pop_front();
-      if (q->second.empty()) p.arrived.erase(q);  // tags are not reused: keep the map small
+      Arrival a = std::move(*q);
+      p.arrived.erase(q);
       err = match(p, d.peer, r, a);
     } else if (p.left) {
       err = strf("rank %d has left the group; rank %d cannot receive from it", d.peer, rank());
       status = HPU_ERROR_REMOTE;
     } else {
-      p.posted[d.tag].push_back(r);
+      p.posted.push_back(r);
     }
   }
   if (!err.empty()) fail_all(status, err);
@@ -258,21 +275,21 @@ void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
       err = check_arrival(peer, f);
       if (!err.empty()) break;
       Arrival a;
+      a.tag = f.tag;
       a.eager = f.type == Frame::eager;
       a.size = f.size;
       a.send_id = f.a;
       a.has_header = f.flags & Frame::kHasHeader;
       a.header = f.header;
       Peer &p = peers_[static_cast<size_t>(peer)];
-      auto q = p.posted.find(f.tag);
+      auto q = first_with_tag(p.posted, f.tag);
       if (q == p.posted.end()) {
         if (a.eager) a.data.assign(static_cast<const uint8_t *>(payload), static_cast<const uint8_t *>(payload) + f.size);
-        p.arrived[f.tag].push_back(std::move(a));
+        p.arrived.push_back(std::move(a));
         break;
       }
-      auto r = std::move(q->second.front());
-      q->second.pop_front();
-      if (q->second.empty()) p.posted.erase(q);
+      auto r = std::move(*q);
+      p.posted.erase(q);
       if (a.eager) {  // deliver straight from the link's buffer
         if (a.has_header && a.header.coll == static_cast<uint32_t>(CollKind::send) && r->desc.expect)
           err = header_mismatch(*r->desc.expect, rank(), a.header, peer);
@@ -357,7 +374,7 @@ void NetTransport::on_link_closed(int peer, const std::string &why) {
     Peer &p = peers_[static_cast<size_t>(peer)];
     left = p.left;
     p.left = true;
-    for (auto &[tag, q] : p.posted) pending = pending || !q.empty();
+    pending = !p.posted.empty();
     for (auto &[id, r] : receiving_) pending = pending || r->peer == peer;
     for (auto &[id, s] : sending_) pending = pending || s->peer == peer;
   }
@@ -444,6 +461,10 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
       if (i == rank) lists[k].push_back(j);
     }
   auto t = std::make_unique<NetTransport>(rank, size);
+  // Ranks that each have a CPU spin briefly before they yield (see set_polling).
+  int on_host = 0;
+  for (int j = 0; j < size; ++j) on_host += same_host(rank, j);
+  if (on_host <= available_cpus()) t->set_polling(std::chrono::microseconds(2), std::chrono::microseconds(50));
   std::vector<int32_t> pids;
   for (auto &w : all) pids.push_back(w.pid);
   if (any[kShm]) t->add_engine(make_shm_engine(*t, bootstrap, lists[kShm], all[0].secret, pids, deadline),

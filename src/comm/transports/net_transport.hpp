@@ -116,6 +116,7 @@ class NetTransport final : public Transport {
   struct SendReq;
   struct RecvReq;
   struct Arrival {
+    uint64_t tag = 0;
     bool eager = false;
     std::vector<uint8_t> data;  // eager payload
     uint64_t size = 0, send_id = 0;
@@ -126,8 +127,11 @@ class NetTransport final : public Transport {
     Link *link = nullptr;
     size_t eager_limit = 0;
     bool left = false;  // said BYE
-    std::map<uint64_t, std::deque<std::shared_ptr<RecvReq>>> posted;
-    std::map<uint64_t, std::deque<Arrival>> arrived;
+    // Few at a time, so flat lists (their capacity is reused: no allocation
+    // per message), in posting / arrival order; a message matches the first
+    // entry with its tag.
+    std::vector<std::shared_ptr<RecvReq>> posted;
+    std::vector<Arrival> arrived;  // messages that came before their receive
   };
 
   std::string check_arrival(int peer, const Frame &f);  // header check; "" when fine

@@ -38,6 +38,8 @@ size_t payload_bytes(const Frame &f) {
 
 class TcpEngine;
 
+thread_local TcpEngine *t_loop_engine = nullptr;  // the engine whose loop runs on this thread
+
 struct Stream {
   uv_tcp_t handle;
   TcpEngine *engine = nullptr;
@@ -119,12 +121,17 @@ class TcpEngine final : public Engine {
       sigemptyset(&pipe);
       sigaddset(&pipe, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+      t_loop_engine = this;
       uv_run(&loop_, UV_RUN_DEFAULT);
       uv_loop_close(&loop_);
     });
   }
 
   void send(TcpLink &l, const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) {
+    if (t_loop_engine == this) {  // on the loop thread (a clear-to-send, data after one): write at once
+      write(l, f, payload, bytes, lane, std::move(done));
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopped_) {
