@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -34,12 +36,38 @@ struct Ev {
   uint64_t bytes, flops;
 };
 
+// Events are appended to the recording thread's own buffer, without a lock:
+// a thread marks its buffer busy, checks that the profiler is still on, and
+// appends. stop() turns the profiler off, waits until no buffer is busy, and
+// then owns every buffer's events until it returns (the seq_cst busy/g_on pair
+// is the handshake: a thread that marks busy after stop() looked sees it off).
+// A buffer outlives its thread until its events are written.
+struct Buffer {
+  static constexpr size_t kChunk = 4096;  // events; chunks never move, so appending never copies
+  std::atomic<bool> busy{false};
+  bool orphaned = false;  // its thread has exited (guarded by Profile::mu)
+  std::vector<std::unique_ptr<Ev[]>> chunks;
+  size_t count = 0;
+
+  void push(const Ev &e) {
+    if (count == chunks.size() * kChunk) chunks.emplace_back(new Ev[kChunk]);
+    chunks[count / kChunk][count % kChunk] = e;
+    ++count;
+  }
+  // Appends the events to `out` and empties the buffer (its first chunk stays).
+  void drain(std::vector<Ev> *out) {
+    for (size_t i = 0; i < count; ++i) out->push_back(chunks[i / kChunk][i % kChunk]);
+    if (chunks.size() > 1) chunks.resize(1);
+    count = 0;
+  }
+};
+
 struct Profile {
-  std::mutex mu;
+  std::mutex mu;  // buffers, names, start/stop
   FILE *file = nullptr;
   std::string path;
   uint64_t origin = 0;
-  std::vector<Ev> events;
+  std::vector<Buffer *> buffers;
   std::map<std::pair<int, int>, std::string> thread_names;
   std::map<int, int> comm_ranks;  // comm pid -> ranks
   std::string summary;
@@ -48,6 +76,68 @@ struct Profile {
 Profile &profile() {
   static Profile *p = new Profile();  // never destroyed: threads may record during exit
   return *p;
+}
+
+// This thread's buffer, registered on its first event; at the thread's exit it
+// is freed if empty, else left to the next stop(). Events after that are dropped.
+thread_local Buffer *t_buffer = nullptr;
+thread_local bool t_exited = false;
+
+struct ThreadExit {
+  ~ThreadExit() {
+    Buffer *b = t_buffer;
+    t_buffer = nullptr;
+    t_exited = true;
+    Profile &p = profile();
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (b->count == 0) {
+      p.buffers.erase(std::find(p.buffers.begin(), p.buffers.end(), b));
+      delete b;
+    } else {
+      b->orphaned = true;
+    }
+  }
+};
+
+Buffer *this_thread_buffer() {
+  if (Buffer *b = t_buffer) return b;
+  if (t_exited) return nullptr;
+  auto *b = new Buffer();
+  {
+    Profile &p = profile();
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.buffers.push_back(b);
+  }
+  t_buffer = b;
+  thread_local ThreadExit at_exit;  // constructed once, here: runs at this thread's exit
+  return b;
+}
+
+void append(const Ev &e) {
+  Buffer *b = this_thread_buffer();
+  if (!b) return;
+  b->busy.store(true, std::memory_order_seq_cst);
+  if (g_on.load(std::memory_order_seq_cst)) b->push(e);
+  b->busy.store(false, std::memory_order_release);
+}
+
+// Called by stop() with Profile::mu held and the profiler off: waits for the
+// threads still appending, then takes every buffer's events in start order;
+// frees the buffers of exited threads.
+std::vector<Ev> collect(Profile &p) {
+  std::vector<Ev> all;
+  for (Buffer *b : p.buffers) {
+    while (b->busy.load(std::memory_order_seq_cst)) std::this_thread::yield();
+    b->drain(&all);
+  }
+  auto orphan = [](Buffer *b) {
+    if (!b->orphaned) return false;
+    delete b;
+    return true;
+  };
+  p.buffers.erase(std::remove_if(p.buffers.begin(), p.buffers.end(), orphan), p.buffers.end());
+  std::stable_sort(all.begin(), all.end(), [](const Ev &a, const Ev &b) { return a.ts < b.ts; });
+  return all;
 }
 
 thread_local const char *t_api = nullptr;
@@ -84,13 +174,13 @@ double busbw_factor(const char *name, int n) {
   return 1.0;
 }
 
-std::string make_summary(const Profile &p) {
+std::string make_summary(const Profile &p, const std::vector<Ev> &events) {
   struct Agg {
     uint64_t count = 0, ns = 0, bytes = 0, flops = 0;
     int ranks = 1;
   };
   std::map<std::string, Agg> ops, colls;
-  for (const Ev &e : p.events) {
+  for (const Ev &e : events) {
     if (e.ph != 'X' || e.pid == kHostPid) continue;
     Agg &a = (e.pid >= kCommPid ? colls : ops)[e.name];
     a.count++;
@@ -125,10 +215,10 @@ std::string make_summary(const Profile &p) {
   return out;
 }
 
-void write_trace(Profile &p) {
+void write_trace(Profile &p, const std::vector<Ev> &all) {
   json_t *events = json_array();
   std::map<int, bool> pids;
-  for (const Ev &e : p.events) {
+  for (const Ev &e : all) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(e.name));
     json_object_set_new(o, "ph", json_stringn(&e.ph, 1));
@@ -196,20 +286,15 @@ uint64_t now_ns() {
 void record(const Track &track, const char *name, uint64_t start_ns, uint64_t end_ns, uint64_t bytes, uint64_t flops) {
   Ev e{'X', 0, 0, name ? name : "?", start_ns, end_ns >= start_ns ? end_ns - start_ns : 0, bytes, flops};
   ids(track, &e.pid, &e.tid);
-  Profile &p = profile();
-  std::lock_guard<std::mutex> lock(p.mu);
-  if (p.file) p.events.push_back(e);
+  append(e);
 }
 
 void memory_counter(int device, uint64_t in_use) {
-  Ev e{'C', kStreamPid + device, 0, "memory", now_ns(), 0, in_use, 0};
-  Profile &p = profile();
-  std::lock_guard<std::mutex> lock(p.mu);
-  if (p.file) p.events.push_back(e);
+  append({'C', kStreamPid + device, 0, "memory", now_ns(), 0, in_use, 0});
 }
 
 void name_track(const Track &track, const std::string &name) {
-  int pid, tid;
+  int pid = 0, tid = 0;
   ids(track, &pid, &tid);
   Profile &p = profile();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -230,10 +315,8 @@ void start(const std::string &path) {
   if (!f) fail(HPU_ERROR_IO, "cannot open %s for the trace: %s", path.c_str(), strerror(errno));
   p.file = f;
   p.path = path;
-  p.events.clear();
-  p.events.reserve(1 << 16);
   p.origin = now_ns();
-  g_on.store(true, std::memory_order_relaxed);
+  g_on.store(true, std::memory_order_seq_cst);
   HPU_LOG(info, "profiler", "recording a trace into %s", path.c_str());
 }
 
@@ -241,12 +324,11 @@ void stop() {
   Profile &p = profile();
   std::lock_guard<std::mutex> lock(p.mu);
   if (!p.file) fail(HPU_ERROR_INVALID_USAGE, "the profiler is not recording");
-  g_on.store(false, std::memory_order_relaxed);
-  p.summary = make_summary(p);
-  size_t n = p.events.size();
-  write_trace(p);
-  p.events.clear();
-  p.events.shrink_to_fit();
+  g_on.store(false, std::memory_order_seq_cst);  // the handshake with append()
+  const std::vector<Ev> events = collect(p);
+  p.summary = make_summary(p, events);
+  write_trace(p, events);
+  const size_t n = events.size();
   HPU_LOG(info, "profiler", "wrote %zu events to %s", n, p.path.c_str());
 }
 

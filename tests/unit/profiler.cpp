@@ -5,6 +5,10 @@
 #include <jansson.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 #include <map>
 #include <string>
 #include <vector>
@@ -381,4 +385,83 @@ TEST(Profiler, BackwardsAndConversionsCarryTheirWork) {
   EXPECT_EQ(totals["hpuExp"].flops, n);
   for (hpuTensor_t t : {gx, y, x, g, xh}) ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
+}
+
+namespace {
+
+// Host spans of one API function in a trace, by host thread (tid).
+std::map<long long, int> host_spans(const std::string &path, const char *function) {
+  std::map<long long, int> out;
+  json_t *root = load(path);
+  if (!root) return out;
+  json_t *events = json_object_get(root, "traceEvents");
+  expect_nesting(events);
+  size_t i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    if (std::string(json_string_value(json_object_get(e, "ph"))) == "X" &&
+        json_integer_value(json_object_get(e, "pid")) == 1 &&
+        std::string(json_string_value(json_object_get(e, "name"))) == function)
+      out[json_integer_value(json_object_get(e, "tid"))]++;
+  }
+  json_decref(root);
+  return out;
+}
+
+}  // namespace
+
+// Each thread records into its own buffer: the events of threads that have
+// exited before the profile stops are all in the trace, one track each.
+TEST(Profiler, EventsOfExitedThreadsAreKept) {
+  std::string path = testing::TempDir() + "hpu-profile-threads.json";
+  const int threads = 4, calls = 500;
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([] {
+      int n;
+      for (int i = 0; i < calls; ++i) hpuDeviceCount(&n);
+    });
+  for (auto &t : pool) t.join();
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  auto spans = host_spans(path, "hpuDeviceCount");
+  ASSERT_EQ(spans.size(), static_cast<size_t>(threads));
+  for (auto &kv : spans) EXPECT_EQ(kv.second, calls) << "thread track " << kv.first;
+}
+
+// Threads keep recording while the profile is stopped and started again:
+// every trace is valid and nests, and no call is counted twice.
+TEST(Profiler, StopAndStartWhileThreadsRecord) {
+  const int threads = 3, calls_each = 20000;
+  std::atomic<bool> go{false};
+  std::atomic<int> running{threads};
+  std::atomic<long long> calls{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      while (!go.load()) std::this_thread::yield();
+      int n;
+      for (int i = 0; i < calls_each; ++i) {
+        hpuDeviceCount(&n);
+        calls.fetch_add(1);
+      }
+      running.fetch_sub(1);
+    });
+  long long recorded = 0;
+  int profiles = 0;
+  for (bool last = false; !last; ++profiles) {
+    std::string path = testing::TempDir() + "hpu-profile-restart.json";
+    ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+    if (profiles == 0) {
+      go = true;
+      while (calls.load() == 0) std::this_thread::yield();
+    }
+    last = running.load() == 0;
+    ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+    for (auto &kv : host_spans(path, "hpuDeviceCount")) recorded += kv.second;
+  }
+  for (auto &t : pool) t.join();
+  EXPECT_GT(profiles, 1);
+  EXPECT_GT(recorded, 0);
+  EXPECT_LE(recorded, calls.load());
 }
