@@ -56,6 +56,13 @@ void Parameter::accumulate(const Tensor &g, hpuStream_t stream) {
   if (on_grad) on_grad(false);
 }
 
+void Parameter::accumulate_owned(Tensor g, hpuStream_t stream) {
+  if (!g || !zero_pending_ || on_grad || g.dtype() != HPU_FLOAT32 || g.shape() != grad.shape())
+    return accumulate(g, stream);
+  grad = std::move(g);
+  zero_pending_ = false;
+}
+
 void Parameter::materialize_grad(hpuStream_t stream) {
   if (zero_pending_) grad.fill(0.0, stream);
   zero_pending_ = false;
@@ -108,8 +115,8 @@ Tensor Linear::forward(Context &ctx, const Tensor &x) {
       if (input_grad) check(hpuLinearBackward(s, g.get(), xr.get(), w.get(), &gx, nullptr, nullptr));
       check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
       Tensor tx(gx), tw(gw), tb(gb);
-      w_.accumulate(tw, s);
-      if (has_bias_) b_.accumulate(tb, s);
+      w_.accumulate_owned(std::move(tw), s);
+      if (has_bias_) b_.accumulate_owned(std::move(tb), s);
       return tx ? cast(s, tx, xt) : tx;
     });
   }
@@ -181,8 +188,8 @@ Tensor LayerNorm::forward(Context &ctx, const Tensor &x) {
       check(hpuLayerNormBackward(s, g.get(), x.get(), tm.get(), tr.get(), w_.value.get(), input_grad ? &gx : nullptr,
                                  &gw, &gb));
       Tensor tx(gx), tw(gw), tb(gb);
-      w_.accumulate(tw, s);
-      b_.accumulate(tb, s);
+      w_.accumulate_owned(std::move(tw), s);
+      b_.accumulate_owned(std::move(tb), s);
       return tx;
     });
   }
@@ -213,7 +220,7 @@ Tensor Embedding::forward(Context &ctx, const Tensor &indices) {
   if (ctx.training)
     ctx.tape.push([this, s, indices](const Tensor &g) {
       Tensor gw = op([&](hpuTensor_t *o) { return hpuEmbeddingBackward(s, g.get(), indices.get(), w_.value.get(), -1, o); });
-      w_.accumulate(gw, s);
+      w_.accumulate_owned(std::move(gw), s);
       return Tensor();  // indices have no gradient
     });
   return y;

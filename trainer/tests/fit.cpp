@@ -242,3 +242,32 @@ TEST(Fit, FashionMNISTBriefly) {
   EXPECT_LT(mean(counter->losses, 50, 60), 0.5 * mean(counter->losses, 0, 5));
   EXPECT_GT(t.test(model, data).at("test_acc"), 0.7);
 }
+
+TEST(Parameter, TakesAFreshGradientAfterZeroGradAndAddsTheNextOnes) {
+  hpu::Device dev(0);
+  auto f32 = [&](std::vector<float> v) { return hpu::Tensor::from_host(dev.get(), HPU_FLOAT32, {2}, v.data()); };
+  hpu::Parameter p;
+  p.value = f32({0, 0});
+  p.grad = f32({9, 9});
+  p.zero_grad();
+  hpu::Tensor g = f32({1, 2});
+  const hpuTensor_t fresh = g.get();
+  p.accumulate_owned(std::move(g), nullptr);
+  EXPECT_EQ(p.grad.get(), fresh);  // taken, not copied
+  p.accumulate_owned(f32({3, 4}), nullptr);
+  EXPECT_EQ(p.grad.get(), fresh);  // added into
+  EXPECT_EQ(p.grad.to_vector<float>(), (std::vector<float>{4, 6}));
+  // A gradient of another type, or a grad that must stay in place (on_grad:
+  // hpu_ddp's buckets), is copied in.
+  int seen = 0;
+  p.on_grad = [&](bool) { ++seen; };
+  p.zero_grad();
+  p.accumulate_owned(f32({5, 6}), nullptr);
+  EXPECT_EQ(p.grad.get(), fresh);
+  EXPECT_EQ(seen, 1);
+  p.on_grad = nullptr;
+  p.zero_grad();
+  p.accumulate_owned(hpu::Tensor::full(dev.get(), HPU_BFLOAT16, {2}, 0.5), nullptr);
+  EXPECT_EQ(p.grad.get(), fresh);
+  EXPECT_EQ(p.grad.to_vector<float>(), (std::vector<float>{0.5f, 0.5f}));
+}

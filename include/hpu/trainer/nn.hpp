@@ -25,6 +25,11 @@ struct Parameter {
   // grad += g, queued on `stream` (g may be bf16; the sum stays f32). The
   // first addition after zero_grad() writes g over grad instead.
   void accumulate(const Tensor &g, hpuStream_t stream);
+  // accumulate() for a gradient nothing else refers to (an op's output, the
+  // layers' weight gradients): the first addition after zero_grad() makes g
+  // the grad tensor instead of copying it, when g is f32 of grad's shape and
+  // grad may move (no on_grad: hpu_ddp's buckets stay in place).
+  void accumulate_owned(Tensor g, hpuStream_t stream);
   // Sets grad to zero: lazily, as the next accumulate() overwrites it.
   void zero_grad() { zero_pending_ = true; }
   // Writes the zeros zero_grad() deferred, if no gradient came since: call it
