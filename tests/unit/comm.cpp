@@ -403,6 +403,34 @@ TEST(Comm, InitRankFromThreads) {
   }
 }
 
+// op(a, b) by the scalar rules of comm/reduce.hpp.
+template <class F>
+F scalar_op(hpuRedOp_t op, F a, F b) {
+  switch (op) {
+    case HPU_SUM: return a + b;
+    case HPU_PROD: return a * b;
+    case HPU_MIN: return (a < b || a != a) ? a : b;
+    default: return (a > b || a != a) ? a : b;
+  }
+}
+
+// Two ranks allreduce x[0] and x[1] in place; both must end with `want`.
+template <class U>
+void expect_two_rank_allreduce(Group &g, hpuDataType_t t, hpuRedOp_t op, const std::vector<U> (&x)[2],
+                               const std::vector<uint8_t> &want) {
+  const size_t count = x[0].size(), bytes = count * sizeof(U);
+  std::vector<std::unique_ptr<Buffer>> buf;
+  for (int r = 0; r < 2; ++r) {
+    buf.push_back(std::make_unique<Buffer>(g.dev(r), bytes));
+    std::vector<uint8_t> in(bytes);
+    std::memcpy(in.data(), x[r].data(), bytes);
+    buf.back()->upload(in);
+  }
+  for (int r = 0; r < 2; ++r) HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), count, t, op, g.comm(r), g.stream(r)));
+  for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
+  for (int r = 0; r < 2; ++r) expect_bytes(buf[r]->download(), want, sizeof(U), "rank " + std::to_string(r));
+}
+
 // bf16 and f16 reductions of arbitrary bit patterns (subnormals, infinities,
 // NaN on one side) give exactly the bits of the scalar conversions of
 // kernels/convert.hpp around an f32 operation, whichever vector path runs.
@@ -431,25 +459,52 @@ TEST(Comm, HalfPrecisionBitsMatchScalar) {
         }
         std::vector<uint8_t> want(count * 2);
         for (size_t i = 0; i < count; ++i) {
-          float a = widen(x[0][i]), b = widen(x[1][i]), r;
-          switch (op) {
-            case HPU_SUM: r = a + b; break;
-            case HPU_PROD: r = a * b; break;
-            case HPU_MIN: r = (a < b || a != a) ? a : b; break;
-            default: r = (a > b || a != a) ? a : b; break;
-          }
+          float r = scalar_op(op, widen(x[0][i]), widen(x[1][i]));
           uint16_t h = t == HPU_BFLOAT16 ? f32_to_bf16(r) : f32_to_f16(r);
           std::memcpy(&want[i * 2], &h, 2);
         }
-        std::vector<std::unique_ptr<Buffer>> buf;
-        for (int r = 0; r < 2; ++r) {
-          buf.push_back(std::make_unique<Buffer>(g.dev(r), count * 2));
-          std::vector<uint8_t> bytes(count * 2);
-          std::memcpy(bytes.data(), x[r].data(), count * 2);
-          buf.back()->upload(bytes);
-        }
-        for (int r = 0; r < 2; ++r) HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), count, t, op, g.comm(r), g.stream(r)));
-        for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
-        for (int r = 0; r < 2; ++r) expect_bytes(buf[r]->download(), want, 2, "rank " + std::to_string(r));
+        expect_two_rank_allreduce(g, t, op, x, want);
+        if (::testing::Test::HasFatalFailure()) return;
       }
+}
+
+// f32 and f64 reductions of arbitrary bit patterns (subnormals, infinities,
+// NaN on one side) give exactly the bits of the scalar operation, whichever
+// vector path runs: a short allreduce (recursive doubling) and a long one
+// (direct between threads, ring elsewhere).
+template <class F, class U>
+void float_bits_match_scalar(hpuDataType_t t) {
+  Group g(2);
+  std::mt19937_64 gen(11);
+  auto value = [](U u) {
+    F f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  for (int o = 0; o < 4; ++o)
+    for (size_t count : {size_t(1003), size_t(100003)}) {
+      auto op = static_cast<hpuRedOp_t>(o);
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + op_name(op) + " count " + std::to_string(count));
+      std::vector<U> x[2];
+      for (auto &v : x) v.resize(count);
+      for (size_t i = 0; i < count; ++i) {
+        x[0][i] = static_cast<U>(gen());
+        // At most one NaN, and no +0/-0 pair (as for the 16-bit floats).
+        do x[1][i] = static_cast<U>(gen());
+        while ((std::isnan(value(x[0][i])) && std::isnan(value(x[1][i]))) ||
+               (value(x[0][i]) == value(x[1][i]) && x[0][i] != x[1][i]));
+      }
+      std::vector<uint8_t> want(count * sizeof(F));
+      for (size_t i = 0; i < count; ++i) {
+        F r = scalar_op(op, value(x[0][i]), value(x[1][i]));
+        std::memcpy(&want[i * sizeof(F)], &r, sizeof(F));
+      }
+      expect_two_rank_allreduce(g, t, op, x, want);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Comm, FloatBitsMatchScalar) {
+  float_bits_match_scalar<float, uint32_t>(HPU_FLOAT32);
+  float_bits_match_scalar<double, uint64_t>(HPU_FLOAT64);
 }
