@@ -132,3 +132,95 @@ TEST(Smi, BadArgumentsAreRejected) {
   rc = system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 }
+
+namespace {
+
+// Device 0 of process `pid` in one hpu-smi --json document; null if absent.
+json_t *device0_of(json_t *root, pid_t pid) {
+  size_t i;
+  json_t *proc;
+  json_array_foreach(root, i, proc) {
+    if (json_integer_value(json_object_get(proc, "pid")) == pid)
+      return json_array_get(json_object_get(proc, "devices"), 0);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// A process whose stream is kept busy and which holds a communicator shows
+// both; -l prints again and again until interrupted.
+TEST(Smi, ShowsUtilizationAndCommunicatorsAndLoops) {
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HPU_SMI_INTERVAL", "20ms", 1);
+    hpuDevice_t dev;
+    hpuStream_t stream;
+    hpuComm_t comm;
+    void *buf;
+    const size_t bytes = 32 << 20;
+    if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || hpuStreamCreate(&stream, dev) != HPU_SUCCESS ||
+        hpuCommInitAll(&comm, 1, &dev) != HPU_SUCCESS || hpuMemAlloc(&buf, dev, bytes) != HPU_SUCCESS)
+      _exit(1);
+    if (write(to_parent[1], "1", 1) != 1) _exit(2);
+    for (;;) {  // the stream never idles for long: until killed
+      for (int i = 0; i < 4; ++i) hpuMemsetAsync(buf, i, bytes, stream);
+      hpuStreamSynchronize(stream);
+    }
+  }
+  char c;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  double utilization = 0;
+  long long comms = -1, streams = -1;
+  for (int i = 0; i < 200 && utilization <= 0.2; ++i) {
+    std::string text = run_smi("--json");
+    json_error_t err;
+    json_t *root = json_loads(text.c_str(), 0, &err);
+    ASSERT_NE(root, nullptr) << text;
+    if (json_t *dev0 = device0_of(root, pid)) {
+      utilization = json_real_value(json_object_get(dev0, "utilization"));
+      comms = json_integer_value(json_object_get(dev0, "communicators"));
+      streams = json_integer_value(json_object_get(dev0, "streams"));
+    }
+    json_decref(root);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(utilization, 0.2) << run_smi("");
+  EXPECT_LE(utilization, 1.0);
+  EXPECT_EQ(comms, 1);
+  EXPECT_GE(streams, 1);
+
+  // -l 0.05: a table every 50 ms until SIGINT; count the tables' headers.
+  std::string header = run_smi("");
+  header = header.substr(0, header.find('\n'));
+  ASSERT_FALSE(header.empty());
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  pid_t smi = fork();
+  if (smi == 0) {
+    dup2(out_pipe[1], 1);
+    close(out_pipe[0]);
+    signal(SIGINT, SIG_DFL);
+    execl(HPU_SMI_PATH, HPU_SMI_PATH, "-l", "0.05", static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  kill(smi, SIGINT);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out_pipe[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(out_pipe[0]);
+  int st = 0;
+  waitpid(smi, &st, 0);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT) << st;
+  size_t tables = 0;
+  for (size_t at = out.find(header); at != std::string::npos; at = out.find(header, at + 1)) ++tables;
+  EXPECT_GE(tables, 3u) << out;
+
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
