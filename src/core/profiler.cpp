@@ -136,6 +136,13 @@ std::vector<Ev> collect(Profile &p) {
     return true;
   };
   p.buffers.erase(std::remove_if(p.buffers.begin(), p.buffers.end(), orphan), p.buffers.end());
+  // An operation that began before hpuProfilerStart counts from the start on.
+  for (Ev &e : all)
+    if (e.ts < p.origin) {
+      const uint64_t before = p.origin - e.ts;
+      e.dur = e.dur > before ? e.dur - before : 0;
+      e.ts = p.origin;
+    }
   std::stable_sort(all.begin(), all.end(), [](const Ev &a, const Ev &b) { return a.ts < b.ts; });
   return all;
 }

@@ -465,3 +465,40 @@ TEST(Profiler, StopAndStartWhileThreadsRecord) {
   EXPECT_GT(recorded, 0);
   EXPECT_LE(recorded, calls.load());
 }
+
+// A stream operation already running when the profile starts is in the trace
+// from the profile's start on: no event lies before the start or past the stop.
+TEST(Profiler, AnOperationRunningAtStartCountsFromTheStart) {
+  std::string path = testing::TempDir() + "hpu-profile-straddle.json";
+  hpuDevice_t dev;
+  hpuStream_t stream;
+  void *buf;
+  const size_t bytes = size_t(256) << 20;
+  ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
+  ASSERT_EQ(hpuStreamCreate(&stream, dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemAlloc(&buf, dev, bytes), HPU_SUCCESS);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(hpuMemsetAsync(buf, i, bytes, stream), HPU_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the first memset is under way
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  ASSERT_EQ(hpuStreamSynchronize(stream), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  const double profiled_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  json_t *root = load(path);
+  ASSERT_NE(root, nullptr);
+  size_t i, memsets = 0;
+  json_t *e;
+  json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+    if (std::string(json_string_value(json_object_get(e, "ph"))) != "X") continue;
+    const double ts = json_number_value(json_object_get(e, "ts"));
+    const double dur = json_number_value(json_object_get(e, "dur"));
+    EXPECT_GE(ts, 0.0) << json_string_value(json_object_get(e, "name"));
+    EXPECT_LE(ts + dur, profiled_us + 1.0) << json_string_value(json_object_get(e, "name"));
+    if (std::string(json_string_value(json_object_get(e, "name"))) == "hpuMemsetAsync") ++memsets;
+  }
+  EXPECT_GE(memsets, 3u);  // the ones queued behind the first, at least
+  json_decref(root);
+  hpuMemFree(dev, buf);
+  hpuStreamDestroy(stream);
+  hpuDeviceClose(dev);
+}
