@@ -11,6 +11,11 @@
 
 namespace hpu {
 
+// Waits, ignoring the stream's error, until the work before `event` is over.
+inline void settle(const std::unique_ptr<Event> &event) {
+  if (event) hpuEventSynchronize(event->get());
+}
+
 // A replica's batch on its device. load() gathers the samples into a host
 // buffer and queues one copy into device tensors allocated on first use (a
 // shorter last batch uses their leading rows): no allocation and no wait per
@@ -19,6 +24,13 @@ namespace hpu {
 // the next copy on the same stream.
 class DeviceBatch {
  public:
+  DeviceBatch() = default;
+  DeviceBatch(DeviceBatch &&) = default;
+  DeviceBatch &operator=(DeviceBatch &&) = default;
+  // Waits for a copy still queued from the host buffer (a failed fit may end
+  // with one in flight).
+  ~DeviceBatch() { settle(copied_); }
+
   // Batch b (of size B) of `order` onto `stream`; returns its sample count.
   size_t load(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B, hpuDevice_t dev,
               hpuStream_t stream);
@@ -36,6 +48,11 @@ class DeviceBatch {
 // returns it once the stream got there, while later work keeps running.
 class LossReadback {
  public:
+  LossReadback() = default;
+  LossReadback(LossReadback &&) = default;
+  LossReadback &operator=(LossReadback &&) = default;
+  ~LossReadback() { settle(ready_); }  // a copy into host_ may still be queued
+
   void start(const Tensor &loss, hpuComm_t comm, hpuStream_t stream);
   float wait();
 
