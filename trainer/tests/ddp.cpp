@@ -287,9 +287,6 @@ TEST(Ddp, AResumedTwoDeviceRunEndsWithBitIdenticalWeights) {
   auto half = run(2, dir / "half", "");
   ASSERT_FALSE(half.second.empty());
   auto resumed = run(4, dir / "resumed", half.second);
-  ASSERT_EQ(whole.first.size(), resumed.first.size());
-  for (size_t i = 0; i < whole.first.size(); ++i)
-    EXPECT_EQ(std::memcmp(whole.first[i].data(), resumed.first[i].data(), whole.first[i].size() * 4), 0)
-        << "parameter " << i << " differs";
+  expect_bit_identical(whole.first, resumed.first);
   EXPECT_NE(std::memcmp(half.first[0].data(), whole.first[0].data(), half.first[0].size() * 4), 0);
 }

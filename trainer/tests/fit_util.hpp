@@ -3,7 +3,10 @@
 
 #include <hpu/trainer.hpp>
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <cstring>
 
 namespace trainer_test {
 
@@ -63,6 +66,15 @@ inline std::vector<std::vector<float>> weights(hpu::LightningModule &m) {
   std::vector<std::vector<float>> out;
   for (hpu::Parameter *p : m.parameters()) out.push_back(p->value.to_vector<float>());
   return out;
+}
+
+// Two models' weights (from weights()) are equal bit for bit.
+inline void expect_bit_identical(const std::vector<std::vector<float>> &a, const std::vector<std::vector<float>> &b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << "parameter " << i;
+    EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)), 0) << "parameter " << i << " differs";
+  }
 }
 
 }  // namespace trainer_test
