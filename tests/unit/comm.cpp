@@ -2,10 +2,12 @@
 // x reduction x rank count {1,2,3,4,8} x count (0, 1, primes, up to 64 MiB) x
 // in place / out of place. The default suite samples the cross-product so that
 // every value of every axis is covered; HPU_TEST_FULL=1 runs all of it.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <memory>
 
 #include "comm_harness.hpp"
@@ -507,4 +509,53 @@ void float_bits_match_scalar(hpuDataType_t t) {
 TEST(Comm, FloatBitsMatchScalar) {
   float_bits_match_scalar<float, uint32_t>(HPU_FLOAT32);
   float_bits_match_scalar<double, uint64_t>(HPU_FLOAT64);
+}
+
+// Integer reductions of full-range values wrap around and give the scalar
+// results on the vector paths too, bool included; avg of two ranks is the
+// wrapped sum halved toward zero.
+template <class I>
+void integer_bits_match_scalar(hpuDataType_t t) {
+  Group g(2);
+  std::mt19937_64 gen(13);
+  for (int o = 0; o < HPU_NUM_RED_OPS; ++o)
+    for (size_t count : {size_t(1003), size_t(100003)}) {
+      auto op = static_cast<hpuRedOp_t>(o);
+      if (t == HPU_BOOL && op == HPU_AVG) continue;
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + op_name(op) + " count " + std::to_string(count));
+      std::vector<I> x[2];
+      for (auto &v : x) {
+        v.resize(count);
+        for (auto &e : v) e = t == HPU_BOOL ? static_cast<I>(gen() % 2) : static_cast<I>(gen());
+      }
+      std::vector<uint8_t> want(count * sizeof(I));
+      for (size_t i = 0; i < count; ++i) {
+        using U = std::make_unsigned_t<I>;
+        const I a = x[0][i], b = x[1][i];
+        const auto wrapped = [](auto v) { return static_cast<I>(static_cast<U>(v)); };
+        I r;
+        if (t == HPU_BOOL)
+          r = static_cast<I>(op == HPU_PROD || op == HPU_MIN ? (a && b) : (a || b));
+        else if (op == HPU_SUM || op == HPU_AVG)
+          r = wrapped(static_cast<uint64_t>(static_cast<U>(a)) + static_cast<U>(b));
+        else if (op == HPU_PROD)
+          r = wrapped(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<U>(b));
+        else
+          r = op == HPU_MIN ? std::min(a, b) : std::max(a, b);
+        if (op == HPU_AVG) r = static_cast<I>(r / 2);
+        std::memcpy(&want[i * sizeof(I)], &r, sizeof(I));
+      }
+      expect_two_rank_allreduce(g, t, op, x, want);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Comm, IntegerBitsMatchScalar) {
+  integer_bits_match_scalar<uint8_t>(HPU_BOOL);
+  integer_bits_match_scalar<uint8_t>(HPU_UINT8);
+  integer_bits_match_scalar<int8_t>(HPU_INT8);
+  integer_bits_match_scalar<int32_t>(HPU_INT32);
+  integer_bits_match_scalar<uint32_t>(HPU_UINT32);
+  integer_bits_match_scalar<int64_t>(HPU_INT64);
+  integer_bits_match_scalar<uint64_t>(HPU_UINT64);
 }
