@@ -8,6 +8,8 @@
 // same data movement directly (for allreduce: each thread sums its share of
 // the n inputs and writes it to the n outputs), one barrier per iteration; its
 // busbw uses the same formula, and the ratio is ours (out-of-place) over it.
+// Each row takes the three timings in turn, several times, and prints their
+// medians, so that a burst of other load moves no single column.
 //
 //   -g N        ranks (devices 0..N-1), 2..8 (default 2)
 //   -b / -e     smallest / largest size in bytes (default 8 and 64M)
@@ -17,6 +19,7 @@
 //   -r ROOT     root of broadcast (default 0)
 //   -n ITERS    iterations per size (default: enough for ~256 MiB moved, 5..1000)
 //   -w WARMUP   warm-up iterations (default 3)
+//   -k TRIALS   timings of each column per size, the median printed (default 5)
 //   --min-busbw X   exit 1 when the average out-of-place busbw is below X GB/s
 #include <atomic>
 #include <condition_variable>
@@ -44,7 +47,7 @@ struct Options {
   hpuRedOp_t op = HPU_SUM;
   const char *op_name = "sum";
   int root = 0;
-  int iters = 0, warmup = 3;
+  int iters = 0, warmup = 3, trials = 5;
   double min_busbw = -1;
 };
 
@@ -163,8 +166,9 @@ class Bench {
   int run() {
     const char *peer = o_.coll == Coll::allreduce || o_.coll == Coll::reducescatter ? "plain threaded sum"
                                                                                     : "plain threaded copy";
-    std::printf("# hpu-bench %s: %d ranks (devices 0..%d of this process), type %s, redop %s, warmup %d\n", o_.name,
-                n_, n_ - 1, o_.type_name, has_op() ? o_.op_name : "none", o_.warmup);
+    std::printf("# hpu-bench %s: %d ranks (devices 0..%d of this process), type %s, redop %s, warmup %d, "
+                "median of %d trials\n", o_.name, n_, n_ - 1, o_.type_name, has_op() ? o_.op_name : "none", o_.warmup,
+                o_.trials);
     std::printf("#\n# %58s %32s %24s\n", "out-of-place", "in-place", peer);
     std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %6s\n", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time",
@@ -180,9 +184,14 @@ class Bench {
       if (count == 0) continue;
       size_t bytes = total_bytes(count);
       int iters = o_.iters > 0 ? o_.iters : static_cast<int>(std::max<size_t>(5, std::min<size_t>(1000, (size_t(256) << 20) / std::max<size_t>(bytes, 1))));
-      double t_out = time_op(count, false, iters), t_in = time_op(count, true, iters);
+      std::vector<double> outs, ins, peers;
+      for (int k = 0; k < o_.trials; ++k) {
+        outs.push_back(time_op(count, false, iters));
+        ins.push_back(time_op(count, true, iters));
+        peers.push_back(time_peer(count, iters));
+      }
+      const double t_out = bench::median(outs), t_in = bench::median(ins), t_peer = bench::median(peers);
       long wrong_out = check(count, false), wrong_in = check(count, true);
-      double t_peer = time_peer(count, iters);
       double bw_out = busbw(bytes, t_out), bw_in = busbw(bytes, t_in), bw_peer = busbw(bytes, t_peer);
       std::printf("  %10zu %12zu %8s %6s %6d %9.1f %7.2f %7.2f %6ld %9.1f %7.2f %7.2f %6ld %9.1f %7.2f %6.2f\n",
                   bytes, count_column(count), o_.type_name, has_op() ? o_.op_name : "none",
@@ -408,7 +417,7 @@ bool parse_size(const char *s, size_t *out) {
 int usage(const char *name) {
   std::fprintf(stderr,
                "usage: hpu-bench %s [-g ranks 2..8] [-b min] [-e max] [-f factor] [-t float|double|bfloat16|half|int32]\n"
-               "       [-o sum|prod|min|max|avg] [-r root] [-n iters] [-w warmup] [--min-busbw GB/s]\n",
+               "       [-o sum|prod|min|max|avg] [-r root] [-n iters] [-w warmup] [-k trials] [--min-busbw GB/s]\n",
                name);
   return 2;
 }
@@ -428,6 +437,7 @@ int run(Coll coll, int argc, char **argv) {
     else if (a == "-r") o.root = std::atoi(v);
     else if (a == "-n") o.iters = std::atoi(v);
     else if (a == "-w") o.warmup = std::atoi(v);
+    else if (a == "-k") o.trials = std::atoi(v);
     else if (a == "--min-busbw") o.min_busbw = std::atof(v);
     else if (a == "-t") {
       o.type_name = v;
@@ -452,7 +462,7 @@ int run(Coll coll, int argc, char **argv) {
     }
   }
   if (o.ranks < 2 || o.ranks > 8 || o.factor <= 1 || o.min_bytes > o.max_bytes || o.root < 0 || o.root >= o.ranks ||
-      o.warmup < 0 || o.iters < 0)
+      o.warmup < 0 || o.iters < 0 || o.trials < 1)
     return usage(o.name);
   Bench b(o);
   return b.run();
