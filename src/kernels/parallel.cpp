@@ -1,9 +1,14 @@
 // A pool of helper threads for parallel_for. Helpers are lent by the
 // ComputeBudget per call, so the pool never needs more threads than the
-// budget has tokens; they sleep on a condition variable between jobs.
+// budget has tokens; between jobs they look for the next one for a moment,
+// then sleep on a condition variable.
 #include "kernels/parallel.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -18,12 +23,29 @@ namespace hpu::kernels {
 
 namespace {
 
+// How long a helper looks for its next task, and a caller for its helpers'
+// chunks, before sleeping: waking a sleeping thread costs 15-50 us on a
+// virtual machine, longer than many kernels' chunks.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until done() or kSpin has passed; returns done().
+template <class Done>
+bool spin_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (unsigned i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) return done();
+    _mm_pause();
+  }
+}
+
 class Pool {
  public:
   void submit(std::function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back(std::move(task));
+      queued_.store(tasks_.size(), std::memory_order_release);
       // One sleeping helper per queued task: tasks in flight never exceed the
       // tokens lent, so nobody waits for a helper that is busy elsewhere.
       if (idle_ < static_cast<int>(tasks_.size())) threads_.emplace_back([this] { run(); });
@@ -46,12 +68,18 @@ class Pool {
   void run() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      ++idle_;
+      ++idle_;  // counted idle while it spins too: submit() need not start a thread
+      if (tasks_.empty() && !stop_) {
+        lock.unlock();
+        spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; });
+        lock.lock();
+      }
       cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
       --idle_;
       if (stop_) return;
       auto task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.store(tasks_.size(), std::memory_order_relaxed);
       lock.unlock();
       task();
       lock.lock();
@@ -62,6 +90,7 @@ class Pool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   std::vector<std::thread> threads_;
+  std::atomic<size_t> queued_{0};  // tasks_.size(), for spinning helpers
   int idle_ = 0;
   bool stop_ = false;
 };
@@ -78,7 +107,7 @@ const bool registered = (on_shutdown(5, [] { pool().stop(); }), true);
 struct Latch {
   std::mutex mu;
   std::condition_variable cv;
-  int pending;
+  std::atomic<int> pending;
   std::exception_ptr error;
 };
 
@@ -124,9 +153,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   } catch (...) {
     mine = std::current_exception();
   }
-  {
+  if (!spin_until([&] { return latch.pending.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock<std::mutex> lock(latch.mu);
     latch.cv.wait(lock, [&] { return latch.pending == 0; });
+  }
+  {
+    std::lock_guard<std::mutex> lock(latch.mu);  // the last helper has left the latch
   }
   budget.release(helpers);
   if (mine) std::rethrow_exception(mine);

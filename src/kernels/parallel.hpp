@@ -9,8 +9,9 @@ namespace hpu::kernels {
 // Runs fn(begin, end) over chunks covering [0, n), each at least `grain`
 // long, on the calling thread plus as many helper threads as the
 // ComputeBudget lends at the moment (try_acquire; none when it is busy).
-// Helpers sleep between jobs. Returns when every chunk is done; an exception
-// thrown by fn is rethrown here. Chunks are contiguous and split evenly, so a
+// Helpers look for their next job for up to 50 us, then sleep; the caller
+// waits for its helpers likewise. Returns when every chunk is done; an
+// exception thrown by fn is rethrown here. Chunks are contiguous and split evenly, so a
 // given (n, grain, thread count) always gives the same chunks.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)> &fn);
 

@@ -10,6 +10,7 @@
 #include "kernels/cast.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/elementwise_vec.hpp"
 #include "kernels/parallel.hpp"
 
 namespace hpu::kernels {
@@ -99,6 +100,11 @@ A combine(A a, A b) {
   return OP == Reduce::max ? (b > a ? b : a) : (b < a ? b : a);
 }
 
+// Column sums of f32, bf16 and f16 add whole rows at a time on the f32 vector path.
+template <Reduce OP, class T>
+constexpr bool kVectorSum = (OP == Reduce::sum || OP == Reduce::mean) &&
+                            (std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
+
 template <Reduce OP, class T>
 void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *out, hpuDataType_t out_dt) {
   using A = Acc<T>;
@@ -128,13 +134,21 @@ void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *ou
     parallel_for(outer * spans, std::max<int64_t>(1, kChunk / (n * static_cast<int64_t>(kBlock))),
                  [&](int64_t b, int64_t e) {
                    float buf[kBlock];
+                   const auto add = elementwise_vec().binary[static_cast<int>(Binary::add)];
                    for (int64_t t = b; t < e; ++t) {
                      int64_t o = t / spans, at = (t % spans) * static_cast<int64_t>(kBlock);
                      size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, inner - at));
                      A *r = res.data() + o * inner + at;
                      for (int64_t i = 0; i < n; ++i) {
                        const T *src = in + (o * n + i) * inner + at;
-                       if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+                       if constexpr (kVectorSum<OP, T>) {
+                         // r += row i on the f32 vector path (the same bits as the scalar loop).
+                         const float *row = buf;
+                         if constexpr (std::is_same_v<T, float>) row = src;
+                         else load_f32(float16_dt<T>(), src, buf, m);
+                         if (i == 0) std::copy(row, row + m, r);
+                         else add(r, row, r, m);
+                       } else if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
                          load_f32(float16_dt<T>(), src, buf, m);
                          for (size_t j = 0; j < m; ++j) r[j] = i == 0 ? buf[j] : combine<OP, A>(r[j], buf[j]);
                        } else {
