@@ -12,6 +12,7 @@
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm_bf16.hpp"
+#include "kernels/gemm_f32.hpp"
 #include "kernels/parallel.hpp"
 
 namespace hpu::kernels {
@@ -185,6 +186,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const int64_t len = split_cols ? n : m;
   const double flops_per_line = 2.0 * static_cast<double>(split_cols ? m : n) * static_cast<double>(k);
   const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
+  const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
   if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16)
@@ -207,6 +209,9 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     if (native_bf16) {
       gemm_bf16_native(part, alpha, reinterpret_cast<const uint16_t *>(ap), lda,
                        reinterpret_cast<const uint16_t *>(bp), ldb, beta, cp, ldc, c_dt);
+    } else if (native_f32) {
+      gemm_f32_native(part, alpha, reinterpret_cast<const float *>(ap), lda, reinterpret_cast<const float *>(bp), ldb,
+                      beta, reinterpret_cast<float *>(cp), ldc);
     } else {
       single_threaded_blas();
       blas(dt, s.trans_a, s.trans_b, part.m, part.n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc);

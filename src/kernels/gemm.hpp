@@ -1,20 +1,21 @@
-// Matrix multiply over OpenBLAS, row-major:
+// Matrix multiply (OpenBLAS, or this library's AVX-512 kernels), row-major:
 //   C = alpha * op(A) * op(B) + beta * C,   op(A) m x k, op(B) k x n, C m x n
 // op(X) = X, or X transposed when trans_x (then X is stored k x m / n x k).
 // lda/ldb/ldc are row strides in elements (>= the stored row length).
 //
-// dtypes: f32 and f64 call cblas_sgemm / cblas_dgemm. bf16 runs on the CPU's
+// dtypes: f32 runs on AVX-512 FMA where the CPU has it (gemm_f32.hpp), else
+// cblas_sgemm; f64 calls cblas_dgemm. bf16 runs on the CPU's
 // bf16 dot product where it has one (gemm_bf16.hpp: AVX-512 BF16), else, like
 // f16, widens blocks of A and B to f32, runs cblas_sgemm. Either way products
 // are summed in f32 and each result is rounded once (beta * C is added in f32
 // before that rounding). C may be f32 with bf16/f16 inputs (c_dt), which then
-// skips the rounding. HPU_KERNEL_ISA=avx2 forces the widening path.
+// skips the rounding. HPU_KERNEL_ISA=avx2 forces OpenBLAS (and widening).
 //
 // Threads: OpenBLAS and the bf16 kernel run single-threaded and gemm splits C
 // into row (or, for short wide C, column) blocks that run on the calling thread plus helper
 // threads borrowed from the ComputeBudget with try_acquire. The library's
 // stream workers and helpers are the only threads that compute, all counted
-// by the one budget, and helpers sleep (never spin) between jobs: Debian's
+// by the one budget, and helpers spin at most 50 us between jobs: Debian's
 // pthread OpenBLAS pool spinning beside our workers was seen to cut throughput
 // to a third on two cores. Small products run on the calling thread alone.
 #pragma once

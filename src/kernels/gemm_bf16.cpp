@@ -4,10 +4,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
+#include "kernels/aligned_buffer.hpp"
 #include "kernels/cpu.hpp"
 
 // GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
@@ -26,35 +25,7 @@ constexpr int64_t kBlockK = 1024;
 // every row of A passes over it).
 constexpr int64_t kPanelBytes = 384 << 10;
 
-// A growable 64-byte aligned buffer of the calling thread, kept between calls
-// unless large.
-struct Buffer {
-  void *p = nullptr;
-  size_t bytes = 0;
-  ~Buffer() { std::free(p); }
-  template <class T>
-  T *get(size_t count) {
-    size_t want = (count * sizeof(T) + 63) & ~size_t(63);
-    if (want > bytes) {
-      std::free(p);
-      p = std::aligned_alloc(64, want);
-      if (!p) {
-        bytes = 0;
-        throw std::bad_alloc();
-      }
-      bytes = want;
-    }
-    return static_cast<T *>(p);
-  }
-  void trim() {
-    if (bytes > (size_t(16) << 20)) {
-      std::free(p);
-      p = nullptr;
-      bytes = 0;
-    }
-  }
-};
-thread_local Buffer t_packed_b, t_packed_a, t_work;
+thread_local AlignedBuffer t_packed_b, t_packed_a, t_work;
 
 // Where a micro-tile's results go: c (row stride ldc, type dt) = alpha acc +
 // beta c; beta == 0 never reads c.

@@ -1,8 +1,9 @@
 // GEMM against a double-precision reference written here, per dtype, with
 // transposes, leading dimensions, alpha/beta, f32 results from 16-bit inputs,
 // batches, and the parallel row and column splits. bf16 runs on the native
-// vdpbf16ps kernel where the CPU has it; CTest runs this file a second time
-// with HPU_KERNEL_ISA=avx2 (GemmFallback.*), which selects widen-and-sgemm.
+// vdpbf16ps kernel and f32 on the native AVX-512 one where the CPU has them;
+// CTest runs this file a second time with HPU_KERNEL_ISA=avx2
+// (GemmFallback.*), which selects OpenBLAS's sgemm (bf16: widen-and-sgemm).
 //
 // Tolerance: |got - want| <= u(C) |want| + 4 u32 (k + 2) (|alpha| sum|a b| +
 // |beta c|), u(C) the unit roundoff of C's type (one final rounding) and u32
@@ -188,6 +189,20 @@ TEST(Gemm, Bf16OddShapes) {
       for (bool tb : {false, true}) {
         check({HPU_BFLOAT16, HPU_BFLOAT16, sh[0], sh[1], sh[2], ta, tb, 1.0f, 0.0f});
         check({HPU_BFLOAT16, HPU_FLOAT32, sh[0], sh[1], sh[2], ta, tb, -0.75f, 0.5f});
+      }
+}
+
+TEST(Gemm, F32OddShapesAndLongK) {
+  // f32 runs on the native AVX-512 kernel where the CPU has it (OpenBLAS under
+  // GemmFallback): sizes off its tiles (8 x 48, 12 x 32, 12 x 16), transposed
+  // B in whole and partial 16 x 16 blocks, k over several blocks (384).
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 255}, {17, 7, 3}, {255, 49, 17}, {13, 33, 8},
+                               {9, 16, 31}, {37, 101, 1000}, {20, 64, 385}};
+  for (auto &sh : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        check({HPU_FLOAT32, HPU_FLOAT32, sh[0], sh[1], sh[2], ta, tb, 1.0f, 0.0f});
+        check({HPU_FLOAT32, HPU_FLOAT32, sh[0], sh[1], sh[2], ta, tb, -0.75f, 0.5f});
       }
 }
 

@@ -12,6 +12,7 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/kernels/reduce.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm_bf16.cpp
+  ${PROJECT_SOURCE_DIR}/src/kernels/gemm_f32.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/random.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/parallel.cpp
   ${PROJECT_SOURCE_DIR}/src/device/compute_budget.cpp
