@@ -78,9 +78,9 @@ OpHeader header(CollKind kind, hpuDataType_t dtype, size_t count, int root, hpuR
   return h;
 }
 
-void submit(std::shared_ptr<Communicator> c, std::shared_ptr<Stream> s, const OpHeader &h,
-            std::function<void(Ctx &)> body) {
-  issue_or_record([c, s, h, body = std::move(body)] { c->enqueue(*s, h, body); });
+void submit(std::shared_ptr<Communicator> c, hpuStream_t stream, const OpHeader &h, const void *send, void *recv) {
+  auto s = stream_of(stream, *c);
+  issue_or_record(std::move(c), std::move(s), h, send, recv);
 }
 
 }  // namespace
@@ -220,8 +220,7 @@ HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpu
   check_buffer(send, b, "send", *c);
   check_buffer(recv, b, "recv", *c);
   check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
-  submit(c, stream_of(stream, *c), header(CollKind::allreduce, dtype, count, -1, op),
-         [=](Ctx &x) { allreduce(x, send, recv, count, dtype, op); });
+  submit(c, stream, header(CollKind::allreduce, dtype, count, -1, op), send, recv);
   HPU_API_END
 }
 
@@ -237,8 +236,7 @@ HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpu
     check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
   }
   check_buffer(recv, b, "recv", *c);
-  submit(c, stream_of(stream, *c), header(CollKind::broadcast, dtype, count, root, HPU_SUM),
-         [=](Ctx &x) { broadcast(x, send, recv, count, dtype, root); });
+  submit(c, stream, header(CollKind::broadcast, dtype, count, root, HPU_SUM), send, recv);
   HPU_API_END
 }
 
@@ -255,8 +253,7 @@ HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDat
     check_buffer(recv, b, "recv", *c);
     check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
   }
-  submit(c, stream_of(stream, *c), header(CollKind::reduce, dtype, count, root, op),
-         [=](Ctx &x) { reduce(x, send, recv, count, dtype, op, root); });
+  submit(c, stream, header(CollKind::reduce, dtype, count, root, op), send, recv);
   HPU_API_END
 }
 
@@ -271,8 +268,7 @@ HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount,
   check_buffer(recv, rb, "recv", *c);
   check_overlap(recv, rb, "recv", send, sb, "send", static_cast<const char *>(recv) + sb * static_cast<size_t>(c->rank()),
                 "send == recv + rank * sendcount");
-  submit(c, stream_of(stream, *c), header(CollKind::allgather, dtype, sendcount, -1, HPU_SUM),
-         [=](Ctx &x) { allgather(x, send, recv, sendcount, dtype); });
+  submit(c, stream, header(CollKind::allgather, dtype, sendcount, -1, HPU_SUM), send, recv);
   HPU_API_END
 }
 
@@ -288,8 +284,7 @@ HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvco
   check_buffer(recv, rb, "recv", *c);
   check_overlap(send, sb, "send", recv, rb, "recv", static_cast<const char *>(send) + rb * static_cast<size_t>(c->rank()),
                 "recv == send + rank * recvcount");
-  submit(c, stream_of(stream, *c), header(CollKind::reducescatter, dtype, recvcount, -1, op),
-         [=](Ctx &x) { reducescatter(x, send, recv, recvcount, dtype, op); });
+  submit(c, stream, header(CollKind::reducescatter, dtype, recvcount, -1, op), send, recv);
   HPU_API_END
 }
 
@@ -302,16 +297,14 @@ HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuD
   check_buffer(send, b, "send", *c);
   check_buffer(recv, b, "recv", *c);
   check_overlap(send, b, "send", recv, b, "recv", send, "send == recv");
-  submit(c, stream_of(stream, *c), header(CollKind::alltoall, dtype, count, -1, HPU_SUM),
-         [=](Ctx &x) { alltoall(x, send, recv, count, dtype); });
+  submit(c, stream, header(CollKind::alltoall, dtype, count, -1, HPU_SUM), send, recv);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuBarrier(hpuComm_t comm, hpuStream_t stream) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
-  submit(c, stream_of(stream, *c), header(CollKind::barrier, HPU_BOOL, 0, -1, HPU_SUM),
-         [](Ctx &x) { barrier(x); });
+  submit(c, stream, header(CollKind::barrier, HPU_BOOL, 0, -1, HPU_SUM), nullptr, nullptr);
   HPU_API_END
 }
 

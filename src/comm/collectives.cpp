@@ -2,13 +2,14 @@
 
 #include <cstring>
 
+#include "core/error.hpp"
 #include "core/runtime.hpp"
 
 namespace hpu::comm {
 
 namespace {
 
-enum class Algo { rule, ring, tree, recursive_doubling, direct };
+enum class Algo { rule, ring, tree, recursive_doubling, exchange, direct };
 
 Algo forced() {
   const std::string &a = config().comm.algo;
@@ -32,11 +33,17 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   if (a == Algo::direct && !c.shares_address_space()) a = Algo::rule;
   if (a == Algo::rule) {
     const bool direct = c.shares_address_space() && bytes * static_cast<size_t>(c.size()) > kDirectMinBytes;
-    a = direct ? Algo::direct : bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
+    const bool exchange = c.size() > 2 && bytes * static_cast<size_t>(c.size() - 1) <= kExchangeBytes;
+    a = direct ? Algo::direct
+        : exchange ? Algo::exchange
+        : bytes <= kSmallBytes ? Algo::recursive_doubling
+                               : Algo::ring;
   }
   switch (a) {
     case Algo::direct:
       return direct_allreduce(c, send, recv, count, dtype, op);
+    case Algo::exchange:
+      return exchange_allreduce(c, send, recv, count, dtype, op);
     case Algo::recursive_doubling:
       return recursive_doubling_allreduce(c, send, recv, count, dtype, op);
     case Algo::tree:
@@ -81,6 +88,22 @@ void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t 
 
 void barrier(Ctx &c) {
   if (c.size() > 1) dissemination_barrier(c);
+}
+
+void run(Ctx &c, const void *send, void *recv) {
+  const OpHeader &h = c.header();
+  const auto dtype = static_cast<hpuDataType_t>(h.dtype);
+  const auto op = static_cast<hpuRedOp_t>(h.redop);
+  switch (static_cast<CollKind>(h.coll)) {
+    case CollKind::allreduce: return allreduce(c, send, recv, h.count, dtype, op);
+    case CollKind::broadcast: return broadcast(c, send, recv, h.count, dtype, h.root);
+    case CollKind::reduce: return reduce(c, send, recv, h.count, dtype, op, h.root);
+    case CollKind::allgather: return allgather(c, send, recv, h.count, dtype);
+    case CollKind::reducescatter: return reducescatter(c, send, recv, h.count, dtype, op);
+    case CollKind::alltoall: return alltoall(c, send, recv, h.count, dtype);
+    case CollKind::barrier: return barrier(c);
+    default: fail(HPU_ERROR_INTERNAL, "%s is not a collective", describe(h).c_str());
+  }
 }
 
 }  // namespace hpu::comm

@@ -4,7 +4,9 @@
 //
 //   allreduce       ranks that are threads of one process: direct when the n
 //                   inputs exceed kDirectMinBytes; otherwise recursive
-//                   doubling up to kSmallBytes, else the ring;
+//                   doubling up to kSmallBytes (with more than 2 ranks, as
+//                   one exchange while a rank receives at most
+//                   kExchangeBytes: same bits, one round), else the ring;
 //                   HPU_ALGO=tree: binomial reduce then broadcast
 //   broadcast       binomial tree up to kSmallBytes, else a pipelined chain
 //   reduce          binomial tree up to kSmallBytes, else a pipelined chain
@@ -22,6 +24,9 @@ constexpr size_t kSmallBytes = size_t(64) << 10;
 // Allreduces between threads of one process go direct when the inputs of all
 // ranks together are larger than this (below, recursive doubling is faster).
 constexpr size_t kDirectMinBytes = size_t(128) << 10;
+// Small allreduces of more than 2 ranks go as one exchange (every rank sends
+// every peer its value) while the n - 1 values a rank receives fit in this.
+constexpr size_t kExchangeBytes = size_t(64) << 10;
 
 void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, int root);
@@ -30,5 +35,9 @@ void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataTy
 void reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op);
 void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype);
 void barrier(Ctx &c);
+
+// The collective that c.header() names (kind, count, data type, operation,
+// root), on these buffers: what an operation queued by the API runs.
+void run(Ctx &c, const void *send, void *recv);
 
 }  // namespace hpu::comm

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "comm/collectives.hpp"
 #include "comm/reduce.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -85,61 +86,41 @@ double Communicator::timeout() const {
 
 void Communicator::set_timeout(double seconds) { timeout_.store(seconds, std::memory_order_relaxed); }
 
-namespace {
-
-// Counts a communicator's queued operation until its closure is destroyed:
-// after it ran, or when the stream discards it. (One allocation per operation:
-// the callable is kept as it is, not in a std::function.)
-template <class Done>
-struct Pending {
-  explicit Pending(Done done) : done_(std::move(done)) {}
-  ~Pending() { done_(); }
-  Done done_;
-};
-
-}  // namespace
-
-std::shared_ptr<void> Communicator::track() {
-  throw_if_failed();
-  {
-    std::lock_guard<std::mutex> lock(idle_mu_);
-    ++pending_;
-  }
-  auto done = [self = shared_from_this()] {
-    std::lock_guard<std::mutex> lock(self->idle_mu_);
-    if (--self->pending_ == 0) self->idle_cv_.notify_all();
-  };
-  return std::make_shared<Pending<decltype(done)>>(std::move(done));
+void Communicator::add_pending(int delta) {
+  std::lock_guard<std::mutex> lock(idle_mu_);
+  pending_ += delta;
+  if (pending_ == 0) idle_cv_.notify_all();
 }
 
-void Communicator::enqueue(Stream &stream, OpHeader header, std::function<void(Ctx &)> body) {
-  auto self = shared_from_this();
-  auto pending = track();
+Communicator::Queued Communicator::queue_one() {
+  throw_if_failed();
+  return Queued(shared_from_this());
+}
+
+void Communicator::enqueue(Stream &stream, OpHeader header, const void *send, void *recv) {
   stream.enqueue(
-      [self, pending, header, body = std::move(body)]() mutable {
-        std::lock_guard<std::mutex> lock(self->run_mu_);
-        header.seq = ++self->seq_;
+      [self = queue_one(), header, send, recv]() mutable {
+        Communicator &c = *self;
+        std::lock_guard<std::mutex> lock(c.run_mu_);
+        header.seq = ++c.seq_;
         try {
-          self->transport_->throw_if_failed();
-          self->transport_->begin(header);
-          Ctx ctx(*self->transport_, header, self->timeout(), self->scratch_);
+          c.transport_->throw_if_failed();
+          c.transport_->begin(header);
+          Ctx ctx(*c.transport_, header, c.timeout(), c.scratch_);
           uint64_t start = prof::on() ? prof::now_ns() : 0;
-          body(ctx);
+          run(ctx, send, recv);
           if (start)
-            prof::record({prof::TrackKind::comm, self->group_, self->rank_},
-                         coll_name(static_cast<CollKind>(header.coll)), start, prof::now_ns(),
-                         header.count * dtype_bytes(static_cast<hpuDataType_t>(header.dtype)));
+            prof::record({prof::TrackKind::comm, c.group_, c.rank_}, coll_name(static_cast<CollKind>(header.coll)),
+                         start, prof::now_ns(), header.count * dtype_bytes(static_cast<hpuDataType_t>(header.dtype)));
         } catch (const Error &e) {
-          throw Error(e.status(), strf("%s on rank %d: %s", describe(header).c_str(), self->rank_, e.what()));
+          throw Error(e.status(), strf("%s on rank %d: %s", describe(header).c_str(), c.rank_, e.what()));
         }
       },
       OpKind::wait);
 }
 
 void Communicator::enqueue_p2p(Stream &stream, std::vector<P2POp> ops) {
-  auto self = shared_from_this();
-  auto pending = track();
-  stream.enqueue([self, pending, ops = std::move(ops)] { self->run_p2p(ops); }, OpKind::wait);
+  stream.enqueue([self = queue_one(), ops = std::move(ops)] { self->run_p2p(ops); }, OpKind::wait);
 }
 
 void Communicator::run_p2p(const std::vector<P2POp> &ops) {

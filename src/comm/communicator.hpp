@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,11 +41,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   double timeout() const;
   void set_timeout(double seconds);  // 0 = back to HPU_COMM_TIMEOUT
 
-  // Queues `body` on `stream` as one operation of the group: it runs with the
-  // next sequence number, after begin() on the transport; a failure inside it
-  // is named after the operation and becomes the stream's sticky error.
-  // Throws the communicator's sticky error instead, if there is one.
-  void enqueue(Stream &stream, OpHeader header, std::function<void(Ctx &)> body);
+  // Queues the collective that `header` names, on these buffers, on `stream`
+  // as one operation of the group: it runs with the next sequence number,
+  // after begin() on the transport; a failure inside it is named after the
+  // operation and becomes the stream's sticky error. Throws the
+  // communicator's sticky error instead, if there is one.
+  void enqueue(Stream &stream, OpHeader header, const void *send, void *recv);
   // Queues sends and receives that progress together (a group, or one call).
   void enqueue_p2p(Stream &stream, std::vector<P2POp> ops);
 
@@ -59,9 +59,26 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void wait_idle();
 
  private:
-  // Counts a queued operation until the returned token dies (its closure ran
-  // or was discarded). Throws the sticky error instead.
-  std::shared_ptr<void> track();
+  // A queued operation's hold on its communicator: counted as pending while
+  // any copy lives (its closure runs or is discarded, then dies).
+  class Queued {
+   public:
+    explicit Queued(std::shared_ptr<Communicator> c) : c_(std::move(c)) { c_->add_pending(1); }
+    Queued(const Queued &o) : c_(o.c_) { c_->add_pending(1); }
+    Queued(Queued &&o) noexcept = default;
+    Queued &operator=(const Queued &) = delete;
+    ~Queued() {
+      if (c_) c_->add_pending(-1);
+    }
+    Communicator &operator*() const { return *c_; }
+    Communicator *operator->() const { return c_.get(); }
+
+   private:
+    std::shared_ptr<Communicator> c_;
+  };
+  // A hold on this communicator for a new operation; throws the sticky error instead.
+  Queued queue_one();
+  void add_pending(int delta);
   void run_p2p(const std::vector<P2POp> &ops);
 
   Device &device_;

@@ -1,5 +1,6 @@
 #include "comm/group.hpp"
 
+#include <functional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -9,10 +10,13 @@ namespace hpu::comm {
 namespace {
 
 struct Entry {
-  std::function<void()> issue;  // a collective, or empty for a send/receive
   std::shared_ptr<Communicator> comm;
   std::shared_ptr<Stream> stream;
-  P2POp op{};
+  bool p2p;
+  P2POp op;  // a send or receive
+  OpHeader header;  // else a collective on these buffers
+  const void *send;
+  void *recv;
 };
 
 struct Group {
@@ -44,13 +48,14 @@ void group_end() {
   std::vector<bool> issued(entries.size(), false);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (issued[i]) continue;
-    if (entries[i].issue) {
-      attempt(entries[i].issue);
+    const Entry &e = entries[i];
+    if (!e.p2p) {
+      attempt([&] { e.comm->enqueue(*e.stream, e.header, e.send, e.recv); });
       continue;
     }
     std::vector<P2POp> ops;  // every send and receive of this (comm, stream)
     for (size_t j = i; j < entries.size(); ++j)
-      if (!issued[j] && !entries[j].issue && entries[j].comm == entries[i].comm &&
+      if (!issued[j] && entries[j].p2p && entries[j].comm == entries[i].comm &&
           entries[j].stream == entries[i].stream) {
         ops.push_back(entries[j].op);
         issued[j] = true;
@@ -60,14 +65,15 @@ void group_end() {
   if (first.status() != HPU_SUCCESS) throw first;
 }
 
-void issue_or_record(std::function<void()> issue) {
-  if (!in_group()) return issue();
-  t_group.entries.push_back({std::move(issue), nullptr, nullptr, {}});
+void issue_or_record(std::shared_ptr<Communicator> comm, std::shared_ptr<Stream> stream, const OpHeader &header,
+                     const void *send, void *recv) {
+  if (!in_group()) return comm->enqueue(*stream, header, send, recv);
+  t_group.entries.push_back({std::move(comm), std::move(stream), false, {}, header, send, recv});
 }
 
 void issue_or_record_p2p(std::shared_ptr<Communicator> comm, std::shared_ptr<Stream> stream, P2POp op) {
   if (!in_group()) return comm->enqueue_p2p(*stream, {op});
-  t_group.entries.push_back({nullptr, std::move(comm), std::move(stream), op});
+  t_group.entries.push_back({std::move(comm), std::move(stream), true, op, {}, nullptr, nullptr});
 }
 
 }  // namespace hpu::comm

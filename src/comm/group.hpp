@@ -4,7 +4,6 @@
 // where the first of them was called.
 #pragma once
 
-#include <functional>
 #include <memory>
 
 #include "comm/communicator.hpp"
@@ -16,8 +15,9 @@ void group_start();
 // Issues what was recorded; throws the first failure after issuing the rest.
 void group_end();
 
-// Runs `issue` now, or records it when a group is open.
-void issue_or_record(std::function<void()> issue);
+// Queues a collective now (Communicator::enqueue), or records it when a group is open.
+void issue_or_record(std::shared_ptr<Communicator> comm, std::shared_ptr<Stream> stream, const OpHeader &header,
+                     const void *send, void *recv);
 // Queues one send or receive now, or records it when a group is open.
 void issue_or_record_p2p(std::shared_ptr<Communicator> comm, std::shared_ptr<Stream> stream, P2POp op);
 
