@@ -11,7 +11,9 @@
 //                  its shared-memory BTL for shm and `--mca btl tcp,self` for tcp
 //   -np N          processes (default 2)
 //   -b / -e / -f   smallest, largest size in bytes, factor (default 4K, 16M, 4)
-//   -n / -w        iterations per size (default ~256 MiB moved, 5..1000), warm-up (3)
+//   -n / -w        iterations per size (default ~256 MiB moved, 5..1000), warm-up
+//                  iterations before them (default as many: the first runs of a
+//                  size, until memory and scheduling settle, are slower for all)
 //   --no-mpi       skip the Open MPI peer
 //   --no-gloo      skip the Gloo peer
 //   --bind         pin each rank to a CPU of its own when there are enough, as
@@ -42,7 +44,7 @@ struct Options {
   int np = 2;
   size_t min_bytes = 4096, max_bytes = size_t(16) << 20;
   double factor = 4;
-  int iters = 0, warmup = 3;
+  int iters = 0, warmup = -1;  // -1: as many as the timed iterations
   bool mpi = true, gloo = true;
   bool bind = false;  // --bind: one CPU per rank when there are enough, as mpirun binds by default
 };
@@ -100,7 +102,8 @@ int rank_main(const Options &o, int rank, Shared *out) {
   for (size_t k = 0; k < sz.size() && k < 64; ++k) {
     size_t count = sz[k] / 4;
     int n = iterations(o, sz[k]);
-    for (int i = 0; i < o.warmup; ++i) BENCH_CHECK(hpuAllreduce(send, recv, count, HPU_FLOAT32, HPU_SUM, comm, stream));
+    const int warmup = o.warmup < 0 ? n : o.warmup;
+    for (int i = 0; i < warmup; ++i) BENCH_CHECK(hpuAllreduce(send, recv, count, HPU_FLOAT32, HPU_SUM, comm, stream));
     BENCH_CHECK(hpuBarrier(comm, stream));
     BENCH_CHECK(hpuStreamSynchronize(stream));
     double t0 = bench::now_seconds();

@@ -4,6 +4,7 @@
 // meet through a gloo::rendezvous::FileStore in STORE_DIR. Rank 0 prints one
 // line per size: "<bytes> <microseconds per allreduce>" (the slowest rank's).
 // Usage: hpu-bench-gloo RANK SIZE STORE_DIR MIN_BYTES MAX_BYTES FACTOR ITERS WARMUP
+// (ITERS 0: by size; WARMUP -1: as many as timed)
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -67,7 +68,7 @@ int main(int argc, char **argv) {
     const size_t bytes = static_cast<size_t>(b) / 4 * 4, count = bytes / sizeof(float);
     long n = iters > 0 ? iters : static_cast<long>((size_t(256) << 20) / bytes);
     n = n < 5 ? 5 : n > 1000 ? 1000 : n;
-    for (int i = 0; i < warmup; ++i) allreduce(ctx, send.data(), recv.data(), count);
+    for (long i = 0; i < (warmup < 0 ? n : warmup); ++i) allreduce(ctx, send.data(), recv.data(), count);
     slowest(ctx, 0);  // a barrier
     double t0 = now_seconds();
     for (long i = 0; i < n; ++i) allreduce(ctx, send.data(), recv.data(), count);

@@ -1,7 +1,8 @@
 /* The peer of `hpu-bench allreduce-proc`: Open MPI's MPI_Allreduce on the same
  * sizes, f32 sum, run under mpirun by hpu-bench. Prints, from rank 0, one line
  * per size: "<bytes> <microseconds per allreduce>".
- * Usage: hpu-bench-mpi MIN_BYTES MAX_BYTES FACTOR ITERS WARMUP */
+ * Usage: hpu-bench-mpi MIN_BYTES MAX_BYTES FACTOR ITERS WARMUP (ITERS 0: by size;
+ * WARMUP -1: as many as timed) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ int main(int argc, char **argv) {
     if (n < 5) n = 5;
     if (n > 1000) n = 1000;
     count = bytes / sizeof(float);
-    for (i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (i = 0; i < (warmup < 0 ? n : warmup); ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
     for (i = 0; i < n; ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
