@@ -110,9 +110,13 @@ void recursive_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t c
 // combines all n in recursive doubling's order (small messages, few ranks).
 void exchange_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 
-// direct.cpp: each rank reduces its 1/n straight from every input into every
-// output (ranks that share an address space only).
+// direct.cpp: each rank does its share straight between the ranks' buffers
+// (ranks that share an address space only).
 void direct_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
+void direct_reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
+                          hpuRedOp_t op);
+void direct_allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype);
+void direct_broadcast(Ctx &c, const void *send, void *recv, size_t bytes, int root);
 
 // tree.cpp: binomial trees (small messages; also allreduce as reduce + broadcast).
 void tree_broadcast(Ctx &c, const void *send, void *recv, size_t bytes, int root);

@@ -24,20 +24,23 @@ void copy(void *dst, const void *src, size_t bytes) {
   if (dst != src && bytes) std::memcpy(dst, src, bytes);
 }
 
+// Direct between threads of one process: when forced, or by the rule when the
+// buffers of all ranks together are larger than kDirectMinBytes.
+bool go_direct(const Ctx &c, Algo a, size_t all_bytes) {
+  return c.shares_address_space() && (a == Algo::direct || (a == Algo::rule && all_bytes > kDirectMinBytes));
+}
+
 }  // namespace
 
 void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
   const size_t bytes = count * dtype_bytes(dtype);
   if (c.size() == 1 || count == 0) return copy(recv, send, bytes);
   Algo a = forced();
-  if (a == Algo::direct && !c.shares_address_space()) a = Algo::rule;
-  if (a == Algo::rule) {
-    const bool direct = c.shares_address_space() && bytes * static_cast<size_t>(c.size()) > kDirectMinBytes;
+  if (go_direct(c, a, bytes * static_cast<size_t>(c.size()))) {
+    a = Algo::direct;
+  } else if (a == Algo::rule || a == Algo::direct) {
     const bool exchange = c.size() > 2 && bytes * static_cast<size_t>(c.size() - 1) <= kExchangeBytes;
-    a = direct ? Algo::direct
-        : exchange ? Algo::exchange
-        : bytes <= kSmallBytes ? Algo::recursive_doubling
-                               : Algo::ring;
+    a = exchange ? Algo::exchange : bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
   }
   switch (a) {
     case Algo::direct:
@@ -58,6 +61,7 @@ void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   const size_t bytes = count * dtype_bytes(dtype);
   if (c.size() == 1 || count == 0) return copy(recv, send, bytes);
   Algo a = forced();
+  if (go_direct(c, a, bytes * static_cast<size_t>(c.size()))) return direct_broadcast(c, send, recv, bytes, root);
   if (a == Algo::tree || (a != Algo::ring && bytes <= kSmallBytes)) return tree_broadcast(c, send, recv, bytes, root);
   chain_broadcast(c, send, recv, bytes, root);
 }
@@ -72,12 +76,17 @@ void reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dt
 }
 
 void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype) {
-  if (c.size() == 1 || sendcount == 0) return copy(recv, send, sendcount * dtype_bytes(dtype));
+  const size_t bytes = sendcount * dtype_bytes(dtype);
+  if (c.size() == 1 || sendcount == 0) return copy(recv, send, bytes);
+  if (go_direct(c, forced(), bytes * static_cast<size_t>(c.size()))) return direct_allgather(c, send, recv, sendcount, dtype);
   ring_allgather(c, send, recv, sendcount, dtype);
 }
 
 void reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op) {
-  if (c.size() == 1 || recvcount == 0) return copy(recv, send, recvcount * dtype_bytes(dtype));
+  const size_t bytes = recvcount * dtype_bytes(dtype);
+  if (c.size() == 1 || recvcount == 0) return copy(recv, send, bytes);
+  if (go_direct(c, forced(), bytes * static_cast<size_t>(c.size())))
+    return direct_reducescatter(c, send, recv, recvcount, dtype, op);
   ring_reducescatter(c, send, recv, recvcount, dtype, op);
 }
 

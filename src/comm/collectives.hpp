@@ -3,15 +3,16 @@
 // every algorithm leaves out (one rank, nothing to move).
 //
 //   allreduce       ranks that are threads of one process: direct when the n
-//                   inputs exceed kDirectMinBytes; otherwise recursive
-//                   doubling up to kSmallBytes (with more than 2 ranks, as
-//                   one exchange while a rank receives at most
+//                   ranks' buffers together exceed kDirectMinBytes; otherwise
+//                   recursive doubling up to kSmallBytes (with more than 2
+//                   ranks, as one exchange while a rank receives at most
 //                   kExchangeBytes: same bits, one round), else the ring;
 //                   HPU_ALGO=tree: binomial reduce then broadcast
-//   broadcast       binomial tree up to kSmallBytes, else a pipelined chain
+//   broadcast       direct as allreduce; otherwise binomial tree up to
+//                   kSmallBytes, else a pipelined chain
 //   reduce          binomial tree up to kSmallBytes, else a pipelined chain
 //                   (HPU_ALGO=ring means the chain, tree the tree)
-//   allgather, reducescatter   the ring
+//   allgather, reducescatter   direct as allreduce, otherwise the ring
 //   alltoall        pairwise exchange
 //   barrier         dissemination
 #pragma once
@@ -21,8 +22,8 @@
 namespace hpu::comm {
 
 constexpr size_t kSmallBytes = size_t(64) << 10;
-// Allreduces between threads of one process go direct when the inputs of all
-// ranks together are larger than this (below, recursive doubling is faster).
+// Collectives between threads of one process go direct when the buffers of all
+// ranks together are larger than this (below, fewer messages win).
 constexpr size_t kDirectMinBytes = size_t(128) << 10;
 // Small allreduces of more than 2 ranks go as one exchange (every rank sends
 // every peer its value) while the n - 1 values a rank receives fit in this.

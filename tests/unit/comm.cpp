@@ -274,7 +274,7 @@ void forced_algo(const char *algo) {
   std::vector<Case> cases;
   size_t k = 0;
   for (int n : kRanks)
-    for (Coll coll : {Coll::allreduce, Coll::broadcast, Coll::reduce})
+    for (Coll coll : {Coll::allreduce, Coll::broadcast, Coll::reduce, Coll::allgather, Coll::reducescatter})
       for (size_t count : {size_t(5), size_t(3001), size_t(100003)}) {
         auto dt = static_cast<hpuDataType_t>((k * 3) % HPU_NUM_DATA_TYPES);
         auto op = static_cast<hpuRedOp_t>(k % (dt == HPU_BOOL ? 4 : 5));
