@@ -60,12 +60,15 @@ inline void quiet_log(hpuLogLevel_t, const char *, void *) {}
 inline void check(Fixture &fx, const char *fn, const char *param, const char *what, bool strict, hpuStatus_t status) {
   SCOPED_TRACE(std::string(fn) + " with " + param + " = " + what);
   EXPECT_STRNE(hpuGetErrorName(status), "HPU_STATUS_UNKNOWN") << "returned " << static_cast<int>(status);
-  if (strict) EXPECT_NE(status, HPU_SUCCESS) << "bad input was accepted";
+  if (strict) {
+    EXPECT_NE(status, HPU_SUCCESS) << "bad input was accepted";
+  }
   if (status == HPU_SUCCESS || status == HPU_ERROR_NOT_READY) return;
   std::string msg = hpuGetLastErrorMessage();
   EXPECT_EQ(msg.rfind(std::string(fn) + ": ", 0), 0u) << "message: " << msg;
   // When another (merely plausible) argument fails first, the message is the
   // baseline's; otherwise it must name the bad argument.
-  if (strict && msg != fx.baseline_message)
+  if (strict && msg != fx.baseline_message) {
     EXPECT_NE(msg.find(param), std::string::npos) << "the message does not name " << param << ": " << msg;
+  }
 }
