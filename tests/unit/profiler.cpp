@@ -8,12 +8,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "child.hpp"
+#include <unistd.h>
+
 
 namespace {
 
@@ -53,10 +55,16 @@ void expect_nesting(json_t *events) {
   }
 }
 
+// A trace file of this process: other test runs (of other build trees) share
+// the temporary directory.
+std::string trace_path(const char *name, pid_t pid = getpid()) {
+  return testing::TempDir() + "hpu-profile-" + name + "-" + std::to_string(pid) + ".json";
+}
+
 }  // namespace
 
 TEST(Profiler, TraceIsValidNestsAndCountsTheWork) {
-  std::string path = testing::TempDir() + "hpu-profile-test.json";
+  std::string path = trace_path("test");
   hpuDevice_t dev;
   ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
   hpuStream_t stream;
@@ -122,17 +130,22 @@ TEST(Profiler, TraceIsValidNestsAndCountsTheWork) {
   ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
 }
 
+// HPU_PROFILE is read when the library initialises, which it has already done
+// in this process when an earlier test ran: the program runs in a new process
+// (the "threadsafe" death test style executes this test binary again, as a
+// child of this process).
 TEST(Profiler, EnvironmentVariableWritesTheTraceAtExit) {
-  std::string path = testing::TempDir() + "hpu-profile-env.json";
+  std::string path = trace_path("env");
   std::remove(path.c_str());
-  auto r = hpu_test::run_child({{"HPU_PROFILE", path}}, [] {
-    hpuDevice_t dev;
-    if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS) return 1;
-    hpuDeviceClose(dev);
-    exit(0);  // exit(), not a return to _exit(): the trace is written at exit
-    return 0;
-  });
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("HPU_PROFILE", trace_path("env", getppid()).c_str(), 1);
+        hpuDevice_t dev;
+        if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || hpuDeviceClose(dev) != HPU_SUCCESS) _exit(1);
+        exit(0);  // exit(), not _exit(): the trace is written at exit
+      },
+      testing::ExitedWithCode(0), "");
   json_t *root = load(path);
   ASSERT_NE(root, nullptr);
   bool opened = false;
@@ -153,7 +166,7 @@ TEST(Profiler, BadInput) {
   EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("/nonexistent-dir/trace.json"), std::string::npos);
   EXPECT_EQ(hpuProfilerStop(), HPU_ERROR_INVALID_USAGE);
   EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("not recording"), std::string::npos);
-  std::string path = testing::TempDir() + "hpu-profile-twice.json";
+  std::string path = trace_path("twice");
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
   EXPECT_EQ(hpuProfilerStart(path.c_str()), HPU_ERROR_INVALID_USAGE);
   EXPECT_EQ(hpuProfilerStop(), HPU_SUCCESS);
@@ -161,7 +174,7 @@ TEST(Profiler, BadInput) {
 }
 
 TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
-  std::string path = testing::TempDir() + "hpu-profile-comm.json";
+  std::string path = trace_path("comm");
   hpuDevice_t devs[2];
   ASSERT_EQ(hpuDeviceOpen(&devs[0], 0), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceOpen(&devs[1], 1), HPU_SUCCESS);
@@ -210,7 +223,7 @@ TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
 }
 
 TEST(Profiler, MatrixProductsCarryTheirFlops) {
-  std::string path = testing::TempDir() + "hpu-profile-mm.json";
+  std::string path = trace_path("mm");
   hpuDevice_t dev;
   ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
   const int64_t m = 64, k = 32, n = 16;
@@ -275,7 +288,7 @@ std::map<std::string, Totals> stream_totals(const std::string &path, std::vector
 // Every op family counts its work (ops.h's counting rules in hpuProfilerStart(3)):
 // the totals per op match bytes read + written and the operations done.
 TEST(Profiler, EveryOpCarriesItsBytesAndFlops) {
-  std::string path = testing::TempDir() + "hpu-profile-ops.json";
+  std::string path = trace_path("ops");
   hpuDevice_t dev;
   ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
   const long long rows = 64, cols = 32, n = rows * cols;
@@ -356,7 +369,7 @@ TEST(Profiler, EveryOpCarriesItsBytesAndFlops) {
 // A backward counts its work too; an op whose input is converted first shows
 // the conversion and the kernel as two events of that op.
 TEST(Profiler, BackwardsAndConversionsCarryTheirWork) {
-  std::string path = testing::TempDir() + "hpu-profile-backward.json";
+  std::string path = trace_path("backward");
   hpuDevice_t dev;
   ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
   const long long n = 1000;
@@ -405,6 +418,7 @@ std::map<long long, int> host_spans(const std::string &path, const char *functio
       out[json_integer_value(json_object_get(e, "tid"))]++;
   }
   json_decref(root);
+  std::remove(path.c_str());
   return out;
 }
 
@@ -413,7 +427,7 @@ std::map<long long, int> host_spans(const std::string &path, const char *functio
 // Each thread records into its own buffer: the events of threads that have
 // exited before the profile stops are all in the trace, one track each.
 TEST(Profiler, EventsOfExitedThreadsAreKept) {
-  std::string path = testing::TempDir() + "hpu-profile-threads.json";
+  std::string path = trace_path("threads");
   const int threads = 4, calls = 500;
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
   std::vector<std::thread> pool;
@@ -430,38 +444,42 @@ TEST(Profiler, EventsOfExitedThreadsAreKept) {
 }
 
 // Threads keep recording while the profile is stopped and started again:
-// every trace is valid and nests, and no call is counted twice.
+// every trace is valid and nests, and no call is counted twice. The threads
+// call until the last profile has stopped, and each profile lasts until they
+// have made more calls, so every stop and start falls among their calls however
+// the threads are scheduled.
 TEST(Profiler, StopAndStartWhileThreadsRecord) {
-  const int threads = 3, calls_each = 20000;
-  std::atomic<bool> go{false};
-  std::atomic<int> running{threads};
+  const int threads = 3, profiles = 5, calls_per_profile = 200;
   std::atomic<long long> calls{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      while (!go.load()) std::this_thread::yield();
-      int n;
-      for (int i = 0; i < calls_each; ++i) {
-        hpuDeviceCount(&n);
-        calls.fetch_add(1);
-      }
-      running.fetch_sub(1);
-    });
-  long long recorded = 0;
-  int profiles = 0;
-  for (bool last = false; !last; ++profiles) {
-    std::string path = testing::TempDir() + "hpu-profile-restart.json";
-    ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
-    if (profiles == 0) {
-      go = true;
-      while (calls.load() == 0) std::this_thread::yield();
+  struct Pool {  // joined however the test ends
+    std::atomic<bool> done{false};
+    std::vector<std::thread> threads;
+    void join() {
+      done = true;
+      for (auto &t : threads)
+        if (t.joinable()) t.join();
     }
-    last = running.load() == 0;
+    ~Pool() { join(); }
+  } pool;
+  long long recorded = 0;
+  for (int p = 0; p < profiles; ++p) {
+    std::string path = trace_path("restart");
+    ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+    if (p == 0)
+      for (int t = 0; t < threads; ++t)
+        pool.threads.emplace_back([&] {
+          int n;
+          while (!pool.done.load()) {
+            hpuDeviceCount(&n);
+            calls.fetch_add(1);
+          }
+        });
+    const long long until = calls.load() + calls_per_profile;
+    while (calls.load() < until) std::this_thread::yield();
     ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
     for (auto &kv : host_spans(path, "hpuDeviceCount")) recorded += kv.second;
   }
-  for (auto &t : pool) t.join();
-  EXPECT_GT(profiles, 1);
+  pool.join();
   EXPECT_GT(recorded, 0);
   EXPECT_LE(recorded, calls.load());
 }
@@ -469,7 +487,7 @@ TEST(Profiler, StopAndStartWhileThreadsRecord) {
 // A stream operation already running when the profile starts is in the trace
 // from the profile's start on: no event lies before the start or past the stop.
 TEST(Profiler, AnOperationRunningAtStartCountsFromTheStart) {
-  std::string path = testing::TempDir() + "hpu-profile-straddle.json";
+  std::string path = trace_path("straddle");
   hpuDevice_t dev;
   hpuStream_t stream;
   void *buf;
