@@ -25,3 +25,25 @@ target_link_libraries(hpu-bench PRIVATE PkgConfig::OPENBLAS)
 # libhpu-trainer: `hpu-bench train` runs the Trainer's step.
 target_link_libraries(hpu-bench PRIVATE hpu-trainer)
 target_compile_options(hpu-bench PRIVATE -Wno-missing-field-initializers)
+
+# libhpu with the profiler's hooks compiled out (HPU_NO_PROFILER), built into
+# bench-noprof/ under the same soname: `hpu-bench train --profile` runs fits on
+# it (through LD_LIBRARY_PATH) to measure what the hooks cost when the profiler
+# is off. Only the files that call a hook are compiled again; the rest are
+# libhpu's own objects. A file that calls a hook and is missing here makes
+# this link fail (src/core/profiler.hpp).
+set(HPU_PROFILER_HOOKS src/core/profiler src/api/memory_api src/device/stream src/device/device
+    src/comm/communicator src/ops/op src/ops/matmul)
+list(TRANSFORM HPU_PROFILER_HOOKS APPEND .cpp OUTPUT_VARIABLE hpu_hook_sources)
+list(TRANSFORM hpu_hook_sources PREPEND ${PROJECT_SOURCE_DIR}/)
+list(JOIN HPU_PROFILER_HOOKS "|/" hpu_hook_objects)
+add_library(hpu-noprof SHARED ${hpu_hook_sources}
+  "$<FILTER:$<TARGET_OBJECTS:hpu>,EXCLUDE,(/${hpu_hook_objects})\\.cpp\\.o>")
+foreach(property IN ITEMS INCLUDE_DIRECTORIES COMPILE_DEFINITIONS LINK_LIBRARIES LINK_OPTIONS LINK_DEPENDS)
+  set_property(TARGET hpu-noprof PROPERTY ${property} "$<TARGET_PROPERTY:hpu,${property}>")
+endforeach()
+target_compile_definitions(hpu-noprof PRIVATE HPU_NO_PROFILER)
+set_target_properties(hpu-noprof PROPERTIES OUTPUT_NAME hpu VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+  CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench-noprof)
+add_dependencies(hpu-bench hpu-noprof)
+target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_NOPROF_DIR="$<TARGET_FILE_DIR:hpu-noprof>")

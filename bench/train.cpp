@@ -6,16 +6,34 @@
 // thread count, CPU autocast bf16, and DDP over gloo with two processes.
 // Targets (issue 6): bf16-mixed >= 3 x torch bf16 autocast; 32-true >= torch
 // fp32; devices=2 >= 1.5 x torch DDP at the same global batch.
-// --profile: the profiler's cost on the step (issue 10: under 5%). Each
-// configuration runs --rounds fits (default 5) in which the profiler records
-// every other step (hpuProfilerStart before it, hpuProfilerStop after it,
-// neither timed); each step is timed alone, to its devices' end. A fit's
-// overhead compares its median recorded and unrecorded step; the table shows
-// the median over the fits, their range, and the samples/s of the median steps.
+// --profile: the profiler's cost on the step (issue 10: none measurable when
+// off, under 5% when on). Each configuration runs --rounds rounds (default 5)
+// of three fits, each step timed alone to its devices' end:
+//   out  a child process on the copy of libhpu whose profiler hooks are
+//        compiled out (HPU_NO_PROFILER, bench-noprof/ in the build tree, loaded
+//        through LD_LIBRARY_PATH; the child reports which libhpu it loaded);
+//   off  a child process on libhpu itself, the profiler off;
+//   on   a fit in this process in which the profiler records every other
+//        step (hpuProfilerStart before it, hpuProfilerStop after it, neither
+//        timed).
+// The two children swap order every round (out off, off out, ...), so a drift
+// of the machine's speed falls on both. Off's cost is a round's median off
+// step over its median out step; on's is the on fit's median recorded step
+// over its median unrecorded one. The table shows the medians and ranges over
+// the rounds, the samples/s of the median steps, and the noise: how much two
+// fits of the same library differ (the median |difference| between the
+// adjacent rounds' out fits and off fits). Off is "within noise" when its
+// median cost is no larger than that.
 #include <hpu/trainer.hpp>
+#include <limits.h>
+#include <link.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -27,23 +45,27 @@ namespace {
 
 constexpr int kGlobalBatch = 256;
 
-// Times the batches after the first `warm` ones. With `alternate`, the
-// profiler records every other timed batch (started before it, stopped after
-// it, outside the timed span) and each batch is timed alone, from its start to
-// its devices' end, into `on` or `off`: the two sides interleave step by step,
-// so a change in the machine's speed (other work, clocks) falls on both.
+// How a fit is timed: `whole`, from the first timed batch to the end; `each`,
+// every batch alone, from its start to its devices' end, into `off`;
+// `alternate`, the same, the profiler recording every other batch (started
+// before it, stopped after it, outside the timed span) into `on`: the two
+// sides interleave step by step, so a change in the machine's speed (other
+// work, clocks) falls on both.
+enum class Timing { whole, each, alternate };
+
+// Times the batches after the first `warm` ones.
 struct Timer : hpu::Callback {
-  Timer(int64_t warm, bool alternate) : warm_(warm), alternate_(alternate) {}
+  Timer(int64_t warm, Timing timing) : warm_(warm), timing_(timing) {}
   std::string state_key() const override { return "BenchTimer"; }
   void on_train_batch_start(hpu::Trainer &, int64_t b) override {
     if (b == warm_) t0 = bench::now_seconds();
-    if (!alternate_ || b < warm_) return;
-    recording_ = (b - warm_) % 2 == 1;
+    if (timing_ == Timing::whole || b < warm_) return;
+    recording_ = timing_ == Timing::alternate && (b - warm_) % 2 == 1;
     if (recording_) BENCH_CHECK(hpuProfilerStart("/tmp/hpu-bench-train.trace.json"));
     start_ = bench::now_seconds();
   }
   void on_train_batch_end(hpu::Trainer &t, const hpu::Metrics &, int64_t b) override {
-    if (!alternate_ || b < warm_) return;
+    if (timing_ == Timing::whole || b < warm_) return;
     sync(t);
     (recording_ ? on : off).push_back(bench::now_seconds() - start_);
     if (recording_) BENCH_CHECK(hpuProfilerStop());
@@ -56,7 +78,8 @@ struct Timer : hpu::Callback {
     for (const auto &d : t.devices()) hpu::check(hpuDeviceSynchronize(d.get()));
   }
   int64_t warm_;
-  bool alternate_, recording_ = false;
+  Timing timing_;
+  bool recording_ = false;
   double t0 = 0, t1 = 0, start_ = 0;
   std::vector<double> on, off;  // seconds per batch with and without the profiler
 };
@@ -81,14 +104,8 @@ hpu::Sequential mlp() {
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// One fit of `steps` timed training steps; `alternate`: see Timer.
-std::shared_ptr<Timer> fit(const char *precision, int devices, int steps, bool alternate) {
+// One fit of `steps` timed training steps.
+std::shared_ptr<Timer> fit(const char *precision, int devices, int steps, Timing timing) {
   const int warm = 3, per_rank = kGlobalBatch / devices;
   hpu::TrainerOptions o;
   o.devices = devices;
@@ -101,7 +118,7 @@ std::shared_ptr<Timer> fit(const char *precision, int devices, int steps, bool a
   o.enable_progress_bar = false;
   o.enable_checkpointing = false;
   o.default_root_dir = "/tmp";
-  auto timer = std::make_shared<Timer>(warm, alternate);
+  auto timer = std::make_shared<Timer>(warm, timing);
   o.callbacks = {timer};
   hpu::Trainer t(o);
   hpu::InMemoryData data(random_images(size_t((warm + steps) * kGlobalBatch)), random_images(16), random_images(16),
@@ -116,28 +133,217 @@ std::shared_ptr<Timer> fit(const char *precision, int devices, int steps, bool a
 
 // Samples per second of `steps` timed training steps.
 double hpu_rate(const char *precision, int devices, int steps) {
-  auto timer = fit(precision, devices, steps, false);
+  auto timer = fit(precision, devices, steps, Timing::whole);
   return double(steps) * kGlobalBatch / (timer->t1 - timer->t0);
 }
 
-// The profiler's overhead on one configuration: `rounds` fits of `steps`
-// steps, every other one recorded; each fit's overhead compares its median
-// recorded and unrecorded step.
-struct Overhead {
-  double off, on;              // samples/s of the median steps (median over the fits)
-  double percent, low, high;   // the fits' overheads: median, lowest, highest
-};
-Overhead profiler_overhead(const char *precision, int devices, int steps, int rounds) {
-  std::vector<double> off, on, percent;
-  for (int i = 0; i < rounds; ++i) {
-    auto timer = fit(precision, devices, std::max(steps, 2), true);
-    const double a = median(timer->off), b = median(timer->on);
-    off.push_back(kGlobalBatch / a);
-    on.push_back(kGlobalBatch / b);
-    percent.push_back(100.0 * (b / a - 1.0));
+// ---- --profile --------------------------------------------------------------
+
+// `hpu-bench train --step-times P N STEPS`, the child process of --profile:
+// one fit timing each step; prints the libhpu objects this process loaded,
+// whether their profiler records, and each step's seconds.
+int step_times_main(const char *precision, int devices, int steps) {
+  auto timer = fit(precision, devices, steps, Timing::each);
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t, void *) {
+        if (std::strstr(info->dlpi_name, "/libhpu.so")) std::printf("libhpu %s\n", info->dlpi_name);
+        return 0;
+      },
+      nullptr);
+  const std::string probe = "/tmp/hpu-bench-train-probe." + std::to_string(getpid()) + ".json";
+  const hpuStatus_t s = hpuProfilerStart(probe.c_str());
+  if (s == HPU_SUCCESS) {
+    BENCH_CHECK(hpuProfilerStop());
+    std::remove(probe.c_str());
   }
-  return {median(off), median(on), median(percent), *std::min_element(percent.begin(), percent.end()),
-          *std::max_element(percent.begin(), percent.end())};
+  std::printf("profiler %s\n", s == HPU_SUCCESS ? "records" : hpuGetErrorName(s));
+  for (double t : timer->off) std::printf("step %.9f\n", t);
+  return 0;
+}
+
+struct ChildFit {
+  double step = 0;                  // median seconds per step
+  std::vector<std::string> libhpu;  // the libhpu objects it loaded
+  std::string profiler;             // "records", or what hpuProfilerStart returned
+};
+
+// Runs step_times_main in a child process (this program again), on the libhpu
+// in `libdir` when it is not empty: LD_LIBRARY_PATH comes before the build
+// tree's RUNPATH, for hpu-bench and libhpu-trainer alike.
+ChildFit child_fit(const char *precision, int devices, int steps, const std::string &libdir) {
+  std::string n = std::to_string(devices), k = std::to_string(steps), p = precision;
+  std::string cmd = "hpu-bench", sub = "train", flag = "--step-times";
+  char *argv[] = {cmd.data(), sub.data(), flag.data(), p.data(), n.data(), k.data(), nullptr};
+  std::vector<std::string> env;
+  for (char **e = environ; *e; ++e)
+    if (libdir.empty() || std::strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0) env.push_back(*e);
+  if (!libdir.empty()) {
+    const char *old = getenv("LD_LIBRARY_PATH");
+    env.push_back("LD_LIBRARY_PATH=" + libdir + (old && *old ? std::string(":") + old : ""));
+  }
+  std::vector<char *> envp;
+  for (auto &e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("hpu-bench: pipe");
+    std::exit(1);
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  std::fflush(stdout);
+  pid_t pid;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    std::fprintf(stderr, "hpu-bench: cannot start /proc/self/exe: %s\n", std::strerror(rc));
+    std::exit(1);
+  }
+  ChildFit r;
+  std::vector<double> times;
+  FILE *out = fdopen(fds[0], "r");
+  char line[PATH_MAX + 64];
+  while (std::fgets(line, sizeof line, out)) {
+    std::string l = line;
+    if (!l.empty() && l.back() == '\n') l.pop_back();
+    if (l.rfind("step ", 0) == 0) times.push_back(std::atof(l.c_str() + 5));
+    else if (l.rfind("libhpu ", 0) == 0) r.libhpu.push_back(l.substr(7));
+    else if (l.rfind("profiler ", 0) == 0) r.profiler = l.substr(9);
+  }
+  std::fclose(out);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || times.size() != size_t(steps)) {
+    std::fprintf(stderr, "hpu-bench: the fit in a child process (%s) failed\n",
+                 libdir.empty() ? "profiler off" : libdir.c_str());
+    std::exit(1);
+  }
+  r.step = bench::median(times);
+  return r;
+}
+
+// `path` resolved ("" when it does not resolve), and the directory of a file.
+std::string real_path(const std::string &path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) ? buf : "";
+}
+std::string real_dir(const std::string &file) {
+  const std::string path = real_path(file);
+  return path.substr(0, path.rfind('/'));
+}
+
+// A number as printf would print it with `format`, or "-" when it is NaN.
+std::string shown(const char *format, double v) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// Exits unless the child loaded exactly one libhpu, from `noprof_dir` when
+// `compiled_out` and from elsewhere otherwise, and its profiler records only
+// when not compiled out.
+void expect_library(const ChildFit &c, const std::string &noprof_dir, bool compiled_out) {
+  const bool one = c.libhpu.size() == 1;
+  if (one && (real_dir(c.libhpu[0]) == noprof_dir) == compiled_out && (c.profiler == "records") != compiled_out)
+    return;
+  std::string loaded;
+  for (const auto &l : c.libhpu) loaded += " " + l;
+  std::fprintf(stderr, "hpu-bench: the %s child loaded libhpu from:%s; its hpuProfilerStart: %s\n",
+               compiled_out ? "compiled-out" : "profiler-off", loaded.empty() ? " (none)" : loaded.c_str(),
+               c.profiler.c_str());
+  std::exit(1);
+}
+
+// Median, lowest and highest of a list of percentages (NaN when empty).
+struct Spread {
+  double median = NAN, low = NAN, high = NAN;
+};
+Spread spread(const std::vector<double> &v) {
+  if (v.empty()) return {};
+  return {bench::median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+// The profiler's cost on one configuration (see the top of this file).
+struct ProfilerCost {
+  double out = NAN, off = NAN, on = NAN;  // samples/s of the median steps
+  Spread off_cost, on_cost;               // percent, over the rounds
+  double noise = NAN;                     // percent: two fits of one library
+};
+ProfilerCost profiler_cost(const char *precision, int devices, int steps, int rounds, const std::string &noprof_dir) {
+  std::vector<double> out, off, on, off_cost, on_cost, same;
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = 0; i < 2; ++i) {
+      const bool compiled_out = (r + i) % 2 == 0;  // out off, off out, ...
+      if (compiled_out && noprof_dir.empty()) continue;
+      const ChildFit c = child_fit(precision, devices, steps, compiled_out ? noprof_dir : "");
+      expect_library(c, noprof_dir, compiled_out);
+      std::vector<double> &series = compiled_out ? out : off;
+      if (!series.empty()) same.push_back(std::fabs(100.0 * (c.step / series.back() - 1.0)));
+      series.push_back(c.step);
+    }
+    if (!out.empty()) off_cost.push_back(100.0 * (off.back() / out.back() - 1.0));
+    auto timer = fit(precision, devices, steps, Timing::alternate);
+    const double a = bench::median(timer->off), b = bench::median(timer->on);
+    on.push_back(b);
+    on_cost.push_back(100.0 * (b / a - 1.0));
+  }
+  ProfilerCost c;
+  if (!out.empty()) c.out = kGlobalBatch / bench::median(out);
+  c.off = kGlobalBatch / bench::median(off);
+  c.on = kGlobalBatch / bench::median(on);
+  c.off_cost = spread(off_cost);
+  c.on_cost = spread(on_cost);
+  if (!same.empty()) c.noise = bench::median(same);
+  return c;
+}
+
+int profile_main(int steps, int rounds, const std::vector<std::pair<const char *, int>> &configurations) {
+  steps = std::max(steps, 2);
+  std::string noprof_dir;
+#ifdef HPU_BENCH_NOPROF_DIR
+  noprof_dir = real_path(HPU_BENCH_NOPROF_DIR);
+#endif
+  std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d: the profiler's cost on the step\n",
+              kGlobalBatch);
+  std::printf("# %d rounds of 3 fits of %d timed steps each:\n"
+              "#   out: a child process on libhpu with the profiler's hooks compiled out (%s)\n"
+              "#   off: a child process on libhpu, the profiler off (out and off alternate their order)\n"
+              "#   on:  every other step of a fit recorded, compared with its unrecorded steps\n"
+              "# s/s: samples/s of the median steps; costs: median and range over the rounds;\n"
+              "# noise: median |difference| between two fits of the same library in this run\n",
+              rounds, steps, noprof_dir.empty() ? "not built: needs -DHPU_BUILD_BENCH=ON" : noprof_dir.c_str());
+  std::printf("%-11s %7s %9s %9s %9s %9s %15s %7s %-27s %9s %15s %-10s\n", "precision", "devices", "out s/s",
+              "off s/s", "on s/s", "off cost", "off range", "noise", "off limit: none measurable", "on cost",
+              "on range", "on limit");
+  auto range = [](const Spread &s) { return shown("%+.1f%%", s.low) + ".." + shown("%+.1f%%", s.high); };
+  int misses = 0;
+  for (const auto &[precision, devices] : configurations) {
+    const ProfilerCost c = profiler_cost(precision, devices, steps, rounds, noprof_dir);
+    const char *off_verdict = "- (no figure)";
+    if (!std::isnan(c.off_cost.median) && !std::isnan(c.noise)) {
+      const bool within = std::fabs(c.off_cost.median) <= c.noise;
+      off_verdict = within ? "within noise: met" : "beyond noise: missed";
+      misses += !within;
+    }
+    const bool on_met = c.on_cost.median < 5.0;
+    misses += !on_met;
+    std::printf("%-11s %7d %9s %9.0f %9.0f %9s %15s %7s %-27s %9s %15s %-10s\n", precision, devices,
+                shown("%.0f", c.out).c_str(), c.off, c.on, shown("%+.1f%%", c.off_cost.median).c_str(),
+                range(c.off_cost).c_str(), shown("%.1f%%", c.noise).c_str(), off_verdict,
+                shown("%+.1f%%", c.on_cost.median).c_str(), range(c.on_cost).c_str(),
+                on_met ? "<5%: met" : "<5%: missed");
+  }
+  char *text = nullptr;
+  if (hpuProfilerGetSummary(&text) == HPU_SUCCESS && text) {
+    std::printf("\n# profile of the last recorded step\n%s\n", text);
+    hpuFree(text);
+  }
+  return misses;
 }
 
 // PyTorch's samples/second for "fp32", "bf16" or "ddp" (gloo, 2 processes, 32-bit),
@@ -203,7 +409,18 @@ double torch_rate(const char *mode, int steps) {
   return rate;
 }
 
+const char *kUsage =
+    "usage: hpu-bench train [--steps N] [--precision 32-true|bf16-mixed] [--devices 1|2] [--no-peer]\n"
+    "       hpu-bench train --profile [--rounds N] [--steps N] [--precision P] [--devices N]\n"
+    "  samples/s of the Fashion-MNIST MLP step beside PyTorch's (--no-peer: without);\n"
+    "  --profile: the profiler's cost on the step instead: steps/s with its hooks compiled out\n"
+    "  (a copy of libhpu the build puts in bench-noprof/, run in a child process), with the\n"
+    "  profiler off and on; off's cost (limit: none measurable, i.e. within the noise between two\n"
+    "  fits measured in the same run) and on's (limit: 5%), medians over --rounds rounds (5).\n";
+
 int train_main(int argc, char **argv) {
+  if (argc == 5 && !std::strcmp(argv[1], "--step-times"))
+    return step_times_main(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   int steps = 20, rounds = 5;
   bool profile = false, peers = true;
   std::string only_precision;
@@ -216,8 +433,8 @@ int train_main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) only_precision = argv[++i];
     else if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) only_devices = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: hpu-bench train [--steps N] [--profile [--rounds N]] [--precision P] [--devices N] [--no-peer]\n");
-      return 2;
+      std::fputs(kUsage, stderr);
+      return !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ? 0 : 2;
     }
   }
   if (steps < 1) steps = 1;
@@ -225,6 +442,13 @@ int train_main(int argc, char **argv) {
   auto wanted = [&](const char *precision, int devices) {
     return (only_precision.empty() || only_precision == precision) && (!only_devices || only_devices == devices);
   };
+  if (profile) {
+    std::vector<std::pair<const char *, int>> configurations;
+    for (int devices : {1, 2})
+      for (const char *precision : {"32-true", "bf16-mixed"})
+        if (wanted(precision, devices)) configurations.push_back({precision, devices});
+    return profile_main(steps, rounds, configurations);
+  }
   const double t_fp32 = peers && wanted("32-true", 1) ? torch_rate("fp32", steps) : 0,
                t_bf16 = peers && wanted("bf16-mixed", 1) ? torch_rate("bf16", steps) : 0,
                t_ddp = peers && only_devices != 1 ? torch_rate("ddp", steps) : 0;
@@ -240,36 +464,16 @@ int train_main(int argc, char **argv) {
               {"32-true", 2, t_ddp, 1.5, "torch DDP gloo x2"},
               {"bf16-mixed", 2, t_ddp, 1.5, "torch DDP gloo x2"}};
   std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps\n", kGlobalBatch, steps);
-  if (profile)
-    std::printf("# samples/s, profiled s/s, overhead: medians over %d fits recording every other step\n", rounds);
-  std::printf("%-11s %7s %12s", "precision", "devices", "samples/s");
-  if (profile) std::printf(" %14s %9s %15s %6s", "profiled s/s", "overhead", "fits' range", "target");
-  std::printf(" %26s %12s %7s %7s\n", "peer", "peer s/s", "ratio", "target");
+  std::printf("%-11s %7s %12s %26s %12s %7s %7s\n", "precision", "devices", "samples/s", "peer", "peer s/s", "ratio",
+              "target");
   for (const Row &r : rows) {
     if (!wanted(r.precision, r.devices)) continue;
-    double rate;
-    if (profile) {
-      const Overhead o = profiler_overhead(r.precision, r.devices, steps, rounds);
-      rate = o.off;
-      char range[32];
-      std::snprintf(range, sizeof range, "%.1f..%.1f%%", o.low, o.high);
-      std::printf("%-11s %7d %12.0f %14.0f %8.1f%% %15s %5s%%", r.precision, r.devices, rate, o.on, o.percent, range,
-                  "<5");
-    } else {
-      rate = hpu_rate(r.precision, r.devices, steps);
-      std::printf("%-11s %7d %12.0f", r.precision, r.devices, rate);
-    }
+    const double rate = hpu_rate(r.precision, r.devices, steps);
+    std::printf("%-11s %7d %12.0f", r.precision, r.devices, rate);
     if (r.peer > 0)
       std::printf(" %26s %12.0f %7.2f %6.1fx\n", r.peer_name, r.peer, rate / r.peer, r.target);
     else
       std::printf(" %26s %12s %7s %6.1fx\n", r.peer_name, "-", "-", r.target);
-  }
-  if (profile) {
-    char *text = nullptr;
-    if (hpuProfilerGetSummary(&text) == HPU_SUCCESS && text) {
-      std::printf("\n# profile of the last recorded step\n%s\n", text);
-      hpuFree(text);
-    }
   }
   return 0;
 }

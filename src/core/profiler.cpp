@@ -20,7 +20,13 @@
 
 namespace hpu::prof {
 
+#ifdef HPU_NO_PROFILER
+namespace {
+std::atomic<bool> g_on{false};  // stays off; not exported (see profiler.hpp)
+}  // namespace
+#else
 std::atomic<bool> g_on{false};
+#endif
 
 namespace {
 
@@ -148,7 +154,9 @@ std::vector<Ev> collect(Profile &p) {
 }
 
 thread_local const char *t_api = nullptr;
-thread_local uint64_t t_bytes = 0, t_flops = 0;
+#ifndef HPU_NO_PROFILER
+thread_local uint64_t t_bytes = 0, t_flops = 0;  // annotate()
+#endif
 std::atomic<int> g_next_thread{1};
 thread_local int t_thread = 0;
 
@@ -269,7 +277,13 @@ void write_trace(Profile &p, const std::vector<Ev> &all) {
 }
 
 void start_from_env(const Config &) {
-  if (const char *path = getenv("HPU_PROFILE"); path && *path) start(path);
+  const char *path = getenv("HPU_PROFILE");
+  if (!path || !*path) return;
+#ifdef HPU_NO_PROFILER
+  HPU_LOG(warn, "profiler", "HPU_PROFILE=%s: this libhpu is built without its profiler (HPU_NO_PROFILER)", path);
+#else
+  start(path);
+#endif
 }
 
 void stop_at_exit() {
@@ -300,6 +314,7 @@ void memory_counter(int device, uint64_t in_use) {
   append({'C', kStreamPid + device, 0, "memory", now_ns(), 0, in_use, 0});
 }
 
+#ifndef HPU_NO_PROFILER
 void name_track(const Track &track, const std::string &name) {
   int pid = 0, tid = 0;
   ids(track, &pid, &tid);
@@ -313,8 +328,13 @@ void name_comm(int comm_id, int nranks) {
   std::lock_guard<std::mutex> lock(p.mu);
   p.comm_ranks[kCommPid + comm_id] = nranks;
 }
+#endif
 
 void start(const std::string &path) {
+#ifdef HPU_NO_PROFILER
+  fail(HPU_ERROR_UNSUPPORTED, "this libhpu is built without its profiler (HPU_NO_PROFILER): cannot record into %s",
+       path.c_str());
+#endif
   Profile &p = profile();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.file) fail(HPU_ERROR_INVALID_USAGE, "the profiler is already recording into %s", p.path.c_str());
@@ -357,6 +377,7 @@ ApiScope::~ApiScope() {
 
 const char *current_api() { return t_api; }
 
+#ifndef HPU_NO_PROFILER
 void annotate(uint64_t bytes, uint64_t flops) {
   t_bytes = bytes;
   t_flops = flops;
@@ -367,5 +388,6 @@ void take_annotation(uint64_t *bytes, uint64_t *flops) {
   *flops = t_flops;
   t_bytes = t_flops = 0;
 }
+#endif
 
 }  // namespace hpu::prof

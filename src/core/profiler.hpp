@@ -7,6 +7,11 @@
 // Off, it costs a relaxed atomic load per call site. HPU_PROFILE=path starts it
 // at initialisation and writes the file at exit; hpuProfilerStart/Stop do the
 // same from code.
+// Compiled with HPU_NO_PROFILER (hpu-bench's copy of the library, which
+// measures what the hooks cost when off), on() is constant false, the hooks
+// below are empty and start() fails with HPU_ERROR_UNSUPPORTED. A file that
+// calls a hook must then be compiled with it too (bench/deps.cmake lists
+// them): otherwise that copy fails to link, missing g_on or the hook.
 #pragma once
 
 #include <atomic>
@@ -15,8 +20,12 @@
 
 namespace hpu::prof {
 
+#ifdef HPU_NO_PROFILER
+constexpr bool on() { return false; }
+#else
 extern std::atomic<bool> g_on;
 inline bool on() { return g_on.load(std::memory_order_relaxed); }
+#endif
 
 uint64_t now_ns();  // steady clock
 
@@ -34,10 +43,15 @@ void record(const Track &track, const char *name, uint64_t start_ns, uint64_t en
             uint64_t flops = 0);
 // A counter sample: memory in use on a device.
 void memory_counter(int device, uint64_t in_use);
+#ifdef HPU_NO_PROFILER
+inline void name_track(const Track &, const std::string &) {}
+inline void name_comm(int, int) {}
+#else
 // Names a track ("default stream", "stream 3", "rank 1 of 4").
 void name_track(const Track &track, const std::string &name);
 // A communicator's rank count, for the summary's busbw.
 void name_comm(int comm_id, int nranks);
+#endif
 
 // Starts recording into `path` (opened now: an unwritable path fails here with
 // HPU_ERROR_IO). Throws HPU_ERROR_INVALID_USAGE when already recording.
@@ -64,7 +78,12 @@ const char *current_api();
 
 // Work figures of the operation about to be enqueued on this thread; the next
 // enqueue takes them (and clears them).
+#ifdef HPU_NO_PROFILER
+inline void annotate(uint64_t, uint64_t) {}
+inline void take_annotation(uint64_t *bytes, uint64_t *flops) { *bytes = *flops = 0; }
+#else
 void annotate(uint64_t bytes, uint64_t flops);
 void take_annotation(uint64_t *bytes, uint64_t *flops);
+#endif
 
 }  // namespace hpu::prof
