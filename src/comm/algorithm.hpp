@@ -106,9 +106,6 @@ void ring_allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuD
 // recursive_doubling.cpp: log2(n) exchanges of the whole buffer (small messages).
 void recursive_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype,
                                   hpuRedOp_t op);
-// The same bits in one round: every rank sends every peer its value and
-// combines all n in recursive doubling's order (small messages, few ranks).
-void exchange_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 
 // direct.cpp: each rank does its share straight between the ranks' buffers
 // (ranks that share an address space only).

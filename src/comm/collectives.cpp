@@ -9,7 +9,7 @@ namespace hpu::comm {
 
 namespace {
 
-enum class Algo { rule, ring, tree, recursive_doubling, exchange, direct };
+enum class Algo { rule, ring, tree, recursive_doubling, direct };
 
 Algo forced() {
   const std::string &a = config().comm.algo;
@@ -39,14 +39,11 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   if (go_direct(c, a, bytes * static_cast<size_t>(c.size()))) {
     a = Algo::direct;
   } else if (a == Algo::rule || a == Algo::direct) {
-    const bool exchange = c.size() > 2 && bytes * static_cast<size_t>(c.size() - 1) <= kExchangeBytes;
-    a = exchange ? Algo::exchange : bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
+    a = bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
   }
   switch (a) {
     case Algo::direct:
       return direct_allreduce(c, send, recv, count, dtype, op);
-    case Algo::exchange:
-      return exchange_allreduce(c, send, recv, count, dtype, op);
     case Algo::recursive_doubling:
       return recursive_doubling_allreduce(c, send, recv, count, dtype, op);
     case Algo::tree:

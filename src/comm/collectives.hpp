@@ -4,9 +4,7 @@
 //
 //   allreduce       ranks that are threads of one process: direct when the n
 //                   ranks' buffers together exceed kDirectMinBytes; otherwise
-//                   recursive doubling up to kSmallBytes (with more than 2
-//                   ranks, as one exchange while a rank receives at most
-//                   kExchangeBytes: same bits, one round), else the ring;
+//                   recursive doubling up to kSmallBytes, else the ring;
 //                   HPU_ALGO=tree: binomial reduce then broadcast
 //   broadcast       direct as allreduce; otherwise binomial tree up to
 //                   kSmallBytes, else a pipelined chain
@@ -25,9 +23,6 @@ constexpr size_t kSmallBytes = size_t(64) << 10;
 // Collectives between threads of one process go direct when the buffers of all
 // ranks together are larger than this (below, fewer messages win).
 constexpr size_t kDirectMinBytes = size_t(128) << 10;
-// Small allreduces of more than 2 ranks go as one exchange (every rank sends
-// every peer its value) while the n - 1 values a rank receives fit in this.
-constexpr size_t kExchangeBytes = size_t(64) << 10;
 
 void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, int root);

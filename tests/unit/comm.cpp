@@ -561,11 +561,10 @@ TEST(Comm, IntegerBitsMatchScalar) {
   integer_bits_match_scalar<uint64_t>(HPU_UINT64);
 }
 
-// Small allreduces of more than 2 ranks: whether they go as one exchange or
-// as recursive doubling rounds (the count decides), every rank gets the bits
-// of recursive doubling's order: ranks 2v and 2v + 1 combine first while the
-// rank count exceeds a power of two p, then the p values pairwise, lower
-// first (f32 sums of values whose sum depends on the order; bf16 rounds each step).
+// Small allreduces of more than 2 ranks (recursive doubling) give every rank
+// the bits of its order: ranks 2v and 2v + 1 combine first while the rank
+// count exceeds a power of two p, then the p values pairwise, lower first
+// (f32 sums of values whose sum depends on the order; bf16 rounds each step).
 template <class T>
 T tree_order(std::vector<T> v, const std::function<T(T, T)> &add) {
   size_t p = 1;
@@ -585,8 +584,8 @@ TEST(Comm, SmallAllreduceBitsFollowRecursiveDoubling) {
   std::uniform_real_distribution<float> dist(-1000.0f, 1000.0f);
   for (int n : {3, 4, 5, 8}) {
     Group g(n);
-    // 1000 elements: one exchange; 128 KiB / n bytes (n - 1 of them over
-    // kExchangeBytes, n of them not over kDirectMinBytes): rounds.
+    // 1000 elements, and 128 KiB / n bytes (the most that stays below the
+    // direct algorithm of ranks that are threads, kDirectMinBytes).
     for (hpuDataType_t t : {HPU_FLOAT32, HPU_BFLOAT16})
       for (size_t count : {size_t(1000), (size_t(128) << 10) / static_cast<size_t>(n) / dtype_size(t)}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n) + " count=" + std::to_string(count));
