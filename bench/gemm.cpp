@@ -75,9 +75,26 @@ double sgemm_seconds(const Shape &s, int threads) {
   });
 }
 
+// Microseconds of one empty operation's round trip: an event recorded on the
+// stream, then hpuStreamSynchronize (the cost every hpuMm column includes).
+double round_trip_us(hpuDevice_t dev) {
+  hpuStream_t stream;
+  hpuEvent_t event;
+  BENCH_CHECK(hpuDeviceGetDefaultStream(dev, &stream));
+  BENCH_CHECK(hpuEventCreate(&event));
+  double sec = time_call([&] {
+    BENCH_CHECK(hpuEventRecord(event, stream));
+    BENCH_CHECK(hpuStreamSynchronize(stream));
+  });
+  hpuEventDestroy(event);
+  return sec * 1e6;
+}
+
 int run(int threads, const std::vector<Shape> &shapes) {
   hpuDevice_t dev;
   BENCH_CHECK(hpuDeviceOpen(&dev, 0));
+  std::printf("# %d thread(s): empty operation round trip (hpuEventRecord + hpuStreamSynchronize) %.1f us\n", threads,
+              round_trip_us(dev));
   int misses = 0;
   for (const Shape &s : shapes) {
     double flop = 2.0 * s.m * s.n * s.k;

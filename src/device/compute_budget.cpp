@@ -11,31 +11,37 @@ ComputeBudget &ComputeBudget::instance() {
   return *budget;
 }
 
+void ComputeBudget::set_free(int free) {
+  free_ = free;
+  busy_.store(size_ - free_, std::memory_order_relaxed);
+}
+
 void ComputeBudget::configure(int tokens) {
   std::lock_guard<std::mutex> lock(mu_);
   tokens = std::max(tokens, 1);
-  free_ += tokens - size_;
+  int free = free_ + tokens - size_;
   size_ = tokens;
+  set_free(free);
   cv_.notify_all();
 }
 
 void ComputeBudget::acquire() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return free_ > 0; });
-  --free_;
+  set_free(free_ - 1);
 }
 
 int ComputeBudget::try_acquire(int want) {
   std::lock_guard<std::mutex> lock(mu_);
   int got = std::max(0, std::min(want, free_));
-  free_ -= got;
+  set_free(free_ - got);
   return got;
 }
 
 void ComputeBudget::release(int n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    free_ += n;
+    set_free(free_ + n);
   }
   if (n == 1)
     cv_.notify_one();

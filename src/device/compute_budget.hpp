@@ -5,6 +5,7 @@
 // hold none, so eight devices on two cores never deadlock.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -21,12 +22,17 @@ class ComputeBudget {
   // Takes up to `want` more tokens without waiting; returns how many it got.
   int try_acquire(int want);
   void release(int n = 1);
+  // Tokens held now, read without the lock (for spinning waiters: a core is
+  // free of compute while busy() < available_cpus()).
+  int busy() const { return busy_.load(std::memory_order_relaxed); }
 
  private:
+  void set_free(int free);  // mu_ held
   std::mutex mu_;
   std::condition_variable cv_;
   int size_ = 1;
   int free_ = 1;
+  std::atomic<int> busy_{0};
 };
 
 // Holds one token for its scope.

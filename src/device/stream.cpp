@@ -1,5 +1,7 @@
 #include "device/stream.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -26,7 +28,30 @@ StreamList &stream_list() {
 
 thread_local Stream *t_current = nullptr;
 
+// How long a synchronize spins before it sleeps: longer than most operations
+// of a small model's step, short beside a large GEMM.
+constexpr auto kSpin = std::chrono::microseconds(100);
+// How long an idle worker looks for its next operation before it sleeps.
+constexpr auto kWorkSpin = std::chrono::microseconds(50);
+
 std::atomic<int64_t> g_pending{0};  // see Stream::pending_anywhere()
+
+// What the spinning heuristics count (see spin()).
+std::atomic<int> g_spinners{0};   // threads in spin() now
+std::atomic<int> g_active{0};     // streams with operations queued or running
+std::atomic<int> g_computing{0};  // workers running a compute operation
+
+// Counts its scope in `n`.
+class Counted {
+ public:
+  explicit Counted(std::atomic<int> &n) : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+  ~Counted() { n_.fetch_sub(1, std::memory_order_relaxed); }
+  Counted(const Counted &) = delete;
+  Counted &operator=(const Counted &) = delete;
+
+ private:
+  std::atomic<int> &n_;
+};
 
 }  // namespace
 
@@ -77,6 +102,8 @@ void Stream::enqueue(std::function<void()> fn, OpKind kind) {
   prof::take_annotation(&op.bytes, &op.flops);
   if (!op.name) op.name = "operation";
   queue_.push_back(std::move(op));
+  if (enqueued_.load(std::memory_order_relaxed) == completed_.load(std::memory_order_relaxed))
+    g_active.fetch_add(1, std::memory_order_relaxed);  // (mu_ orders both counts)
   g_pending.fetch_add(1, std::memory_order_acq_rel);
   enqueued_.fetch_add(1, std::memory_order_release);
   lock.unlock();
@@ -88,6 +115,13 @@ void Stream::run() {
   set_log_device(device_->ordinal());
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (queue_.empty() && !stop_) {
+      // The next operation usually follows within microseconds (the caller
+      // was spinning on this one): look for it before going to sleep.
+      lock.unlock();
+      spin_until_enqueued(completed_.load(std::memory_order_relaxed) + 1);
+      lock.lock();
+    }
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_) break;
     Op op = std::move(queue_.front());
@@ -100,7 +134,11 @@ void Stream::run() {
       auto start = std::chrono::steady_clock::now();
       try {
         if (op.kind == OpKind::compute) {
+          Counted computing(g_computing);
           ComputeToken token;
+          op.fn();
+        } else if (op.kind == OpKind::wait) {
+          Counted waiting(in_wait_op_);
           op.fn();
         } else {
           op.fn();
@@ -133,16 +171,64 @@ void Stream::run() {
     }
     uint64_t done = completed_.fetch_add(1, std::memory_order_release) + 1;
     g_pending.fetch_sub(1, std::memory_order_acq_rel);
+    if (done == enqueued_.load(std::memory_order_relaxed)) g_active.fetch_sub(1, std::memory_order_relaxed);
     if (done >= wake_at_) {
       wake_at_ = UINT64_MAX;  // woken waiters that want more register again
       done_cv_.notify_all();
     }
   }
   // Discarded work counts as done so that no waiter blocks forever.
+  if (!queue_.empty()) g_active.fetch_sub(1, std::memory_order_relaxed);
   completed_.fetch_add(queue_.size(), std::memory_order_release);
   g_pending.fetch_sub(static_cast<int64_t>(queue_.size()), std::memory_order_acq_rel);
   queue_.clear();
   done_cv_.notify_all();
+}
+
+namespace {
+
+// Spins until reached() for at most `limit`, while the threads that want a
+// CPU fit on the CPUs, and not given_up(); returns reached(). Those are: the
+// compute threads (the budget's tokens), the workers of streams with work
+// that are not computing (in a wait operation, or woken and not running
+// yet), the spinners, and `reserve` more. So eight devices' workers never
+// spin beside a kernel or a collective on two cores.
+template <class Reached, class GivenUp>
+bool spin(std::chrono::microseconds limit, int reserve, Reached reached, GivenUp given_up) {
+  static const int cpus = available_cpus();
+  const ComputeBudget &budget = ComputeBudget::instance();
+  const auto until = std::chrono::steady_clock::now() + limit;
+  auto crowded = [&] {
+    int workers = g_active.load(std::memory_order_relaxed) - g_computing.load(std::memory_order_relaxed);
+    return budget.busy() + std::max(workers, 0) + g_spinners.load(std::memory_order_relaxed) + reserve > cpus;
+  };
+  g_spinners.fetch_add(1, std::memory_order_relaxed);
+  bool done = false;
+  for (unsigned i = 1;; ++i) {
+    if ((done = reached())) break;
+    if (i % 32 == 0 && (std::chrono::steady_clock::now() >= until || crowded() || given_up())) {
+      done = reached();
+      break;
+    }
+    _mm_pause();
+  }
+  g_spinners.fetch_sub(1, std::memory_order_relaxed);
+  return done;
+}
+
+}  // namespace
+
+// The worker computes (counted by the budget) while a synchronize spins.
+bool Stream::spin_until(uint64_t target) const {
+  return spin(
+      kSpin, 0, [&] { return completed_.load(std::memory_order_acquire) >= target; },
+      [&] { return in_wait_op_.load(std::memory_order_relaxed) > 0; });
+}
+
+// The thread that will enqueue needs a CPU of its own while the worker spins.
+void Stream::spin_until_enqueued(uint64_t target) const {
+  spin(
+      kWorkSpin, 1, [&] { return enqueued_.load(std::memory_order_acquire) >= target; }, [] { return false; });
 }
 
 void Stream::wait_done(std::unique_lock<std::mutex> &lock, uint64_t target) {
@@ -153,12 +239,14 @@ void Stream::wait_done(std::unique_lock<std::mutex> &lock, uint64_t target) {
 }
 
 void Stream::wait_completed(uint64_t seq) {
+  if (spin_until(seq)) return;
   std::unique_lock<std::mutex> lock(mu_);
   wait_done(lock, seq);
 }
 
 void Stream::synchronize() {
   if (t_current == this) fail(HPU_ERROR_INVALID_USAGE, "a queued operation synchronized its own stream");
+  spin_until(enqueued_.load(std::memory_order_acquire));
   std::unique_lock<std::mutex> lock(mu_);
   wait_done(lock, enqueued_.load(std::memory_order_acquire));
   throw_if_error();
