@@ -180,7 +180,12 @@ HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuT
  * 0..1: a counted sample's loss is (1 - e) times its weighted loss above plus
  * e / C times the sum over the classes j of weight[j] * -log_softmax(input)[j];
  * HPU_REDUCTION_MEAN divides by the counted samples' target weights, as above.
- * e = 0 gives hpuCrossEntropyLossWeighted. */
+ * e = 0 gives hpuCrossEntropyLossWeighted.
+ * The three cross-entropy functions also take class probabilities (PyTorch's
+ * soft targets): a floating target of input's shape. A sample's loss is then
+ * sum_j weight[j] q[j] -log_softmax(input)[j] with q = (1 - e) target + e / C,
+ * ignore_index plays no part, and HPU_REDUCTION_MEAN divides by the number of
+ * samples (not by weights). */
 HPU_API hpuStatus_t hpuCrossEntropyLossSmoothed(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
                                                 hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
                                                 double label_smoothing, hpuTensor_t *loss);

@@ -26,7 +26,10 @@ void softmax_backward(bool log, hpuDataType_t dt, const void *dy, const void *y,
 // target class, and a mean divides by the sum of the counted samples' weights
 // (as ATen does). label_smoothing (cross entropy only) is ATen's: a sample's
 // loss is (1 - e) times its weighted nll plus e / c times the sum over the
-// classes of weight[j] * -log_softmax[j].
+// classes of weight[j] * -log_softmax[j]. With probs (cross entropy only),
+// target instead holds class probabilities of any floating type laid out as
+// input: sample k's loss is sum_j weight[j] q[j] -log_softmax[j] with q =
+// (1 - e) target + e / c, nothing is ignored, and a mean divides by n * inner.
 struct LossWeights {
   hpuDataType_t dt = HPU_FLOAT32;
   const void *data = nullptr;
@@ -39,6 +42,7 @@ struct LossArgs {
   hpuReduction_t reduction = HPU_REDUCTION_MEAN;
   int64_t ignore_index = -100;
   double label_smoothing = 0;
+  bool probs = false;  // target: class probabilities (floating, input's shape)
 };
 void nll_loss(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt, void *loss);
 void nll_loss_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t gi_dt,

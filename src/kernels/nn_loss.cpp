@@ -2,8 +2,9 @@
 // backwards, over [n, c] or spatial [n, c, inner] inputs, with optional class
 // weights (ATen's weight: sample k counts weight[target_k], and a mean divides
 // by the counted samples' weights) and, for cross entropy, ATen's
-// label_smoothing. Per-sample losses are computed in parallel and reduced in
-// order, so results do not depend on the thread count.
+// label_smoothing and class-probability targets. Per-sample losses are
+// computed in parallel and reduced in order, so results do not depend on the
+// thread count.
 #include <cmath>
 #include <vector>
 
@@ -47,9 +48,10 @@ std::vector<Acc> class_weights(const LossArgs &a) {
   return v;
 }
 
-// Calls fn(k, row) for every sample k, in parallel over tiles of samples:
-// row holds the sample's c values of x (zeros when x is null), and when y is
-// not null, what fn leaves in row is stored as y's values of that sample.
+// Calls fn(k, row, probs) for every sample k, in parallel over tiles of
+// samples: row holds the sample's c values of x (zeros when x is null), probs
+// its c target probabilities (a.probs; else null), and when y is not null,
+// what fn leaves in row is stored as y's values of that sample.
 template <class Acc, class Fn>
 void for_each_sample(const LossArgs &a, hpuDataType_t x_dt, const void *x, hpuDataType_t y_dt, void *y, Fn fn) {
   const int64_t c = a.c, inner = a.inner;
@@ -57,34 +59,51 @@ void for_each_sample(const LossArgs &a, hpuDataType_t x_dt, const void *x, hpuDa
   const int64_t width = std::min(inner, kTile), tiles = (inner + width - 1) / width;
   parallel_for(a.n * tiles, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, c * width)), [&](int64_t u0, int64_t u1) {
     std::vector<Acc> tile(c * width), row(width == 1 ? 0 : c);
+    std::vector<Acc> ptile(a.probs ? c * width : 0), prow(a.probs && width > 1 ? c : 0);
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t i = u / tiles, s0 = (u % tiles) * width, w = std::min(width, inner - s0);
       // Sample s0 + s's value of class j is tile[j * w + s]; a whole [c, inner]
       // slab (w == inner) is one contiguous run.
-      auto rows = [&](auto &&copy) {
+      auto rows = [&](Acc *buf, auto &&copy) {
         if (w == inner)
-          copy(i * c * inner, tile.data(), c * inner);
+          copy(i * c * inner, buf, c * inner);
         else
-          for (int64_t j = 0; j < c; ++j) copy((i * c + j) * inner + s0, tile.data() + j * w, w);
+          for (int64_t j = 0; j < c; ++j) copy((i * c + j) * inner + s0, buf + j * w, w);
+      };
+      auto load_rows = [&](hpuDataType_t dt, const void *p, Acc *buf) {
+        rows(buf, [&](int64_t off, Acc *dst, int64_t len) { nn::load<Acc>(dt, at(p, dt, off), dst, len); });
       };
       if (x)
-        rows([&](int64_t off, Acc *dst, int64_t len) { nn::load<Acc>(x_dt, at(x, x_dt, off), dst, len); });
+        load_rows(x_dt, x, tile.data());
       else
         std::fill(tile.begin(), tile.end(), Acc(0));
+      if (a.probs) load_rows(a.target_dt, a.target, ptile.data());
       for (int64_t s = 0; s < w; ++s) {
         if (w == 1) {
-          fn(i * inner + s0, tile.data());
+          fn(i * inner + s0, tile.data(), a.probs ? ptile.data() : nullptr);
           continue;
         }
         for (int64_t j = 0; j < c; ++j) row[j] = tile[j * w + s];
-        fn(i * inner + s0 + s, row.data());
+        for (int64_t j = 0; j < static_cast<int64_t>(prow.size()); ++j) prow[j] = ptile[j * w + s];
+        fn(i * inner + s0 + s, row.data(), a.probs ? prow.data() : nullptr);
         if (y)
           for (int64_t j = 0; j < c; ++j) tile[j * w + s] = row[j];
       }
       if (y)
-        rows([&](int64_t off, Acc *src, int64_t len) { nn::store<Acc>(y_dt, src, at(y, y_dt, off), len); });
+        rows(tile.data(),
+             [&](int64_t off, Acc *src, int64_t len) { nn::store<Acc>(y_dt, src, at(y, y_dt, off), len); });
     }
   });
+}
+
+// log(sum_j exp(row[j])), shifted by the max so that it does not overflow.
+template <class Acc>
+Acc log_sum_exp(const Acc *row, int64_t c) {
+  Acc mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < c; ++j) mx = std::max(mx, row[j]);
+  if (std::isinf(mx)) mx = 0;
+  for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - mx);
+  return mx + std::log(sum);
 }
 
 // Softmax of row in place.
@@ -114,28 +133,70 @@ void reduce_losses(const std::vector<Acc> &per, const std::vector<Acc> &weight_o
 }
 
 // d(loss)/d(loss_k) for each sample: grad_loss[k] (NONE), or the one
-// grad_loss (SUM) divided by the counted samples' weights (MEAN); 0 for an
-// ignored sample.
+// grad_loss (SUM) divided by `count` (MEAN; NaN when nothing counted).
 template <class Acc>
-std::vector<Acc> sample_scales(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss,
-                               const std::vector<int64_t> &cls, const std::vector<Acc> &wc) {
+std::vector<Acc> sample_scales(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, Acc count, bool any) {
   const int64_t samples = a.n * a.inner;
   std::vector<Acc> s(samples);
-  Acc total = 0;
-  bool any = false;
-  for (int64_t k = 0; k < samples; ++k)
-    if (cls[k] >= 0) total += wc[cls[k]], any = true;
   if (a.reduction == HPU_REDUCTION_NONE) {
     nn::load<Acc>(g_dt, grad_loss, s.data(), samples);
   } else {
     Acc g;
     nn::load<Acc>(g_dt, grad_loss, &g, 1);
-    if (a.reduction == HPU_REDUCTION_MEAN) g = any ? g / total : static_cast<Acc>(NAN);
+    if (a.reduction == HPU_REDUCTION_MEAN) g = any ? g / count : static_cast<Acc>(NAN);
     std::fill(s.begin(), s.end(), g);
   }
-  for (int64_t k = 0; k < samples; ++k)
+  return s;
+}
+
+// The scales for class-index targets: a mean divides by the counted samples'
+// weights; 0 for an ignored sample.
+template <class Acc>
+std::vector<Acc> index_scales(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss,
+                              const std::vector<int64_t> &cls, const std::vector<Acc> &wc) {
+  Acc total = 0;
+  bool any = false;
+  for (int64_t t : cls)
+    if (t >= 0) total += wc[t], any = true;
+  std::vector<Acc> s = sample_scales(a, g_dt, grad_loss, total, any);
+  for (size_t k = 0; k < cls.size(); ++k)
     if (cls[k] < 0) s[k] = 0;
   return s;
+}
+
+// Cross entropy against class probabilities (ATen's soft targets): sample k's
+// loss is sum_j wq[j] -log_softmax(x)[j], where wq[j] = weight[j] ((1 - e)
+// probs[j] + e / c); a mean divides by the number of samples.
+template <class Acc>
+void cross_entropy_probs(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt,
+                         void *loss) {
+  const int64_t samples = a.n * a.inner, c = a.c;
+  const Acc eps = static_cast<Acc>(a.label_smoothing), eps_c = eps / static_cast<Acc>(c);
+  std::vector<Acc> per(samples, 0), counted(samples, 1), wc = class_weights<Acc>(a);
+  for_each_sample<Acc>(a, in_dt, input, in_dt, nullptr, [&](int64_t k, Acc *row, const Acc *probs) {
+    const Acc lse = log_sum_exp(row, c);
+    Acc l = 0;
+    for (int64_t j = 0; j < c; ++j) l += wc[j] * ((1 - eps) * probs[j] + eps_c) * (lse - row[j]);
+    per[k] = l;
+  });
+  reduce_losses(per, counted, a.reduction, loss_dt, loss);
+}
+
+// d loss_k / dx_j = softmax_j sum_i wq[i] - wq[j].
+template <class Acc>
+void cross_entropy_probs_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_loss, hpuDataType_t in_dt,
+                                  const void *input, hpuDataType_t gi_dt, void *grad_input) {
+  const int64_t samples = a.n * a.inner, c = a.c;
+  const Acc eps = static_cast<Acc>(a.label_smoothing), eps_c = eps / static_cast<Acc>(c);
+  std::vector<Acc> wc = class_weights<Acc>(a);
+  std::vector<Acc> s = sample_scales(a, g_dt, grad_loss, static_cast<Acc>(samples), samples > 0);
+  for_each_sample<Acc>(a, in_dt, input, gi_dt, grad_input, [&](int64_t k, Acc *row, const Acc *probs) {
+    auto wq = [&](int64_t j) { return wc[j] * ((1 - eps) * probs[j] + eps_c); };
+    Acc wq_sum = 0;
+    for (int64_t j = 0; j < c; ++j) wq_sum += wq(j);
+    softmax_row(row, c);
+    for (int64_t j = 0; j < c; ++j) row[j] = s[k] * (wq_sum * row[j] - wq(j));
+  });
 }
 
 }  // namespace
@@ -163,8 +224,8 @@ void nll_loss_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_l
   nn::with_acc(g_dt, [&](auto acc) {
     using Acc = decltype(acc);
     std::vector<int64_t> cls = classes_of(a);
-    std::vector<Acc> wc = class_weights<Acc>(a), s = sample_scales<Acc>(a, g_dt, grad_loss, cls, wc);
-    for_each_sample<Acc>(a, gi_dt, nullptr, gi_dt, grad_input, [&](int64_t k, Acc *row) {
+    std::vector<Acc> wc = class_weights<Acc>(a), s = index_scales<Acc>(a, g_dt, grad_loss, cls, wc);
+    for_each_sample<Acc>(a, gi_dt, nullptr, gi_dt, grad_input, [&](int64_t k, Acc *row, const Acc *) {
       if (cls[k] >= 0) row[cls[k]] = -s[k] * wc[cls[k]];
     });
   });
@@ -173,20 +234,17 @@ void nll_loss_backward(const LossArgs &a, hpuDataType_t g_dt, const void *grad_l
 void cross_entropy(const LossArgs &a, hpuDataType_t in_dt, const void *input, hpuDataType_t loss_dt, void *loss) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
+    if (a.probs) return cross_entropy_probs<Acc>(a, in_dt, input, loss_dt, loss);
     const int64_t samples = a.n * a.inner, c = a.c;
     const Acc eps = static_cast<Acc>(a.label_smoothing);
     std::vector<int64_t> cls = classes_of(a);
     std::vector<Acc> per(samples, 0), weight_of(samples, 0), wc = class_weights<Acc>(a);
     for (int64_t k = 0; k < samples; ++k)
       if (cls[k] >= 0) weight_of[k] = wc[cls[k]];
-    for_each_sample<Acc>(a, in_dt, input, in_dt, nullptr, [&](int64_t k, Acc *row) {
+    for_each_sample<Acc>(a, in_dt, input, in_dt, nullptr, [&](int64_t k, Acc *row, const Acc *) {
       const int64_t t = cls[k];
       if (t < 0) return;
-      Acc mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < c; ++j) mx = std::max(mx, row[j]);
-      if (std::isinf(mx)) mx = 0;
-      for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - mx);
-      const Acc lse = mx + std::log(sum);
+      const Acc lse = log_sum_exp(row, c);
       Acc l = (lse - row[t]) * wc[t];
       if (eps != 0) {
         Acc smooth = 0;  // sum over classes of weight * -log_softmax
@@ -203,13 +261,14 @@ void cross_entropy_backward(const LossArgs &a, hpuDataType_t g_dt, const void *g
                             const void *input, hpuDataType_t gi_dt, void *grad_input) {
   nn::with_acc(in_dt, [&](auto acc) {
     using Acc = decltype(acc);
+    if (a.probs) return cross_entropy_probs_backward<Acc>(a, g_dt, grad_loss, in_dt, input, gi_dt, grad_input);
     const int64_t c = a.c;
     const Acc eps = static_cast<Acc>(a.label_smoothing), eps_c = eps / static_cast<Acc>(c);
     std::vector<int64_t> cls = classes_of(a);
-    std::vector<Acc> wc = class_weights<Acc>(a), s = sample_scales<Acc>(a, g_dt, grad_loss, cls, wc);
+    std::vector<Acc> wc = class_weights<Acc>(a), s = index_scales<Acc>(a, g_dt, grad_loss, cls, wc);
     Acc wsum = 0;
     for (Acc w : wc) wsum += w;
-    for_each_sample<Acc>(a, in_dt, input, gi_dt, grad_input, [&](int64_t k, Acc *row) {
+    for_each_sample<Acc>(a, in_dt, input, gi_dt, grad_input, [&](int64_t k, Acc *row, const Acc *) {
       const int64_t t = cls[k];
       if (t < 0) {
         std::fill(row, row + c, Acc(0));

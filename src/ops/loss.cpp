@@ -1,6 +1,7 @@
 // nll_loss and cross_entropy_loss over [C], [N, C] or spatial [N, C, d1, ...]
 // inputs and class-index targets, with optional class weights [C] and, for
-// cross entropy, label smoothing.
+// cross entropy, label smoothing and class-probability targets (a floating
+// target of the input's shape).
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
 
@@ -12,21 +13,25 @@ namespace {
 struct Loss {
   TensorPtr input, target, weight;  // weight: contiguous, or nullptr
   int64_t n, c, inner;              // input seen as [n, c, inner]
-  Dims loss_shape;                  // per-sample losses: target's shape
+  Dims loss_shape;                  // per-sample losses: input's shape without C
   double label_smoothing;
+  bool probs;  // target holds class probabilities (cross entropy, floating target)
   std::shared_ptr<Stream> s;
 };
 
 // input [C] (one sample, target 0-dim), [N, C] (target [N]) or spatial
-// [N, C, d1, ...] (target [N, d1, ...]), as ATen's nll_loss_nd.
-Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, hpuReduction_t reduction,
+// [N, C, d1, ...] (target [N, d1, ...]), as ATen's nll_loss_nd; for cross
+// entropy (fused), a floating target holds class probabilities of the input's
+// shape.
+Loss check(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, hpuReduction_t reduction,
            double label_smoothing) {
   Loss l;
   l.input = input(hi, "input");
   l.target = input(ht, "target");
   same_device(*l.input, "input", *l.target, "target");
   require_floating(*l.input, "input");
-  require_index(*l.target, "target");
+  l.probs = fused && is_floating(l.target->dtype());
+  if (!l.probs) require_index(*l.target, "target");
   HPU_CHECK_ARG(reduction == HPU_REDUCTION_NONE || reduction == HPU_REDUCTION_MEAN || reduction == HPU_REDUCTION_SUM,
                 "reduction %d is not an hpuReduction_t", static_cast<int>(reduction));
   HPU_CHECK_ARG(label_smoothing >= 0.0 && label_smoothing <= 1.0, "label_smoothing %g is not in 0..1",
@@ -44,7 +49,11 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, h
     l.loss_shape = Dims{l.n};
     for (int d = 2; d < shape.n; ++d) l.inner *= shape[d], l.loss_shape[l.loss_shape.n++] = shape[d];
   }
-  require_shape(*l.target, "target", l.loss_shape, "one class per sample of input");
+  if (l.probs)
+    require_shape(*l.target, "target", shape,
+                  "class probabilities have the input's shape; class indices are i32 or i64");
+  else
+    require_shape(*l.target, "target", l.loss_shape, "one class per sample of input");
   l.s = stream_for(stream, *l.input);
   if (TensorPtr w = optional(hw, "weight")) {
     same_device(*l.input, "input", *w, "weight");
@@ -57,9 +66,10 @@ Loss check(hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, h
 
 // nll reads one input element per sample and negates it; cross entropy reads
 // every logit and per element subtracts the max, exps and adds (3), its
-// backward also scales each (4), and label smoothing adds a weighted sum (2).
+// backward also scales each (4), and label smoothing or class probabilities
+// add a weighted sum (2).
 Work work(bool fused, bool backward, const Loss &l, std::initializer_list<const Tensor *> tensors) {
-  uint64_t per_class = fused ? (backward ? 4 : 3) + (l.label_smoothing != 0 ? 2 : 0) : 0;
+  uint64_t per_class = fused ? (backward ? 4 : 3) + (l.label_smoothing != 0 || l.probs ? 2 : 0) : 0;
   uint64_t samples = static_cast<uint64_t>(l.n * l.inner);
   Work w{bytes_of(tensors) + bytes_of({l.weight.get()}),
          samples * (fused ? per_class * static_cast<uint64_t>(l.c) : 1)};
@@ -77,13 +87,14 @@ kernels::LossArgs args_of(const Loss &l, const TensorPtr &target, hpuReduction_t
   a.target_dt = target->dtype(), a.target = target->data();
   if (l.weight) a.weights = kernels::LossWeights{l.weight->dtype(), l.weight->data()};
   a.reduction = reduction, a.ignore_index = ignore_index, a.label_smoothing = l.label_smoothing;
+  a.probs = l.probs;
   return a;
 }
 
 void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
              hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *loss) {
   check_out(loss, "loss");
-  Loss l = check(stream, hi, ht, hw, reduction, label_smoothing);
+  Loss l = check(fused, stream, hi, ht, hw, reduction, label_smoothing);
   hpuDataType_t dt =
       autocast::decide(fused ? "cross_entropy_loss" : "nll_loss", {l.input->dtype()}).apply(l.input->dtype());
   TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
@@ -99,7 +110,7 @@ void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpu
 void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
               hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *grad_input) {
   check_out(grad_input, "grad_input");
-  Loss l = check(stream, hi, ht, hw, reduction, label_smoothing);
+  Loss l = check(fused, stream, hi, ht, hw, reduction, label_smoothing);
   TensorPtr g = input(hg, "grad_loss");
   same_device(*l.input, "input", *g, "grad_loss");
   require_floating(*g, "grad_loss");

@@ -1,5 +1,5 @@
 // softmax, log_softmax, nll_loss, cross_entropy_loss (spatial, weighted, label
-// smoothing), layer_norm, dropout, embedding, sum, mean, cast: forward against
+// smoothing, class-probability targets), layer_norm, dropout, embedding, sum, mean, cast: forward against
 // double references, backward by finite differences, bad input.
 #include "ops_harness.hpp"
 
@@ -45,6 +45,26 @@ double ref_nll(const std::vector<double> &lp, const std::vector<double> &t, int6
     count += weight(tk);
   }
   return red == HPU_REDUCTION_MEAN ? s / count : s;
+}
+
+// Cross entropy of log-probabilities lp against class probabilities p, both
+// [n, c, inner]: sample k's loss is sum_j w[j] ((1 - eps) p[j] + eps / c)
+// -lp[j]; a mean divides by the number of samples (not by weights).
+double ref_soft_ce(const std::vector<double> &lp, const std::vector<double> &p, int64_t c, int64_t inner,
+                   hpuReduction_t red, std::vector<double> *per, const std::vector<double> &w, double eps) {
+  const size_t samples = lp.size() / static_cast<size_t>(c);
+  per->assign(samples, 0);
+  double s = 0;
+  for (size_t k = 0; k < samples; ++k) {
+    const int64_t i = static_cast<int64_t>(k) / inner, sp = static_cast<int64_t>(k) % inner;
+    for (int64_t j = 0; j < c; ++j) {
+      size_t at = static_cast<size_t>((i * c + j) * inner + sp);
+      double q = (1 - eps) * p[at] + eps / static_cast<double>(c);
+      (*per)[k] += (w.empty() ? 1.0 : w[static_cast<size_t>(j)]) * q * -lp[at];
+    }
+    s += (*per)[k];
+  }
+  return red == HPU_REDUCTION_MEAN ? s / static_cast<double>(samples) : s;
 }
 
 // Layer norm of [rows, d] with eps 1e-5; the rows' mean and rstd.
@@ -201,6 +221,73 @@ TEST_P(Nn, SpatialAndSmoothedLossesMatchReference) {
       double v = read(e).at(0);
       EXPECT_TRUE(red == HPU_REDUCTION_SUM ? v == 0 : std::isnan(v)) << v;
     }
+}
+
+// A floating target of the input's shape holds class probabilities (PyTorch's
+// soft targets): any floating type, with class weights and label smoothing,
+// ignore_index playing no part, and a mean over the samples.
+TEST_P(Nn, ProbabilityTargetsMatchReference) {
+  hpuDataType_t dt = GetParam();
+  const int64_t c = 3;
+  const std::vector<double> wv = {0.5, 2, 1.5}, no_weights;
+  struct Case {
+    Shape shape, loss_shape;
+    int64_t n, inner;
+  };
+  for (const Case &cs : {Case{{4, c}, {4}, 4, 1}, Case{{2, c, 2, 3}, {2, 2, 3}, 2, 6}, Case{{c}, {}, 1, 1}}) {
+    const int64_t numel = cs.n * c * cs.inner;
+    auto xv = round_all(dt, random_values(numel, 22, -2, 2));
+    auto pv = round_all(dt, random_values(numel, 23, 0, 1));  // need not sum to 1, as in PyTorch
+    auto lp = ref_softmax(xv, cs.n, c, cs.inner, true);
+    for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM})
+      for (double eps : {0.0, 0.25})
+        for (bool weighted : {false, true}) {
+          hpuTensor_t x = T(dt, cs.shape, xv), t = T(dt, cs.shape, pv);
+          hpuTensor_t w = weighted ? T(HPU_FLOAT32, {c}, wv) : nullptr;
+          hpuTensor_t ce = nullptr, ignoring0 = nullptr;
+          ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, t, w, red, -100, eps, &ce));
+          ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, t, w, red, 0, eps, &ignoring0));
+          keep(ce), keep(ignoring0);
+          std::vector<double> per;
+          double total = ref_soft_ce(lp, pv, c, cs.inner, red, &per, weighted ? wv : no_weights, eps);
+          std::string what = "ndim " + std::to_string(cs.shape.size()) + " " + std::to_string(red) + " eps " +
+                             std::to_string(eps) + " weighted " + std::to_string(weighted);
+          EXPECT_EQ(shape_of(ce), red == HPU_REDUCTION_NONE ? cs.loss_shape : Shape{}) << what;
+          EXPECT_TRUE(near(read(ce), red == HPU_REDUCTION_NONE ? per : std::vector<double>{total}, tolerance(dt) * 4))
+              << what;
+          EXPECT_TRUE(near(read(ignoring0), read(ce), 0)) << what;
+          if (eps == 0.0) {  // the functions without smoothing take probabilities too
+            hpuTensor_t plain = nullptr;
+            ASSERT_HPU_OK(weighted ? hpuCrossEntropyLossWeighted(nullptr, x, t, w, red, -100, &plain)
+                                   : hpuCrossEntropyLoss(nullptr, x, t, red, -100, &plain));
+            keep(plain);
+            EXPECT_TRUE(near(read(plain), read(ce), 0)) << what;
+          }
+        }
+  }
+  // One-hot probabilities give the class-index loss per sample and summed (a
+  // mean divides by N instead of the target weights); an f64 target serves any input.
+  const int64_t n = 4;
+  const std::vector<double> classes = {2, 0, 1, 2};
+  std::vector<double> onehot(n * c, 0);
+  for (int64_t i = 0; i < n; ++i) onehot[static_cast<size_t>(i * c + static_cast<int64_t>(classes[i]))] = 1;
+  hpuTensor_t x = T(dt, {n, c}, round_all(dt, random_values(n * c, 24, -2, 2))), w = T(HPU_FLOAT32, {c}, wv);
+  for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_SUM}) {
+    hpuTensor_t soft = nullptr, hard = nullptr;
+    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, T(HPU_FLOAT64, {n, c}, onehot), w, red, -100, 0.2, &soft));
+    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, T(HPU_INT64, {n}, classes), w, red, -100, 0.2, &hard));
+    keep(soft), keep(hard);
+    EXPECT_TRUE(near(read(soft), read(hard), tolerance(dt))) << red;
+  }
+  // No samples: the sum is 0, the mean NaN (as PyTorch).
+  for (hpuReduction_t red : {HPU_REDUCTION_SUM, HPU_REDUCTION_MEAN}) {
+    hpuTensor_t e = nullptr;
+    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, T(dt, {2, c, 0}, {}), T(dt, {2, c, 0}, {}), nullptr, red, -100,
+                                              0.1, &e));
+    keep(e);
+    double v = read(e).at(0);
+    EXPECT_TRUE(red == HPU_REDUCTION_SUM ? v == 0 : std::isnan(v)) << v;
+  }
 }
 
 TEST_P(Nn, LayerNormMatchesReference) {
@@ -391,6 +478,49 @@ TEST_F(NnGrad, SpatialAndSmoothedLossesByFiniteDifferences) {
             return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
           });
     }
+}
+
+TEST_F(NnGrad, ProbabilityTargetsByFiniteDifferences) {
+  for (Shape shape : {Shape{3}, Shape{5, 3}, Shape{2, 3, 2, 2}})
+    for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM})
+      for (double eps : {0.0, 0.3}) {
+        const int64_t count = numel(shape);
+        Input x{shape, random_values(count, 25, -2, 2)};
+        Input target{shape, random_values(count, 26, 0, 1), HPU_FLOAT64, false};
+        Input weight{{3}, {0.5, 2, 1.5}, HPU_FLOAT64, false};
+        check_gradients(
+            dev, {x, target, weight},
+            [=](auto &t) {
+              hpuTensor_t o = nullptr;
+              EXPECT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, t[0], t[1], t[2], red, -100, eps, &o));
+              return o;
+            },
+            [=](hpuTensor_t g, auto &t, hpuTensor_t) {
+              hpuTensor_t gi = nullptr;
+              EXPECT_HPU_OK(hpuCrossEntropyLossSmoothedBackward(nullptr, g, t[0], t[1], t[2], red, -100, eps, &gi));
+              return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
+            });
+      }
+}
+
+TEST_F(NnGrad, ProbabilityTargetsBadInput) {
+  hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 27)), out = nullptr;
+  hpuTensor_t p = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 28, 0, 1));
+  hpuTensor_t transposed = T(HPU_BFLOAT16, {2, 4, 3}, random_values(24, 29, 0, 1));
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothed(nullptr, x, transposed, nullptr, HPU_REDUCTION_MEAN, -100, 0.1, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "target is bf16[2, 4, 3]", "expected shape [2, 3, 4]");
+  hpuTensor_t one = T(HPU_FLOAT32, {}, {1}), per_sample = T(HPU_FLOAT32, {2, 4}, random_values(8, 30));
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, one, x, per_sample, HPU_REDUCTION_SUM, -100, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "target is f32[2, 4]", "expected shape [2, 3, 4]");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, p, HPU_REDUCTION_MEAN, -100, &out), HPU_ERROR_UNSUPPORTED,
+                  "target is f32[2, 3, 4]", "indices must be i32 or i64");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossWeighted(nullptr, x, p, T(HPU_FLOAT32, {4}, {1, 1, 1, 1}), HPU_REDUCTION_SUM,
+                                              -100, &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "weight is f32[4]", "expected shape [3]");
+  EXPECT_HPU_FAIL(
+      hpuCrossEntropyLossSmoothedBackward(nullptr, x, x, p, nullptr, HPU_REDUCTION_NONE, -100, 0.1, &out),
+      HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3, 4]", "expected shape [2, 4]");
+  EXPECT_EQ(out, nullptr);
 }
 
 TEST_F(NnGrad, SmoothedAndSpatialLossesBadInput) {
@@ -590,8 +720,8 @@ TEST_F(NnGrad, BadInput) {
   EXPECT_HPU_FAIL(hpuLogSoftmax(nullptr, i, 0, &out), HPU_ERROR_UNSUPPORTED, "x is i32[2, 3]");
   EXPECT_HPU_FAIL(hpuSoftmaxBackward(nullptr, x, x, 0, static_cast<hpuDataType_t>(77), &g),
                   HPU_ERROR_INVALID_ARGUMENT, "input_dtype");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, tf, HPU_REDUCTION_MEAN, -100, &out), HPU_ERROR_UNSUPPORTED,
-                  "target is f32[2]");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, tf, HPU_REDUCTION_MEAN, -100, &out), HPU_ERROR_INVALID_ARGUMENT,
+                  "target is f32[2]", "expected shape [2, 3] (class probabilities");
   EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, T(HPU_INT64, {3}, {0, 1, 2}), HPU_REDUCTION_SUM, -100, &out),
                   HPU_ERROR_INVALID_ARGUMENT, "target is i64[3]", "expected shape [2]");
   EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, t, static_cast<hpuReduction_t>(9), -100, &out), HPU_ERROR_INVALID_ARGUMENT,

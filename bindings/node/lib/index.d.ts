@@ -247,6 +247,7 @@ export declare const ops: {
   logSoftmax(x: Tensor, dim?: number): Out; logSoftmaxBackward(g: Tensor, out: Tensor, dim?: number, inputDtype?: DType): Out;
   nllLoss(input: Tensor, target: Tensor, options?: LossOptions): Out;
   nllLossBackward(g: Tensor, input: Tensor, target: Tensor, options?: LossOptions): Out;
+  /** target: class indices (int32/int64, input's shape without the class dim) or class probabilities (floating, input's shape). */
   crossEntropy(input: Tensor, target: Tensor, options?: CrossEntropyOptions): Out;
   crossEntropyBackward(g: Tensor, input: Tensor, target: Tensor, options?: CrossEntropyOptions): Out;
   /** Over the last dim, or the trailing dims normalizedShape names (x's shape from some dim on). */

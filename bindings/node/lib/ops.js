@@ -334,18 +334,26 @@ function normParams(op, x, k, params) {
 
 /**
  * Checks a loss's arguments (input [C], [N, C] or [N, C, d1, ...]; target input's shape
- * without the class dim); returns [device, the loss's shape, the C call's arguments
- * after target: weight (with class weights or label smoothing), reduction,
+ * without the class dim, or, where probabilities allows, a floating target of input's
+ * shape holding class probabilities); returns [device, the loss's shape, the C call's
+ * arguments after target: weight (with class weights or label smoothing), reduction,
  * ignore_index, label_smoothing (when smoothing)] and the C function's suffix.
  */
-function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, weight = null, labelSmoothing = 0 }) {
+function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, weight = null, labelSmoothing = 0 }, probabilities) {
   const dev = onOneDevice(op, { input, target, weight });
   floating(op, { input, weight });
-  indices(op, 'target', target);
+  const probs = probabilities && DTYPES[target.dtype].floating;
+  if (probabilities && !probs && target.dtype !== 'int32' && target.dtype !== 'int64') {
+    throw invalidArgument(`${op}: target has dtype ${target.dtype}; int32 or int64 (class indices) or a floating type (class probabilities) is needed`);
+  }
+  if (!probs) indices(op, 'target', target);
   if (input.ndim === 0) throw invalidArgument(`${op}: input is 0-dim; [C], [N, C] or [N, C, d1, ...] is needed`);
   const classes = input.ndim === 1 ? input.shape[0] : input.shape[1];
   const perSample = input.ndim === 1 ? [] : [input.shape[0], ...input.shape.slice(2)];
-  if (target.shape.join() !== perSample.join()) {
+  if (probs && target.shape.join() !== input.shape.join()) {
+    throw invalidArgument(`${op}: target has shape [${target.shape}]; [${input.shape}] is needed (class probabilities have input's shape)`);
+  }
+  if (!probs && target.shape.join() !== perSample.join()) {
     throw invalidArgument(`${op}: target has shape [${target.shape}]; [${perSample}] is needed (input [${input.shape}] without its class dim)`);
   }
   if (weight && weight.shape.join() !== String(classes)) {
@@ -365,11 +373,14 @@ function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, 
 // nllLoss, crossEntropy and their backwards. options.weight (a floating tensor
 // [C]) scales each sample's loss by its class's weight, and 'mean' divides by
 // the sum of the counted samples' weights; crossEntropy's labelSmoothing e mixes
-// in e / C of every class's loss, as torch does.
+// in e / C of every class's loss, as torch does. crossEntropy also takes class
+// probabilities (torch's soft targets): a floating target of input's shape,
+// sample i's loss sum_j weight[j] q[i, j] -logSoftmax(input)[i, j] with
+// q = (1 - e) target + e / C, ignoreIndex unused and 'mean' over the samples.
 for (const [js, c] of [['nllLoss', 'NllLoss'], ['crossEntropy', 'CrossEntropyLoss']]) {
   const check = (op, input, target, options) => {
     if (js === 'nllLoss' && options.labelSmoothing !== undefined) throw invalidArgument(`${op}: labelSmoothing is for crossEntropy only`);
-    return checkLoss(op, input, target, options);
+    return checkLoss(op, input, target, options, js === 'crossEntropy');
   };
   ops[js] = (input, target, options = {}) => {
     const [dev, , args, kind] = check(js, input, target, options);

@@ -166,6 +166,41 @@ test('spatial losses and label smoothing against a reference', () => {
   near(hpu.ops.nllLoss(hpu.tensor(one), hpu.tensor(BigInt64Array.from([1n]), { shape: [] })), [-one[1]]);
 });
 
+test('class-probability targets against a reference', () => {
+  // torch's soft targets: sum_j w[j] ((1 - e) p[j] + e / C) -logp[j]; 'mean' divides by the samples.
+  const [n, c, l] = [2, 3, 2];
+  const x = values(n * c * l, 23);
+  const p = values(n * c * l, 24).map((v) => (v + 1) / 2);
+  const w = [0.5, 2, 1];
+  const e = 0.2;
+  const input = hpu.tensor(Float32Array.from(x), { shape: [n, c, l] });
+  const target = hpu.tensor(Float32Array.from(p), { shape: [n, c, l] });
+  const weight = hpu.tensor(w);
+  const idx = (i, j, k) => (i * c + j) * l + k;
+  const per = [];
+  const want = new Array(n * c * l).fill(0);
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < l; k++) {
+      const lp = logSoftmaxRows(Array.from({ length: c }, (_, j) => x[idx(i, j, k)]), 1, c)[0];
+      const wq = lp.map((_, j) => w[j] * ((1 - e) * p[idx(i, j, k)] + e / c));
+      per.push(wq.reduce((s, v, j) => s - v * lp[j], 0));
+      const wqSum = wq.reduce((a, b) => a + b);
+      lp.forEach((v, j) => { want[idx(i, j, k)] = (wqSum * Math.exp(v) - wq[j]) / (n * l); });
+    }
+  }
+  const none = hpu.crossEntropy(input, target, { weight, labelSmoothing: e, reduction: 'none' });
+  assert.deepEqual(none.shape, [n, l]);
+  near(none, per);
+  near(hpu.crossEntropy(input, target, { weight, labelSmoothing: e, ignoreIndex: 0 }), [per.reduce((a, b) => a + b) / (n * l)]);
+  near(hpu.ops.crossEntropyBackward(hpu.tensor(1), input, target, { weight, labelSmoothing: e }), want);
+  assert.throws(() => hpu.crossEntropy(input, hpu.zeros([n, l, c])), (err) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(err) &&
+    err.message === "crossEntropy: target has shape [2,2,3]; [2,3,2] is needed (class probabilities have input's shape)");
+  assert.throws(() => hpu.crossEntropy(input, hpu.zeros([n, c, l], { dtype: 'uint8' })), (err) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(err) &&
+    err.message === 'crossEntropy: target has dtype uint8; int32 or int64 (class indices) or a floating type (class probabilities) is needed');
+  assert.throws(() => hpu.ops.nllLoss(input, target), (err) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(err) &&
+    err.message === 'nllLoss: target has dtype float32; int32 or int64 is needed');
+});
+
 test('layer norm over trailing dims against a reference', () => {
   const [a, b, c] = [3, 2, 4];
   const d = b * c;

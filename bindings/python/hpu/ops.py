@@ -391,16 +391,24 @@ def log_softmax_backward(grad: Tensor, out: Tensor, dim: int = -1,
 
 
 def _check_loss(op: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
-                weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tuple[int, int, Tuple[int, ...]]:
-    """Checks a loss's arguments; returns (device, reduction's value, the loss's shape)."""
+                weight: Optional[Tensor], label_smoothing: float = 0.0,
+                probabilities: bool = False) -> Tuple[int, int, Tuple[int, ...]]:
+    """Checks a loss's arguments (a floating target holds class probabilities where
+    `probabilities` allows them); returns (device, reduction's value, the loss's shape)."""
     dev = _tensors(op, input=input, target=target, weight=weight)
     _floating(op, input=input, weight=weight)
-    _indices(op, "target", target)
+    probs = probabilities and target.dtype.is_floating_point
+    if not probs and target.dtype not in (dtypes.int32, dtypes.int64):
+        also = " (class indices) or a floating type (class probabilities)" if probabilities else ""
+        raise InvalidArgumentError(f"{op}: target has dtype {target.dtype!r}; hpu.int32 or hpu.int64{also} is needed")
     if input.ndim == 0:
         raise InvalidArgumentError(f"{op}: input is 0-dim; [C], [N, C] or [N, C, d1, ...] is needed")
     classes = input.shape[0] if input.ndim == 1 else input.shape[1]
     per_sample = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
-    if target.shape != per_sample:
+    if probs and target.shape != input.shape:
+        raise InvalidArgumentError(f"{op}: target has shape {target.shape}; {input.shape} is needed "
+                                   f"(class probabilities have input's shape)")
+    if not probs and target.shape != per_sample:
         raise InvalidArgumentError(f"{op}: target has shape {target.shape}; {per_sample} is needed "
                                    f"(input {input.shape} without its class dim)")
     if weight is not None and weight.shape != (classes,):
@@ -418,7 +426,8 @@ def _check_loss(op: str, input: Tensor, target: Tensor, reduction: str, ignore_i
 
 def _loss(op: str, cname: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
           weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tensor:
-    dev, red, _ = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing)
+    probabilities = cname == "hpuCrossEntropyLoss"
+    dev, red, _ = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing, probabilities)
     if label_smoothing:
         return _call(cname + "Smoothed", dev, input.handle, target.handle, _h(weight), red, ignore_index,
                      label_smoothing)[0]
@@ -429,7 +438,8 @@ def _loss(op: str, cname: str, input: Tensor, target: Tensor, reduction: str, ig
 
 def _loss_backward(op: str, cname: str, grad: Tensor, input: Tensor, target: Tensor, reduction: str,
                    ignore_index: int, weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tensor:
-    dev, red, shape = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing)
+    probabilities = cname == "hpuCrossEntropyLoss"
+    dev, red, shape = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing, probabilities)
     _tensors(op, grad=grad, input=input)
     _grad(op, grad, shape, "the loss")
     args = (grad.handle, input.handle, target.handle)
@@ -463,7 +473,12 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore
                   weight: Optional[Tensor] = None, label_smoothing: float = 0.0) -> Tensor:
     """log_softmax over the class dim then nll_loss, fused (torch.nn.functional.cross_entropy;
     Habana's cross_entropy_loss for autocast); shapes and `weight` as in :func:`nll_loss`.
-    `label_smoothing` e in [0, 1] mixes in e / C of every class's loss, as torch does."""
+    `label_smoothing` e in [0, 1] mixes in e / C of every class's loss, as torch does.
+
+    A floating `target` of input's shape holds class probabilities (torch's soft targets):
+    sample i's loss is sum_j weight[j] * q[i, j] * -log_softmax(input)[i, j] with
+    q = (1 - e) * target + e / C; `ignore_index` plays no part and ``"mean"`` divides by
+    the number of samples."""
     return _loss("cross_entropy", "hpuCrossEntropyLoss", input, target, reduction, ignore_index, weight,
                  label_smoothing)
 

@@ -134,9 +134,13 @@ class Losses(unittest.TestCase):
         want[np.arange(8)[keep], target[keep]] -= 1
         want[~keep] = 0
         close(self, grad, want / keep.sum())
-        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:  # a floating target holds probabilities
             hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target.astype(np.float32)))
-        self.assertIn("target has dtype hpu.float32", cm.exception.message)
+        self.assertEqual(cm.exception.message, "cross_entropy: target has shape (8,); (8, 5) is needed "
+                                               "(class probabilities have input's shape)")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.nll_loss(hpu.tensor(logp), hpu.tensor(target.astype(np.float32)))
+        self.assertEqual(cm.exception.message, "nll_loss: target has dtype hpu.float32; hpu.int32 or hpu.int64 is needed")
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target[:3]))
         with self.assertRaises(hpu.InvalidArgumentError):
@@ -238,6 +242,41 @@ class Losses(unittest.TestCase):
             with self.assertRaises(hpu.InvalidArgumentError) as cm:
                 hpu.cross_entropy(x, t, label_smoothing=bad)
             self.assertEqual(cm.exception.message, f"cross_entropy: label_smoothing {bad!r} is not in [0, 1]")
+
+    def test_probability_targets(self):
+        # torch's soft targets: sum_j w[j] ((1 - e) p[j] + e / C) -logp[j]; a mean divides by the samples
+        w, e = np.array([0.5, 2.0, 1.0, 3.0]), 0.2
+        for shape in ((6, 4), (2, 4, 3), (4,)):
+            logits, probs = randn(*shape), rng.uniform(0, 1, shape).astype(np.float32)
+            axis = 0 if len(shape) == 1 else 1
+            logp = logits - np.log(np.exp(logits).sum(axis, keepdims=True))
+            wb = w.reshape((4,) + (1,) * (len(shape) - 1 - axis))
+            samples = logits.size // 4
+            x, t, tw = hpu.tensor(logits), hpu.tensor(probs), hpu.tensor(w)
+            for eps in (0.0, e):
+                q = (1 - eps) * probs + eps / 4
+                per = (wb * q * -logp).sum(axis)
+                close(self, hpu.cross_entropy(x, t, reduction="none", weight=tw, label_smoothing=eps), per)
+                close(self, hpu.cross_entropy(x, t, weight=tw, label_smoothing=eps, ignore_index=0),
+                      per.sum() / samples)
+                close(self, hpu.cross_entropy(x, t, reduction="sum", label_smoothing=eps),
+                      (q * -logp).sum())
+                g = randn(*per.shape)
+                grad = hpu.ops.cross_entropy_backward(hpu.tensor(g), x, t, reduction="none", weight=tw,
+                                                      label_smoothing=eps)
+                wq = wb * q
+                close(self, grad, np.expand_dims(g, axis) * (wq.sum(axis, keepdims=True) * np.exp(logp) - wq))
+            close(self, hpu.ops.cross_entropy_backward(hpu.tensor(np.float32(1.0)), x, hpu.tensor(probs.astype(np.float64))),
+                  (probs.sum(axis, keepdims=True) * np.exp(logp) - probs) / samples)
+        x = hpu.tensor(randn(3, 4))
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.ops.cross_entropy_backward(hpu.ones(3), x, hpu.ones(4, 3), reduction="none")
+        self.assertEqual(cm.exception.message, "cross_entropy_backward: target has shape (4, 3); (3, 4) is needed "
+                                               "(class probabilities have input's shape)")
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.cross_entropy(x, hpu.tensor(np.ones((3, 4), np.uint8)))
+        self.assertEqual(cm.exception.message, "cross_entropy: target has dtype hpu.uint8; hpu.int32 or hpu.int64 "
+                                               "(class indices) or a floating type (class probabilities) is needed")
 
     def test_class_weighted_losses_check_their_arguments(self):
         x, t = hpu.tensor(randn(4, 3)), hpu.tensor(np.array([0, 1, 2, 1], dtype=np.int64))
