@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 
@@ -519,4 +521,32 @@ TEST(Profiler, AnOperationRunningAtStartCountsFromTheStart) {
   hpuMemFree(dev, buf);
   hpuStreamDestroy(stream);
   hpuDeviceClose(dev);
+}
+
+// The copy of libhpu that hpu-bench builds with the profiler's hooks compiled
+// out (HPU_NO_PROFILER, bench/deps.cmake) refuses to record and says why; on
+// libhpu itself the same call records. tests/unit/profiler.cmake runs this test
+// a second time on that copy (LD_LIBRARY_PATH and HPU_TEST_NOPROF_DIR), and
+// the test first makes sure the copy is the library it loaded.
+TEST(Profiler, StartSaysWhenTheProfilerIsCompiledOut) {
+  const std::string path = trace_path("compiled-out");
+  const char *noprof = std::getenv("HPU_TEST_NOPROF_DIR");
+  if (!noprof) {
+    ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS) << hpuGetLastErrorMessage();
+    EXPECT_EQ(hpuProfilerStop(), HPU_SUCCESS) << hpuGetLastErrorMessage();
+    std::remove(path.c_str());
+    return;
+  }
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void *>(&hpuProfilerStart), &info), 0);
+  char loaded[PATH_MAX], want[PATH_MAX];
+  ASSERT_NE(realpath(info.dli_fname, loaded), nullptr) << info.dli_fname;
+  ASSERT_NE(realpath(noprof, want), nullptr) << noprof;
+  ASSERT_EQ(std::string(loaded).rfind(std::string(want) + "/", 0), 0u) << "loaded " << loaded << ", not the copy in "
+                                                                        << want;
+  EXPECT_EQ(hpuProfilerStart(path.c_str()), HPU_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("built without its profiler"), std::string::npos)
+      << hpuGetLastErrorMessage();
+  EXPECT_EQ(hpuProfilerStop(), HPU_ERROR_INVALID_USAGE);
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "the compiled-out copy created " << path;
 }
