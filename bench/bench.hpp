@@ -52,6 +52,12 @@ inline void check(hpuStatus_t s, const char *what) {
 // the children's exit codes (rows below target; a crash counts one).
 int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::function<int(int threads)> &run);
 
+// Runs the Python program `script` (written to /tmp/hpu-bench-NAME.py) with
+// Debian's /usr/bin/python3, the interpreter that sees python3-torch, and the
+// arguments `args`; returns its standard output, or "" when python3 is missing
+// or the program fails (torch not importable, ...; its stderr is dropped).
+std::string python_output(const char *name, const char *script, const std::string &args);
+
 }  // namespace bench
 
 #define HPU_BENCH_CAT2_(a, b) a##b

@@ -33,6 +33,22 @@ int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::
   return misses;
 }
 
+std::string python_output(const char *name, const char *script, const std::string &args) {
+  if (access("/usr/bin/python3", X_OK) != 0) return "";
+  const std::string path = std::string("/tmp/hpu-bench-") + name + ".py";
+  FILE *f = std::fopen(path.c_str(), "w");
+  if (!f) return "";
+  std::fputs(script, f);
+  std::fclose(f);
+  FILE *p = popen(("/usr/bin/python3 " + path + " " + args + " 2>/dev/null").c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? out : "";
+}
+
 }  // namespace bench
 
 int main(int argc, char **argv) {

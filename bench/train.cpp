@@ -392,21 +392,8 @@ if __name__ == "__main__":  # spawned DDP ranks import this file again
 )PY";
 
 double torch_rate(const char *mode, int steps) {
-  if (access("/usr/bin/python3", X_OK) != 0) return 0;
-  const std::string script = "/tmp/hpu-bench-train-torch.py";
-  if (FILE *f = std::fopen(script.c_str(), "w")) {
-    std::fputs(kTorch, f);
-    std::fclose(f);
-  } else {
-    return 0;
-  }
-  const std::string cmd = "/usr/bin/python3 " + script + " " + mode + " " + std::to_string(steps) + " 2>/dev/null";
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) return 0;
-  double rate = 0;
-  if (std::fscanf(p, "%lf", &rate) != 1) rate = 0;
-  pclose(p);
-  return rate;
+  const std::string out = bench::python_output("train-torch", kTorch, std::string(mode) + " " + std::to_string(steps));
+  return out.empty() ? 0 : std::atof(out.c_str());
 }
 
 const char *kUsage =
