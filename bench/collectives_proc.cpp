@@ -16,10 +16,11 @@
 //                  size, until memory and scheduling settle, are slower for all)
 //   --no-mpi       skip the Open MPI peer
 //   --no-gloo      skip the Gloo peer
-//   --bind         pin each rank to a CPU of its own when there are enough, as
-//                  mpirun's default binding does for the Open MPI peer (it
-//                  takes away the runs where the scheduler puts both ranks on
-//                  one CPU, but leaves each rank's threads a single CPU)
+//   --no-bind      leave the ranks to the scheduler; by default each rank is
+//                  pinned to a CPU of its own when there are enough, as
+//                  mpirun's default binding does for the Open MPI peer
+//                  (pinning takes away the runs where the scheduler puts both
+//                  ranks on one CPU, but leaves each rank's threads one CPU)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -46,7 +47,7 @@ struct Options {
   double factor = 4;
   int iters = 0, warmup = -1;  // -1: as many as the timed iterations
   bool mpi = true, gloo = true;
-  bool bind = false;  // --bind: one CPU per rank when there are enough, as mpirun binds by default
+  bool bind = true;  // one CPU per rank when there are enough, as mpirun binds by default (--no-bind: not)
 };
 
 std::vector<size_t> sizes(const Options &o) {
@@ -188,7 +189,7 @@ size_t parse_size(const char *s) {
 
 int usage() {
   std::fprintf(stderr, "usage: hpu-bench allreduce-proc [--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] "
-                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi] [--no-gloo] [--bind]\n");
+                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi] [--no-gloo] [--no-bind]\n");
   return 2;
 }
 
@@ -272,8 +273,8 @@ int allreduce_proc_main(int argc, char **argv) {
       (a == "--no-mpi" ? o.mpi : o.gloo) = false;
       continue;
     }
-    if (a == "--bind") {
-      o.bind = true;
+    if (a == "--bind" || a == "--no-bind") {  // --bind: the default, still accepted
+      o.bind = a == "--bind";
       continue;
     }
     if (i + 1 >= argc) return usage();
@@ -318,7 +319,7 @@ int allreduce_proc_main(int argc, char **argv) {
                                                   : "Gloo allreduce, Algorithm::RING, tcp transport on 127.0.0.1");
   std::printf("# binding: %s\n", o.bind ? "each rank pinned to a CPU of its own (mpirun binds each rank to a core too)"
                                   : bind_asked ? "none (more ranks than CPUs; mpirun does not bind then either)"
-                                               : "none (the scheduler places the ranks; --bind pins them)");
+                                               : "none (--no-bind: the scheduler places the ranks)");
   std::printf("# ratio = our busbw / the peer's (for latency: the peer's time / ours)\n");
   std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s %6s | %10s %8s %6s\n", "size", "count", "time(us)", "algbw",
               "busbw", "#wrong", "mpi(us)", "busbw", "ratio", "gloo(us)", "busbw", "ratio");
