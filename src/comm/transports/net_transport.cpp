@@ -462,9 +462,16 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
     }
   auto t = std::make_unique<NetTransport>(rank, size);
   // Ranks that each have a CPU spin briefly before they yield (see set_polling).
+  // Over tcp alone a rank's messages move on its libuv loop thread: when the
+  // waiters and loop threads outnumber the CPUs, a waiter that polls takes the
+  // CPU from a loop thread, so it sleeps at once and the loop thread wakes it.
   int on_host = 0;
   for (int j = 0; j < size; ++j) on_host += same_host(rank, j);
-  if (on_host <= available_cpus()) t->set_polling(std::chrono::microseconds(2), std::chrono::microseconds(50));
+  const bool tcp_only = !lists[kTcp].empty() && lists[kShm].empty() && lists[kVerbs].empty();
+  if (on_host * (tcp_only ? 2 : 1) <= available_cpus())
+    t->set_polling(std::chrono::microseconds(2), std::chrono::microseconds(50));
+  else if (tcp_only)
+    t->set_polling(Clock::duration::zero(), Clock::duration::zero());
   std::vector<int32_t> pids;
   for (auto &w : all) pids.push_back(w.pid);
   if (any[kShm]) t->add_engine(make_shm_engine(*t, bootstrap, lists[kShm], all[0].secret, pids, deadline),
