@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "ports.hpp"
+
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -113,13 +115,13 @@ hpuStatus_t join(hpuComm_t *comm, hpuDevice_t dev, int port) {
 }
 
 // Runs kRanks processes; each sets the fault and the transport, joins the group
-// on `port`, runs an allreduce of `count` floats, destroys the communicator and,
-// when `again`, joins a group on port + 1 for a small allreduce.
+// on a free port, runs an allreduce of `count` floats, destroys the communicator and,
+// when `again`, joins a second group for a small allreduce.
 Shared *run(const std::string &transport, const std::string &fault, size_t count, double timeout, bool again) {
   auto *sh = static_cast<Shared *>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   std::memset(sh, 0, sizeof *sh);
-  const int port = 20000 + int(getpid() % 20000) * 2;
+  const std::vector<int> ports = hpu_test::free_ports(2);
   std::vector<pid_t> pids;
   for (int r = 0; r < kRanks; ++r) {
     pid_t pid = fork();
@@ -130,7 +132,7 @@ Shared *run(const std::string &transport, const std::string &fault, size_t count
       o.again_status = -1;
       hpuDevice_t dev = nullptr;
       hpuComm_t comm = nullptr;
-      if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || join(&comm, dev, port) != HPU_SUCCESS) _exit(3);
+      if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || join(&comm, dev, ports[0]) != HPU_SUCCESS) _exit(3);
       auto t0 = std::chrono::steady_clock::now();
       Step s = allreduce(comm, dev, count, nullptr);
       o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -140,7 +142,7 @@ Shared *run(const std::string &transport, const std::string &fault, size_t count
       if (again) {
         hpuComm_t comm2 = nullptr;
         bool correct = false;
-        o.again_status = join(&comm2, dev, port + 1);
+        o.again_status = join(&comm2, dev, ports[1]);
         Step s2;
         s2(hpuStatus_t(o.again_status));
         if (o.again_status == HPU_SUCCESS) s2 = allreduce(comm2, dev, 256, &correct);
@@ -223,7 +225,7 @@ void strike_during_barrier(const std::string &transport, int sig) {
       mmap(nullptr, sizeof(Shared) + sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   std::memset(sh, 0, sizeof *sh);
   volatile int *joined = reinterpret_cast<volatile int *>(sh + 1);
-  const int port = 20000 + int(getpid() % 20000) * 2;
+  const int port = hpu_test::free_port();
   const double timeout = sig == SIGSTOP ? 1.5 : 20.0;
   std::vector<pid_t> pids;
   for (int r = 0; r < kRanks; ++r) {

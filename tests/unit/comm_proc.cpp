@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "netns.hpp"
+#include "ports.hpp"
 
 extern char **environ;
 
@@ -46,18 +47,6 @@ double now() {
 
 // Sanitizer builds run slower: deadlines asserted get this much slack.
 double margin() { return getenv("HPU_SANITIZED") || getenv("ASAN_OPTIONS") ? 3.0 : 1.0; }
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 struct Proc {
   pid_t pid = -1;
@@ -154,7 +143,7 @@ void expect_job(const std::vector<Env> &envs, int ndev, size_t count, const std:
 }
 
 std::vector<Env> torchrun(int nproc, const std::string &transport) {
-  std::string port = std::to_string(free_port());
+  std::string port = std::to_string(hpu_test::free_port());
   std::vector<Env> envs;
   for (int p = 0; p < nproc; ++p) {
     Env e = {{"RANK", std::to_string(p)}, {"WORLD_SIZE", std::to_string(nproc)}, {"LOCAL_RANK", std::to_string(p)},
@@ -179,7 +168,7 @@ TEST(CommProc, TorchrunStyleOverTcpTwoProcessesTwoDevicesEach) { expect_job(torc
 TEST(CommProc, TorchrunStyleOverShmByLocality) { expect_job(torchrun(2, ""), 2, 100003); }
 
 TEST(CommProc, OpenMpiStyleVariablesWithHpuCommId) {
-  std::string id = "127.0.0.1:" + std::to_string(free_port());
+  std::string id = "127.0.0.1:" + std::to_string(hpu_test::free_port());
   std::vector<Env> envs;
   for (int p = 0; p < 3; ++p)
     envs.push_back({{"OMPI_COMM_WORLD_RANK", std::to_string(p)}, {"OMPI_COMM_WORLD_SIZE", "3"},
@@ -189,7 +178,7 @@ TEST(CommProc, OpenMpiStyleVariablesWithHpuCommId) {
 
 // Slurm-style, and the processes start in reverse order: rank 0 (the listener) last.
 TEST(CommProc, SlurmStyleVariablesAnyStartOrder) {
-  std::string port = std::to_string(free_port());
+  std::string port = std::to_string(hpu_test::free_port());
   std::vector<Env> envs;
   for (int p = 2; p >= 0; --p)
     envs.push_back({{"SLURM_PROCID", std::to_string(p)}, {"SLURM_NTASKS", "3"}, {"SLURM_LOCALID", std::to_string(p)},
@@ -299,7 +288,7 @@ TEST(CommProc, StoppedProcessTimesOutOverShm) { strike("shm", SIGSTOP); }
 // ---- Open MPI's mpirun -----------------------------------------------------------
 
 TEST(CommProc, UnderMpirun) {
-  std::string port = std::to_string(free_port());
+  std::string port = std::to_string(hpu_test::free_port());
   std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "3",
                                    "-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=" + port,
                                    "--mca", "btl", "self,tcp"};
