@@ -9,8 +9,6 @@
 
 #include <climits>
 #include <cmath>
-#include <exception>
-#include <optional>
 #include <set>
 
 namespace hpu {
@@ -57,14 +55,15 @@ const char *type_name(const json_t *v) {
   return "?";
 }
 
-// Reads the members of one object, rejecting keys it does not know.
+// Reads the members of one object; finish() rejects the keys it did not read.
+// (Not the destructor: an exception from a destructor that runs after a return
+// value is built leaks that value with GCC < 13 and clang < 16, CWG 2176.)
 class Obj {
  public:
   Obj(const Ctx &c, json_t *o, std::string path) : c_(c), o_(o), path_(std::move(path)) {
     if (!json_is_object(o)) c.error(path_, std::string("expected an object, found ") + type_name(o));
   }
-  ~Obj() noexcept(false) {
-    if (std::uncaught_exceptions()) return;
+  void finish() const {
     const char *k;
     json_t *v;
     json_object_foreach(o_, k, v) {
@@ -183,12 +182,14 @@ std::vector<LayerSpec> read_layers(const Ctx &c, json_t *model, const DataSpec &
       flat = true;
       if (sample && !width) width = sample;
     }
+    o.finish();
     layers.push_back(l);
   }
   if (width && data.name == "fashion_mnist" && width != 10)
     c.error(format("model.layers[%zu]", layers.size() - 1),
             format("the model ends with %lld features; Fashion-MNIST's cross-entropy needs 10 class scores",
                    (long long)width));
+  m.finish();
   return layers;
 }
 
@@ -242,14 +243,10 @@ Ref<Callback> build_callback(const Ctx &c, Obj &o, json_t *v, const std::string 
 }
 
 Ref<Callback> read_callback(const Ctx &c, json_t *v, const std::string &path) {
-  std::optional<Ref<Callback>> cb;
-  {
-    // Obj's destructor rejects unknown keys by throwing: it must run before the
-    // result is returned, or clang < 16 leaks the returned object (CWG 2176).
-    Obj o(c, v, path);
-    cb = build_callback(c, o, v, path);
-  }
-  return std::move(*cb);
+  Obj o(c, v, path);
+  Ref<Callback> cb = build_callback(c, o, v, path);
+  o.finish();
+  return cb;
 }
 
 Loggers read_loggers(const Ctx &c, json_t *v, const std::string &root) {
@@ -339,6 +336,7 @@ TrainerOptions read_trainer(const Ctx &c, json_t *t, std::vector<std::string> &s
     std::string msg = e.what(), option = msg.substr(0, msg.find(' '));
     c.error(json_object_get(t, option.c_str()) ? "trainer." + option : "trainer", msg);
   }
+  r.finish();
   return o;
 }
 
@@ -391,6 +389,7 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
     o.string("root", job.data.root);
     o.integer("batch_size", job.data.batch_size, 1, INT32_MAX);
     o.integer("val_size", job.data.val_size, 0, 59999);
+    o.finish();
   }
   json_t *model = top.get("model");
   if (!model) c.error("(document)", "missing key \"model\"");
@@ -407,6 +406,7 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
     r.number("beta2", s.beta2, 0.0, 0.999999999);
     r.number("eps", s.eps, 1e-30, 1.0);
     if (s.nesterov && s.momentum == 0.0) c.error("optimizer.nesterov", "nesterov needs a momentum > 0");
+    r.finish();
   }
   if (json_t *o = top.get("scheduler")) {
     Obj r(c, o, "scheduler");
@@ -422,10 +422,12 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
       c.error("scheduler.total_steps", format("%lld; expected more than warmup_steps (%lld)", (long long)s.total_steps,
                                               (long long)s.warmup_steps));
     if (s.min_lr > job.optimizer.lr) c.error("scheduler.min_lr", format("%g exceeds optimizer.lr %g", s.min_lr, job.optimizer.lr));
+    r.finish();
   }
   if (json_t *t = top.get("trainer")) job.trainer = read_trainer(c, t, job.callback_specs);
   top.string("ckpt_path", job.ckpt_path);
   top.boolean("test", job.test);
+  top.finish();
   return job;
 }
 
