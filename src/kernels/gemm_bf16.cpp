@@ -8,6 +8,7 @@
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/cpu.hpp"
+#include "kernels/gemm_store.hpp"
 
 // GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -50,29 +51,21 @@ HPU_BF16 inline __m512 widen_bf16(__m256i h) {
 // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
 // vcvtneps2bf16 rounds to nearest even and keeps NaN a NaN, as f32_to_bf16.
 HPU_BF16 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m512 acc) {
+  if (o.dt == HPU_FLOAT32)
+    return store_f32_row(static_cast<float *>(o.c) + row * o.ldc + col, cols, o.alpha, o.beta, acc);
   const bool whole = cols >= 16;
   const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   __m512 r = o.alpha == 1.0f ? acc : _mm512_mul_ps(acc, _mm512_set1_ps(o.alpha));
-  if (o.dt == HPU_FLOAT32) {
-    float *p = static_cast<float *>(o.c) + row * o.ldc + col;
-    if (o.beta != 0.0f)
-      r = _mm512_fmadd_ps(whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p), _mm512_set1_ps(o.beta), r);
-    if (whole)
-      _mm512_storeu_ps(p, r);
-    else
-      _mm512_mask_storeu_ps(p, mask, r);
-  } else {
-    uint16_t *p = static_cast<uint16_t *>(o.c) + row * o.ldc + col;
-    if (o.beta != 0.0f) {
-      __m256i old = whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)) : _mm256_maskz_loadu_epi16(mask, p);
-      r = _mm512_fmadd_ps(widen_bf16(old), _mm512_set1_ps(o.beta), r);
-    }
-    __m256i h = (__m256i)_mm512_cvtneps_pbh(r);
-    if (whole)
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), h);
-    else
-      _mm256_mask_storeu_epi16(p, mask, h);
+  uint16_t *p = static_cast<uint16_t *>(o.c) + row * o.ldc + col;
+  if (o.beta != 0.0f) {
+    __m256i old = whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)) : _mm256_maskz_loadu_epi16(mask, p);
+    r = _mm512_fmadd_ps(widen_bf16(old), _mm512_set1_ps(o.beta), r);
   }
+  __m256i h = (__m256i)_mm512_cvtneps_pbh(r);
+  if (whole)
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), h);
+  else
+    _mm256_mask_storeu_epi16(p, mask, h);
 }
 
 // One MR x (16 NV) tile of C over kc values of k. Row i of op(A) starts at

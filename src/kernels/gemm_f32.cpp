@@ -7,6 +7,7 @@
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/cpu.hpp"
+#include "kernels/gemm_store.hpp"
 
 // GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -32,20 +33,6 @@ struct Out {
   int64_t ldc;
   float alpha, beta;
 };
-
-// Writes 16 columns at most of row `row`, `cols` of them valid.
-HPU_F32 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m512 acc) {
-  const bool whole = cols >= 16;
-  const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  __m512 r = o.alpha == 1.0f ? acc : _mm512_mul_ps(acc, _mm512_set1_ps(o.alpha));
-  float *p = o.c + row * o.ldc + col;
-  if (o.beta != 0.0f)
-    r = _mm512_fmadd_ps(whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p), _mm512_set1_ps(o.beta), r);
-  if (whole)
-    _mm512_storeu_ps(p, r);
-  else
-    _mm512_mask_storeu_ps(p, mask, r);
-}
 
 // One MR x (16 NV) tile of C over kc values of k. Element (i, p) of op(A) is
 // at a[i rs + p cs]; rows >= `rows` reuse the last valid row and are not
@@ -79,7 +66,8 @@ __attribute__((noinline)) HPU_F32 void micro_kernel(int64_t kc, const float *a, 
     if (i >= rows) break;
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
-      if (cols > 16 * v) store(o, row0 + i, col0 + 16 * v, cols - 16 * v, acc[i][v]);
+      if (cols > 16 * v)
+        store_f32_row(o.c + (row0 + i) * o.ldc + col0 + 16 * v, cols - 16 * v, o.alpha, o.beta, acc[i][v]);
   }
 }
 
