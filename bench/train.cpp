@@ -5,7 +5,9 @@
 // /usr/bin/python3 imports torch) measured in the same run: fp32 at its best
 // thread count, CPU autocast bf16, and DDP over gloo with two processes.
 // Targets (issue 6): bf16-mixed >= 3 x torch bf16 autocast; 32-true >= torch
-// fp32; devices=2 >= 1.5 x torch DDP at the same global batch.
+// fp32; devices=2 >= 1.5 x torch DDP at the same global batch. Both sides are
+// timed --rounds times (default 3) in turn, the order swapping every round, and
+// the table shows medians: one run of either moves by 20-40% on a busy VM.
 // --profile: the profiler's cost on the step (issue 10: none measurable when
 // off, under 5% when on). Each configuration runs --rounds rounds (default 5)
 // of three fits, each step timed alone to its devices' end:
@@ -397,9 +399,10 @@ double torch_rate(const char *mode, int steps) {
 }
 
 const char *kUsage =
-    "usage: hpu-bench train [--steps N] [--precision 32-true|bf16-mixed] [--devices 1|2] [--no-peer]\n"
+    "usage: hpu-bench train [--steps N] [--rounds N] [--precision 32-true|bf16-mixed] [--devices 1|2] [--no-peer]\n"
     "       hpu-bench train --profile [--rounds N] [--steps N] [--precision P] [--devices N]\n"
-    "  samples/s of the Fashion-MNIST MLP step beside PyTorch's (--no-peer: without);\n"
+    "  samples/s of the Fashion-MNIST MLP step beside PyTorch's (--no-peer: without), medians over\n"
+    "  --rounds rounds (3), ours and the peer's in turn;\n"
     "  --profile: the profiler's cost on the step instead: steps/s with its hooks compiled out\n"
     "  (a copy of libhpu the build puts in bench-noprof/, run in a child process), with the\n"
     "  profiler off and on; off's cost (limit: none measurable, i.e. within the noise between two\n"
@@ -408,7 +411,7 @@ const char *kUsage =
 int train_main(int argc, char **argv) {
   if (argc == 5 && !std::strcmp(argv[1], "--step-times"))
     return step_times_main(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
-  int steps = 20, rounds = 5;
+  int steps = 20, rounds = 0;
   bool profile = false, peers = true;
   std::string only_precision;
   int only_devices = 0;
@@ -425,7 +428,7 @@ int train_main(int argc, char **argv) {
     }
   }
   if (steps < 1) steps = 1;
-  if (rounds < 1) rounds = 1;
+  if (rounds < 1) rounds = profile ? 5 : 3;
   auto wanted = [&](const char *precision, int devices) {
     return (only_precision.empty() || only_precision == precision) && (!only_devices || only_devices == devices);
   };
@@ -436,32 +439,49 @@ int train_main(int argc, char **argv) {
         if (wanted(precision, devices)) configurations.push_back({precision, devices});
     return profile_main(steps, rounds, configurations);
   }
-  const double t_fp32 = peers && wanted("32-true", 1) ? torch_rate("fp32", steps) : 0,
-               t_bf16 = peers && wanted("bf16-mixed", 1) ? torch_rate("bf16", steps) : 0,
-               t_ddp = peers && only_devices != 1 ? torch_rate("ddp", steps) : 0;
-  if (peers && t_fp32 == 0 && t_bf16 == 0 && t_ddp == 0)
-    std::printf("# PyTorch: /usr/bin/python3 cannot import torch (scripts/deps --bench installs python3-torch)\n");
   struct Row {
     const char *precision;
     int devices;
-    double peer, target;
-    const char *peer_name;
-  } rows[] = {{"32-true", 1, t_fp32, 1.0, "torch fp32 (best threads)"},
-              {"bf16-mixed", 1, t_bf16, 3.0, "torch autocast bf16"},
-              {"32-true", 2, t_ddp, 1.5, "torch DDP gloo x2"},
-              {"bf16-mixed", 2, t_ddp, 1.5, "torch DDP gloo x2"}};
-  std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps\n", kGlobalBatch, steps);
-  std::printf("%-11s %7s %12s %26s %12s %7s %7s\n", "precision", "devices", "samples/s", "peer", "peer s/s", "ratio",
-              "target");
+    const char *peer_mode, *peer_name;
+    double target;
+  } rows[] = {{"32-true", 1, "fp32", "torch fp32 (best threads)", 1.0},
+              {"bf16-mixed", 1, "bf16", "torch autocast bf16", 3.0},
+              {"32-true", 2, "ddp", "torch DDP gloo x2", 1.5},
+              {"bf16-mixed", 2, "ddp", "torch DDP gloo x2", 1.5}};
+  std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps, %d rounds\n"
+              "# each round times our fit and the peer's in turn (the order swaps every round); samples/s\n"
+              "# are medians over the rounds, ratio is the median of the rounds' ratios [lowest-highest]\n",
+              kGlobalBatch, steps, rounds);
+  std::printf("%-11s %7s %12s %26s %12s %7s %13s %7s\n", "precision", "devices", "samples/s", "peer", "peer s/s",
+              "ratio", "range", "target");
+  bool no_torch = false;
   for (const Row &r : rows) {
     if (!wanted(r.precision, r.devices)) continue;
-    const double rate = hpu_rate(r.precision, r.devices, steps);
-    std::printf("%-11s %7d %12.0f", r.precision, r.devices, rate);
-    if (r.peer > 0)
-      std::printf(" %26s %12.0f %7.2f %6.1fx\n", r.peer_name, r.peer, rate / r.peer, r.target);
-    else
-      std::printf(" %26s %12s %7s %6.1fx\n", r.peer_name, "-", "-", r.target);
+    std::vector<double> ours, peer, ratio;
+    for (int round = 0; round < rounds; ++round) {
+      const bool peer_first = round % 2 == 1;
+      double p = peers && peer_first ? torch_rate(r.peer_mode, steps) : 0;
+      const double o = hpu_rate(r.precision, r.devices, steps);
+      if (peers && !peer_first) p = torch_rate(r.peer_mode, steps);
+      ours.push_back(o);
+      if (p > 0) {
+        peer.push_back(p);
+        ratio.push_back(o / p);
+      }
+    }
+    std::printf("%-11s %7d %12.0f %26s", r.precision, r.devices, bench::median(ours), r.peer_name);
+    if (!ratio.empty()) {
+      char range[32];
+      std::snprintf(range, sizeof range, "%.2f-%.2f", *std::min_element(ratio.begin(), ratio.end()),
+                    *std::max_element(ratio.begin(), ratio.end()));
+      std::printf(" %12.0f %7.2f %13s %6.1fx\n", bench::median(peer), bench::median(ratio), range, r.target);
+    } else {
+      no_torch |= peers;
+      std::printf(" %12s %7s %13s %6.1fx\n", "-", "-", "-", r.target);
+    }
   }
+  if (no_torch)
+    std::printf("# PyTorch: /usr/bin/python3 cannot import torch (scripts/deps --bench installs python3-torch)\n");
   return 0;
 }
 
