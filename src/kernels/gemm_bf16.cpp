@@ -10,8 +10,9 @@
 #include "kernels/cpu.hpp"
 #include "kernels/gemm_store.hpp"
 
-// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
+// GCC 12 reports its own _mm512_undefined_* placeholders as (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #define HPU_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -115,6 +116,30 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
   }
 }
 
+// r[i] lane c becomes r[c] lane i: a 16 x 16 transpose of 32-bit words.
+HPU_BF16 inline void transpose_16x16_epi32(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved, per 128-bit lane
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // u[g + q]: rows g..g+3 of columns q, q+4, q+8, q+12
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {  // gather lane L of the four row groups into column q + 4L
+    const __m512i v0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x44), v1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xEE);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x44),
+                  w1 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xEE);
+    r[q] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    r[q + 4] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+    r[q + 8] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    r[q + 12] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+  }
+}
+
 // Packs rows k0 .. k0+kc and columns j0 .. j0+nc of op(B) into slivers of
 // nr = 16 NV columns: sliver s, pair p, column j -> dst[(s pairs_padded + p) nr + j]
 // = B[k0+2p][j] | B[k0+2p+1][j] << 16. Missing columns and the odd k are zero.
@@ -142,34 +167,54 @@ HPU_BF16 void pack_b(const uint16_t *b, int64_t ldb, bool trans, int64_t k0, int
         }
       }
     } else {
-      // B stored n x k: a pair is one 32-bit word of row j.
-      const int64_t full = kc / 2;
-      for (int j = 0; j < nr; ++j) {
-        if (j >= width) {
-          for (int64_t p = 0; p < pairs; ++p) out[p * nr + j] = 0;
-          continue;
+      // B stored n x k: a pair is one 32-bit word of row j. 16 rows by 16
+      // pairs at a time, transposed in registers.
+      for (int v = 0; v * 16 < nr; ++v) {
+        const int w = width - 16 * v;  // rows of this group that exist
+        for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+          const int64_t left = kc - 2 * p0;  // bf16 values of a row from p0 on
+          const __mmask32 mask = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+          __m512i r[16];
+          for (int i = 0; i < 16; ++i) {
+            const uint16_t *q = b + (js + 16 * v + i) * ldb + k0 + 2 * p0;
+            r[i] = i >= w ? _mm512_setzero_si512() : left >= 32 ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi16(mask, q);
+          }
+          transpose_16x16_epi32(r);
+          const int64_t count = std::min<int64_t>(16, pairs - p0);
+          for (int64_t c = 0; c < count; ++c) _mm512_store_si512(out + (p0 + c) * nr + 16 * v, r[c]);
         }
-        const uint16_t *row = b + (js + j) * ldb + k0;
-        for (int64_t p = 0; p < full; ++p) out[p * nr + j] = load_pair(row + 2 * p);
-        if (kc & 1) out[full * nr + j] = row[kc - 1];
       }
     }
   }
 }
 
 // Copies op(A) rows 0..m, k values k0..k0+kc, from A stored k x m into a
-// row-major m x ld copy (ld = kc rounded up to even).
-void pack_a_transposed(const uint16_t *a, int64_t lda, int64_t m, int64_t k0, int64_t kc, uint16_t *dst,
-                       int64_t ld) {
-  constexpr int64_t kTile = 64;  // tiles keep both sides in cache
-  for (int64_t i0 = 0; i0 < m; i0 += kTile)
-    for (int64_t l0 = 0; l0 < kc; l0 += kTile) {
-      const int64_t i1 = std::min(m, i0 + kTile), l1 = std::min(kc, l0 + kTile);
-      for (int64_t l = l0; l < l1; ++l) {
-        const uint16_t *src = a + (k0 + l) * lda;
-        for (int64_t i = i0; i < i1; ++i) dst[i * ld + l] = src[i];
+// row-major m x ld copy (ld = kc rounded up to even; an odd kc's pad is 0):
+// rows 2p and 2p+1 of A interleave into 32-bit words, 16 pairs by 16 columns
+// at a time, which a transpose turns into 16 words of 16 rows of the copy.
+HPU_BF16 void pack_a_transposed(const uint16_t *a, int64_t lda, int64_t m, int64_t k0, int64_t kc, uint16_t *dst,
+                                int64_t ld) {
+  const int64_t pairs = ld / 2;
+  uint32_t *out = reinterpret_cast<uint32_t *>(dst);
+  for (int64_t i0 = 0; i0 < m; i0 += 16) {
+    const int64_t cols = std::min<int64_t>(16, m - i0);
+    const __mmask16 load_mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+    for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+      const int64_t count = std::min<int64_t>(16, pairs - p0);
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c) {
+        const int64_t l = 2 * (p0 + c);
+        auto row = [&](int64_t k) HPU_BF16 {
+          return k < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, a + (k0 + k) * lda + i0))
+                        : _mm512_setzero_si512();
+        };
+        r[c] = _mm512_or_si512(row(l), _mm512_slli_epi32(row(l + 1), 16));
       }
+      transpose_16x16_epi32(r);
+      const __mmask16 store_mask = __mmask16((1u << count) - 1);
+      for (int64_t i = 0; i < cols; ++i) _mm512_mask_storeu_epi32(out + (i0 + i) * pairs + p0, store_mask, r[i]);
     }
+  }
 }
 
 template <int MR, int NV>
