@@ -271,6 +271,13 @@ HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_
                                int64_t step, const hpuSgdOptions_t *options);
 HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
                                  hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options);
+/* hpuAdamwStep that also writes the new param, converted to param_copy's
+ * type (bf16 or f16, contiguous, param's shape; rounded to nearest even as
+ * hpuCast does), in the same pass: the low-precision weights the next forward
+ * reads under autocast, without a cast of their own. */
+HPU_API hpuStatus_t hpuAdamwStepWithCopy(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
+                                         hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options,
+                                         hpuTensor_t param_copy);
 
 HPU_EXTERN_C_END
 

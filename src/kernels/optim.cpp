@@ -13,18 +13,19 @@ namespace hpu::kernels {
 
 namespace {
 
-// fn(begin, count, g) over the gradient as f32: f32 gradients in place, bf16
-// and f16 ones widened block by block.
+// fn(begin, count, g) over the gradient as f32, block by block (a block's
+// parameters stay in L1 for what follows the update): f32 gradients in
+// place, bf16 and f16 ones widened.
 template <class Fn>
 void over_grad(hpuDataType_t grad_dt, const void *grad, int64_t n, Fn &&fn) {
   parallel_for(n, 16384, [&](int64_t i0, int64_t i1) {
-    if (grad_dt == HPU_FLOAT32) {
-      fn(i0, size_t(i1 - i0), static_cast<const float *>(grad) + i0);
-      return;
-    }
     float g[kBlock];
     for (int64_t b = i0; b < i1; b += kBlock) {
       int64_t m = std::min<int64_t>(kBlock, i1 - b);
+      if (grad_dt == HPU_FLOAT32) {
+        fn(b, size_t(m), static_cast<const float *>(grad) + b);
+        continue;
+      }
       load_f32(grad_dt, static_cast<const char *>(grad) + b * 2, g, m);
       fn(b, size_t(m), g);
     }
@@ -44,7 +45,7 @@ void sgd_step(float *param, hpuDataType_t grad_dt, const void *grad, float *buf,
 }
 
 void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
-                int64_t step, const AdamwParams &p) {
+                int64_t step, const AdamwParams &p, hpuDataType_t copy_dt, void *copy) {
   const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2);
   const double bc1 = 1.0 - std::pow(p.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(p.beta2, static_cast<double>(step));
@@ -59,6 +60,7 @@ void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *ex
   const auto loop = optim_vec().adamw;
   over_grad(grad_dt, grad, n, [&](int64_t b, size_t m, const float *g) {
     loop(param + b, g, exp_avg + b, exp_avg_sq + b, m, c);
+    if (copy) store_f32(copy_dt, param + b, static_cast<char *>(copy) + b * 2, m);
   });
 }
 

@@ -21,8 +21,10 @@ struct AdamwParams {
   double lr, beta1, beta2, eps, weight_decay;
 };
 
-// torch.optim.AdamW (bias-corrected, decoupled weight decay).
+// torch.optim.AdamW (bias-corrected, decoupled weight decay). With a copy
+// (copy_dt bf16 or f16), also writes the new param converted to copy_dt, in
+// the same pass.
 void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
-                int64_t step, const AdamwParams &p);
+                int64_t step, const AdamwParams &p, hpuDataType_t copy_dt = HPU_FLOAT32, void *copy = nullptr);
 
 }  // namespace hpu::kernels

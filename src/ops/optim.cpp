@@ -31,9 +31,47 @@ TensorPtr gradient(hpuTensor_t h, const TensorPtr &param) {
   return g;
 }
 
+// A bf16 or f16, contiguous tensor of param's shape on its device.
+TensorPtr low_copy(hpuTensor_t h, const TensorPtr &param) {
+  TensorPtr t = input(h, "param_copy");
+  same_device(*param, "param", *t, "param_copy");
+  require_shape(*t, "param_copy", param->shape(), "param's shape");
+  if (t->dtype() != HPU_BFLOAT16 && t->dtype() != HPU_FLOAT16)
+    fail(HPU_ERROR_UNSUPPORTED, "param_copy is %s: expected bf16 or f16", t->str().c_str());
+  if (!t->contiguous())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "param_copy is %s (not contiguous): expected contiguous", t->str().c_str());
+  return t;
+}
+
 void check_value(const char *name, double v, double lo, double hi, bool hi_open) {
   HPU_CHECK_ARG(v >= lo && (hi_open ? v < hi : v <= hi), "options->%s %g is not in [%g, %g%c", name, v, lo, hi,
                 hi_open ? ')' : ']');
+}
+
+// hpuAdamwStep, and with_copy hpuAdamwStepWithCopy.
+void adamw_step(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
+                int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t param_copy) {
+  hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, "options");
+  TensorPtr p = state(param, "param", nullptr), g = gradient(grad, p);
+  TensorPtr m = state(exp_avg, "exp_avg", p), v = state(exp_avg_sq, "exp_avg_sq", p);
+  TensorPtr c;
+  if (with_copy) c = low_copy(param_copy, p);
+  HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
+  check_value("lr", o.lr, 0, 1e30, false);
+  check_value("beta1", o.beta1, 0, 1, true);
+  check_value("beta2", o.beta2, 0, 1, true);
+  check_value("eps", o.eps, 0, 1e30, false);
+  check_value("weight_decay", o.weight_decay, 0, 1e30, false);
+  auto s = stream_for(stream, *p);
+  TensorPtr G = as(*s, g, g->dtype());
+  kernels::AdamwParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
+  // Per element: decay (1), exp_avg (3), exp_avg_sq (4), the update (6); param
+  // and both moments read and written, the gradient read, the copy written.
+  if (p->numel() > 0)
+    enqueue(*s, work({p.get(), p.get(), m.get(), m.get(), v.get(), v.get(), G.get(), c.get()}, *p, 14), [=] {
+      kernels::adamw_step(p->data_as<float>(), G->dtype(), G->data(), m->data_as<float>(), v->data_as<float>(),
+                          p->numel(), step, ap, c ? c->dtype() : HPU_FLOAT32, c ? c->data() : nullptr);
+    });
 }
 
 }  // namespace
@@ -73,25 +111,15 @@ HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_
 HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
                                  hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options) {
   HPU_API_BEGIN
-    hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, "options");
-    TensorPtr p = state(param, "param", nullptr), g = gradient(grad, p);
-    TensorPtr m = state(exp_avg, "exp_avg", p), v = state(exp_avg_sq, "exp_avg_sq", p);
-    HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
-    check_value("lr", o.lr, 0, 1e30, false);
-    check_value("beta1", o.beta1, 0, 1, true);
-    check_value("beta2", o.beta2, 0, 1, true);
-    check_value("eps", o.eps, 0, 1e30, false);
-    check_value("weight_decay", o.weight_decay, 0, 1e30, false);
-    auto s = stream_for(stream, *p);
-    TensorPtr G = as(*s, g, g->dtype());
-    kernels::AdamwParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
-    // Per element: decay (1), exp_avg (3), exp_avg_sq (4), the update (6); param
-    // and both moments read and written, the gradient read.
-    if (p->numel() > 0)
-      enqueue(*s, work({p.get(), p.get(), m.get(), m.get(), v.get(), v.get(), G.get()}, *p, 14), [=] {
-        kernels::adamw_step(p->data_as<float>(), G->dtype(), G->data(), m->data_as<float>(), v->data_as<float>(),
-                            p->numel(), step, ap);
-      });
+    adamw_step(stream, param, grad, exp_avg, exp_avg_sq, step, options, false, nullptr);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAdamwStepWithCopy(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
+                                         hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options,
+                                         hpuTensor_t param_copy) {
+  HPU_API_BEGIN
+    adamw_step(stream, param, grad, exp_avg, exp_avg_sq, step, options, true, param_copy);
   HPU_API_END
 }
 

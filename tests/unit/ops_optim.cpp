@@ -10,6 +10,13 @@ class Optim : public OpsTest, public ::testing::WithParamInterface<hpuDataType_t
 
 const int64_t kN = 2500;  // more than one block of the kernels
 
+// A tensor's bytes (waits for queued work on its stream).
+std::vector<unsigned char> bytes_of(hpuTensor_t t) {
+  std::vector<unsigned char> b(static_cast<size_t>(numel(shape_of(t))) * elem_size(dtype_of(t)));
+  EXPECT_HPU_OK(hpuTensorCopyToHost(t, b.data(), b.size(), nullptr));
+  return b;
+}
+
 }  // namespace
 
 TEST_P(Optim, SgdMatchesTorchRule) {
@@ -65,6 +72,42 @@ TEST_P(Optim, AdamwMatchesTorchRule) {
   EXPECT_TRUE(near(read(eas), v, 1e-5));
 }
 
+// hpuAdamwStepWithCopy updates param and the moments bit for bit as
+// hpuAdamwStep does, and its copy holds the new param rounded to nearest even:
+// the independent bf16 rounding of the harness, and hpuCast's bits for f16.
+TEST_P(Optim, AdamwWithCopyWritesTheRoundedNewParam) {
+  hpuDataType_t gdt = GetParam();
+  const int64_t n = 40007;  // several parallel chunks, blocks and a tail
+  for (hpuDataType_t cdt : {HPU_BFLOAT16, HPU_FLOAT16}) {
+    const std::vector<double> p0 = round_all(HPU_FLOAT32, random_values(n, 3)), zero(n, 0);
+    hpuTensor_t p1 = T(HPU_FLOAT32, {n}, p0), m1 = T(HPU_FLOAT32, {n}, zero), v1 = T(HPU_FLOAT32, {n}, zero);
+    hpuTensor_t p2 = T(HPU_FLOAT32, {n}, p0), m2 = T(HPU_FLOAT32, {n}, zero), v2 = T(HPU_FLOAT32, {n}, zero);
+    hpuTensor_t copy = nullptr;
+    ASSERT_HPU_OK(hpuTensorCreate(&copy, dev, cdt, 1, &n));
+    keep(copy);
+    hpuAdamwOptions_t o = HPU_ADAMW_OPTIONS_INIT;
+    o.lr = 1e-2, o.weight_decay = 0.1;
+    for (int step = 1; step <= 3; ++step) {
+      hpuTensor_t g = T(gdt, {n}, round_all(gdt, random_values(n, 30 + step)));
+      ASSERT_HPU_OK(hpuAdamwStep(nullptr, p1, g, m1, v1, step, &o));
+      ASSERT_HPU_OK(hpuAdamwStepWithCopy(nullptr, p2, g, m2, v2, step, &o, copy));
+      if (cdt == HPU_BFLOAT16) {
+        const std::vector<double> want = read(p1), got = read(copy);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) wrong += got[i] != from_bf16(to_bf16(float(want[i])));
+        EXPECT_EQ(wrong, 0) << "step " << step;
+      } else {
+        hpuTensor_t cast = nullptr;
+        ASSERT_HPU_OK(hpuCast(nullptr, p1, cdt, &cast));
+        EXPECT_EQ(bytes_of(copy), bytes_of(keep(cast))) << "step " << step;
+      }
+    }
+    EXPECT_EQ(bytes_of(p2), bytes_of(p1));
+    EXPECT_EQ(bytes_of(m2), bytes_of(m1));
+    EXPECT_EQ(bytes_of(v2), bytes_of(v1));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(GradTypes, Optim, ::testing::Values(HPU_FLOAT32, HPU_BFLOAT16));
 
 class OptimBad : public OpsTest {};
@@ -101,5 +144,22 @@ TEST_F(OptimBad, BadInput) {
   a.eps = -1e-8;
   EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, 1, &a), HPU_ERROR_INVALID_ARGUMENT, "options->eps");
   EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, -3, &a), HPU_ERROR_INVALID_ARGUMENT, "step -3");
+  a = HPU_ADAMW_OPTIONS_INIT;
+  hpuTensor_t c = T(HPU_BFLOAT16, {4}, {0, 0, 0, 0}), c2 = T(HPU_BFLOAT16, {2, 2}, {0, 0, 0, 0}), ct = nullptr;
+  ASSERT_HPU_OK(hpuTensorTranspose(&ct, c2, 0, 1));
+  keep(ct);
+  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, nullptr), HPU_ERROR_INVALID_HANDLE, "param_copy");
+  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, s), HPU_ERROR_UNSUPPORTED, "param_copy is f32[4]",
+                  "bf16 or f16");
+  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, g3), HPU_ERROR_INVALID_ARGUMENT,
+                  "param_copy is f32[3]", "expected shape [4]");
+  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, c2), HPU_ERROR_INVALID_ARGUMENT,
+                  "param_copy is bf16[2, 2]", "expected shape [4]");
+  hpuTensor_t p22 = T(HPU_FLOAT32, {2, 2}, {1, 2, 3, 4}), s22 = T(HPU_FLOAT32, {2, 2}, {0, 0, 0, 0});
+  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p22, s22, s22, s22, 1, &a, ct), HPU_ERROR_INVALID_ARGUMENT,
+                  "param_copy is bf16[2, 2]", "not contiguous");
+  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 0, &a, c), HPU_ERROR_INVALID_ARGUMENT, "step 0");
   EXPECT_EQ(read(p), (std::vector<double>{1, 2, 3, 4}));  // nothing ran
+  EXPECT_EQ(read(c), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(read(p22), (std::vector<double>{1, 2, 3, 4}));
 }

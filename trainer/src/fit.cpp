@@ -183,6 +183,8 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
   }
   run_->data = &data;
   run_->bf16 = config_.precision == "bf16-mixed";
+  for (Replica &p : run_->reps)
+    for (Parameter *q : p.params) q->value_changed();  // the caller may have written the weights
   each(callbacks_, [&](Callback &c) { c.setup(*this, stage); });
 }
 
@@ -324,6 +326,7 @@ void Trainer::optimizer_step() {
   // them): the same clip, the same step.
   in_parallel(r, [&](size_t, Replica &p) {
     if (options_.gradient_clip_val > 0) clip_gradients(p, options_.gradient_clip_val);
+    for (Parameter *q : p.params) q->value_changed();
     p.opt->step(p.ctx.stream);
     if (p.sync) p.sync->gather_params();
     for (Parameter *q : p.params) q->zero_grad();  // the optimizer's may be slices (GradSync)
@@ -452,6 +455,7 @@ void Trainer::restore_run(const Checkpoint &ck) {
       if (it == ck.tensors.end())
         fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks the weights of %s", p->name.c_str());
       from_host(p->value, it->second, p->name);
+      p->value_changed();
     }
     if (r.opt) {
       json_t *o = json_object_get(meta.get(), "optimizer");

@@ -68,6 +68,14 @@ void Parameter::materialize_grad(hpuStream_t stream) {
   zero_pending_ = false;
 }
 
+const Tensor &Parameter::low(hpuDataType_t dt, hpuStream_t stream) {
+  if (!low_current_ || low_.dtype() != dt) {
+    low_ = cast(stream, value, dt);
+    low_current_ = true;
+  }
+  return low_;
+}
+
 Tensor Tape::backward(Tensor grad) {
   for (size_t i = steps_.size(); i-- > 0;) grad = steps_[i](grad);
   clear();
@@ -102,11 +110,13 @@ void Linear::parameters(std::vector<Parameter *> &out, const std::string &prefix
 Tensor Linear::forward(Context &ctx, const Tensor &x) {
   if (!w_.value) fail(HPU_ERROR_INVALID_USAGE, "Linear(%lld, %lld) used before init", (long long)in_, (long long)out_);
   hpuStream_t s = ctx.stream;
-  // Under autocast, the weight and the input are converted once here and
-  // backward reuses the copies. The weight and bias gradients still come in
+  // Under autocast, the input is converted here and the weight's copy comes
+  // from the parameter (kept across steps: AdamW writes it beside the f32
+  // weights); backward reuses both. The weight and bias gradients still come in
   // f32 from the f32 accumulation of the products (the master weights' type).
   const hpuDataType_t xt = x.dtype(), wt = w_.value.dtype();
-  const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = cast(s, w_.value, run_type("linear", {wt, xt}));
+  const hpuDataType_t wr = run_type("linear", {wt, xt});
+  const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = wr == wt ? w_.value : w_.low(wr, s);
   Tensor y = op([&](hpuTensor_t *o) { return hpuLinear(s, xr.get(), w.get(), b_.value.get(), o); });
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();
@@ -330,8 +340,17 @@ void AdamW::step(hpuStream_t stream) {
   o.eps = eps_;
   o.weight_decay = weight_decay_;
   const auto &ps = params();
-  for (size_t i = 0; i < ps.size(); ++i)
-    check(hpuAdamwStep(stream, ps[i]->value.get(), ps[i]->grad.get(), m_[i].get(), v_[i].get(), steps_, &o));
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Parameter &p = *ps[i];
+    if (!p.low_copy()) {
+      check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o));
+      continue;
+    }
+    // The forward's low-precision weights, written in the same pass.
+    check(hpuAdamwStepWithCopy(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o,
+                               p.low_copy().get()));
+    p.copy_written();
+  }
 }
 
 void AdamW::state(std::vector<std::pair<std::string, Tensor>> &out) {

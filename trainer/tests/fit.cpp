@@ -4,6 +4,7 @@
 #include "test_util.hpp"
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 
 using namespace trainer_test;
@@ -31,6 +32,28 @@ struct Counter : hpu::Callback {
   int validations = 0, epochs = 0, steps = 0;
   std::vector<double> losses;
 };
+
+// Fits `model()` for `epochs` in one run, and for `half` then resumed from
+// that run's last checkpoint up to `epochs`: both end with the same weights,
+// bit for bit, and the resumed run trained past its checkpoint.
+void expect_resume_bit_identical(const TempDir &dir, hpu::TrainerOptions o, int64_t epochs, int64_t half,
+                                 const std::function<hpu::Classifier()> &model) {
+  hpu::InMemoryData data = blob_data();
+  auto run = [&](int64_t n, const std::string &root, const std::string &resume) {
+    o.max_epochs = n;
+    o.default_root_dir = root;
+    o.callbacks = {hpu::ModelCheckpoint({.save_top_k = 0, .save_last = true})};
+    hpu::Trainer t(o);
+    hpu::Classifier m = model();
+    t.fit(m, data, resume);
+    return std::make_pair(weights(m), t.callback<hpu::ModelCheckpoint>()->last_model_path());
+  };
+  auto whole = run(epochs, dir / "whole", "");
+  auto part = run(half, dir / "half", "");
+  auto resumed = run(epochs, dir / "resumed", part.second);
+  expect_bit_identical(whole.first, resumed.first);
+  EXPECT_NE(std::memcmp(part.first[0].data(), whole.first[0].data(), part.first[0].size() * 4), 0);
+}
 
 double mean(const std::vector<double> &v, size_t from, size_t to) {
   double s = 0;
@@ -176,25 +199,43 @@ TEST(Fit, GradientClippingBoundsTheUpdate) {
 
 TEST(Fit, AResumedRunEndsWithBitIdenticalWeights) {
   TempDir dir;
+  expect_resume_bit_identical(dir, opts(dir), 4, 2,
+                              [] { return hpu::Classifier(mlp(true), sgd_momentum(), fixed_cosine()); });
+}
+
+// bf16-mixed with AdamW: the uninterrupted run's forwards read the bf16
+// weights AdamW wrote beside the f32 ones; the resumed run converts the loaded
+// weights. Equal weights at the end: the two copies hold the same bits.
+TEST(Fit, ABf16MixedAdamwRunResumesBitIdentically) {
+  TempDir dir;
+  hpu::TrainerOptions o = opts(dir);
+  o.precision = "bf16-mixed";
+  expect_resume_bit_identical(dir, o, 3, 1, [] { return hpu::Classifier(mlp(), adamw(), fixed_cosine()); });
+}
+
+// Weights the caller writes between two runs are the ones the next run uses,
+// also under bf16-mixed, where forwards read a bf16 copy of the weights: the
+// validation after halving every weight gives the loss of one whose copies
+// are converted afresh, not the loss before.
+TEST(Fit, WeightsWrittenBetweenRunsAreUsed) {
+  TempDir dir;
+  hpu::TrainerOptions o = opts(dir);
+  o.precision = "bf16-mixed";
+  o.max_epochs = 1;
+  hpu::Trainer t(o);
   hpu::InMemoryData data = blob_data();
-  const hpu::OptimizerSpec sgd = sgd_momentum();
-  const hpu::SchedulerSpec cosine = fixed_cosine();
-  auto run = [&](int64_t epochs, const std::string &root, const std::string &resume) {
-    hpu::TrainerOptions o = opts(dir);
-    o.max_epochs = epochs;
-    o.default_root_dir = root;
-    o.callbacks = {hpu::ModelCheckpoint({.save_top_k = 0, .save_last = true})};
-    hpu::Trainer t(o);
-    auto model = std::make_unique<hpu::Classifier>(mlp(true), sgd, cosine);
-    t.fit(*model, data, resume);
-    return std::make_pair(weights(*model), t.callback<hpu::ModelCheckpoint>()->last_model_path());
-  };
-  auto whole = run(4, dir / "whole", "");
-  auto half = run(2, dir / "half", "");
-  auto resumed = run(4, dir / "resumed", half.second);
-  expect_bit_identical(whole.first, resumed.first);
-  // And the run really trained past the checkpoint.
-  EXPECT_NE(std::memcmp(half.first[0].data(), whole.first[0].data(), half.first[0].size() * 4), 0);
+  hpu::Classifier model(mlp(), adamw());
+  t.fit(model, data);
+  const double trained = t.validate(model, data).at("val_loss");
+  for (hpu::Parameter *p : model.parameters()) {
+    std::vector<float> w = p->value.to_vector<float>();
+    for (float &x : w) x *= 0.5f;
+    p->value.copy_from_host(w.data(), w.size() * sizeof(float));
+  }
+  const double halved = t.validate(model, data).at("val_loss");
+  for (hpu::Parameter *p : model.parameters()) p->value_changed();
+  EXPECT_EQ(halved, t.validate(model, data).at("val_loss"));
+  EXPECT_NE(halved, trained);
 }
 
 TEST(Fit, ResumingFromAForeignCheckpointIsAnError) {
@@ -267,4 +308,42 @@ TEST(Parameter, TakesAFreshGradientAfterZeroGradAndAddsTheNextOnes) {
   p.accumulate_owned(hpu::Tensor::full(dev.get(), HPU_BFLOAT16, {2}, 0.5), nullptr);
   EXPECT_EQ(p.grad.get(), fresh);
   EXPECT_EQ(p.grad.to_vector<float>(), (std::vector<float>{0.5f, 0.5f}));
+}
+
+// The bf16 copy of a parameter: made once, kept while the value is unchanged,
+// and written by AdamW's step with the bits a conversion of the new value has.
+TEST(Parameter, KeepsItsLowCopyUntilTheValueChanges) {
+  hpu::Device dev(0);
+  auto f32 = [&](std::vector<float> v) { return hpu::Tensor::from_host(dev.get(), HPU_FLOAT32, {3}, v.data()); };
+  auto bits = [](const hpu::Tensor &t) { return t.to_vector<uint16_t>(); };
+  auto bf16_of = [&](const hpu::Tensor &t) {
+    hpuTensor_t c = nullptr;
+    EXPECT_EQ(hpuCast(nullptr, t.get(), HPU_BFLOAT16, &c), HPU_SUCCESS);
+    return bits(hpu::Tensor(c));
+  };
+  hpu::Parameter p, q;
+  p.value = f32({1.00390625f, -2.5f, 0.1f});  // 1 + 2^-8 rounds to 1 in bf16
+  q.value = f32({1.00390625f, -2.5f, 0.1f});
+  p.grad = f32({0.5f, -0.25f, 1.0f});
+  q.grad = f32({0.5f, -0.25f, 1.0f});
+  EXPECT_FALSE(p.low_copy());
+  const hpuTensor_t first = p.low(HPU_BFLOAT16, nullptr).get();
+  EXPECT_EQ(p.low(HPU_BFLOAT16, nullptr).get(), first);  // kept
+  EXPECT_EQ(bits(p.low_copy()), bf16_of(p.value));
+  p.value.fill(3.0);
+  p.value_changed();
+  EXPECT_EQ(bits(p.low(HPU_BFLOAT16, nullptr)), bf16_of(p.value));  // converted again
+  p.value = f32({1.00390625f, -2.5f, 0.1f});
+  p.value_changed();
+  const hpuTensor_t copy = p.low(HPU_BFLOAT16, nullptr).get();
+  // AdamW writes the copy in its step (p has one; q does not) and leaves it
+  // current: the next low() returns it without converting.
+  hpu::AdamW with_copy({&p}, 0.1), without({&q}, 0.1);
+  p.value_changed();  // as Trainer does before a step
+  with_copy.step(nullptr);
+  without.step(nullptr);
+  EXPECT_EQ(p.low(HPU_BFLOAT16, nullptr).get(), copy);
+  EXPECT_EQ(p.value.to_vector<float>(), q.value.to_vector<float>());
+  EXPECT_EQ(bits(p.low_copy()), bf16_of(q.value));
+  EXPECT_NE(bits(p.low_copy()), bf16_of(f32({1.00390625f, -2.5f, 0.1f})));  // the step moved the weights
 }

@@ -268,7 +268,7 @@ export declare const ops: {
   sgdStep(param: Tensor, grad: Tensor, momentumBuffer: Tensor | null, options: { step: number; lr?: number;
     momentum?: number; dampening?: number; weightDecay?: number; nesterov?: boolean }): void;
   adamwStep(param: Tensor, grad: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number; lr?: number;
-    betas?: [number, number]; eps?: number; weightDecay?: number }): void;
+    betas?: [number, number]; eps?: number; weightDecay?: number; paramCopy?: Tensor | null }): void;
 };
 /**
  * input [C], [N, C] or [N, C, d1, ...], target its shape without the class dim. weight: class weights [C]

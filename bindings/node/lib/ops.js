@@ -55,6 +55,7 @@ const prototypes = {
   ScaleInplace: `${T} x, double alpha`,
   SgdStep: `${T} p, ${T} g, ${T} buf, int64_t step, const hpuSgdOptions_t *o`,
   AdamwStep: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o`,
+  AdamwStepWithCopy: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o, ${T} c`,
 };
 for (const op of BINARY) {
   prototypes[cap(op)] = `${T} a, ${T} b, ${O}out`;
@@ -295,11 +296,17 @@ const ops = {
     const o = { ...sized(SgdOptions), lr, momentum, dampening, weight_decay: weightDecay, nesterov: nesterov ? 1 : 0 };
     C.SgdStep(streamFor(dev), param.handle, grad.handle, h(momentumBuffer), step, o);
   },
-  /** One torch.optim.AdamW step on param, in place. */
-  adamwStep(param, grad, expAvg, expAvgSq, { step, lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8, weightDecay = 1e-2 }) {
-    const dev = checkStep('adamwStep', param, grad, step, { expAvg, expAvgSq });
+  /**
+   * One torch.optim.AdamW step on param, in place. With paramCopy (bfloat16 or float16, param's shape), the same
+   * pass also writes the new param converted to its dtype, as cast would.
+   */
+  adamwStep(param, grad, expAvg, expAvgSq, { step, lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8, weightDecay = 1e-2,
+    paramCopy = null }) {
+    const dev = checkStep('adamwStep', param, grad, step, { expAvg, expAvgSq, paramCopy });
     const o = { ...sized(AdamwOptions), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay };
-    C.AdamwStep(streamFor(dev), param.handle, grad.handle, expAvg.handle, expAvgSq.handle, step, o);
+    const args = [streamFor(dev), param.handle, grad.handle, expAvg.handle, expAvgSq.handle, step, o];
+    if (paramCopy) C.AdamwStepWithCopy(...args, paramCopy.handle);
+    else C.AdamwStep(...args);
   },
 };
 

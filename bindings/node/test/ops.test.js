@@ -305,4 +305,11 @@ test('optimizer steps', () => {
   const v = hpu.zeros([3]);
   hpu.ops.adamwStep(param, grad, m, v, { step: 1, lr: 0.01, weightDecay: 0 });
   near(param, [0.94, 2.06, 2.89], 1e-5);
+  const copy = hpu.zeros([3], { dtype: 'bfloat16' });
+  hpu.ops.adamwStep(param, grad, m, v, { step: 2, lr: 0.01, weightDecay: 0, paramCopy: copy });
+  assert.deepEqual(copy.toList(), hpu.ops.cast(param, 'bfloat16').toList());
+  assert.throws(() => hpu.ops.adamwStep(param, grad, m, v, { step: 3, paramCopy: hpu.zeros([3]) }),
+    isHpuError('HPU_ERROR_UNSUPPORTED'));
+  assert.throws(() => hpu.ops.adamwStep(param, grad, m, v, { step: 3, paramCopy: hpu.zeros([2], { dtype: 'bfloat16' }) }),
+    isHpuError('HPU_ERROR_INVALID_ARGUMENT'));
 });

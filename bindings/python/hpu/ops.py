@@ -81,6 +81,7 @@ _PROTOTYPES = {
     "hpuScaleInplace": [T, T, c_double],
     "hpuSgdStep": [T, T, T, T, c_int64, POINTER(SgdOptions_t)],
     "hpuAdamwStep": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t)],
+    "hpuAdamwStepWithCopy": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t), T],
 }
 _UNARY = ("exp", "log", "tan", "relu", "gelu", "tanh", "sigmoid")
 for _name in _UNARY:
@@ -722,13 +723,18 @@ def sgd_step(param: Tensor, grad: Tensor, momentum_buffer: Optional[Tensor] = No
 
 
 def adamw_step(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *, step: int, lr: float = 1e-3,
-               betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
-    """One torch.optim.AdamW step on `param`, in place."""
-    dev = _check_step("adamw_step", param, grad, step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+               betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+               param_copy: Optional[Tensor] = None) -> None:
+    """One torch.optim.AdamW step on `param`, in place. With `param_copy` (bf16 or f16, param's shape), the
+    same pass also writes the new `param` converted to its dtype, as :func:`cast` would."""
+    dev = _check_step("adamw_step", param, grad, step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, param_copy=param_copy)
     opts = _lib.sized(AdamwOptions_t)
     opts.lr, (opts.beta1, opts.beta2), opts.eps, opts.weight_decay = lr, betas, eps, weight_decay
-    _lib.hpuAdamwStep(stream_for(dev), param.handle, grad.handle, exp_avg.handle, exp_avg_sq.handle, step,
-                      ctypes.byref(opts))
+    args = (stream_for(dev), param.handle, grad.handle, exp_avg.handle, exp_avg_sq.handle, step, ctypes.byref(opts))
+    if param_copy is None:
+        _lib.hpuAdamwStep(*args)
+    else:
+        _lib.hpuAdamwStepWithCopy(*args, param_copy.handle)
 
 
 # ---- Tensor methods and operators ---------------------------------------------------------

@@ -569,6 +569,23 @@ class Optimizers(unittest.TestCase):
             hpu.adamw_step(param.to(hpu.bfloat16), hpu.tensor(g), m, v, step=1)
         self.assertIn("float32 master weights", cm.exception.message)
 
+    def test_adamw_with_copy(self):
+        p, g = randn(3000), randn(3000)
+        args = [(hpu.tensor(p), hpu.zeros(3000), hpu.zeros(3000)) for _ in range(2)]
+        copy = hpu.zeros(3000, dtype=hpu.bfloat16)
+        for step in (1, 2):
+            hpu.adamw_step(args[0][0], hpu.tensor(g * step), *args[0][1:], step=step, lr=1e-2)
+            hpu.adamw_step(args[1][0], hpu.tensor(g * step), *args[1][1:], step=step, lr=1e-2, param_copy=copy)
+        for a, b in zip(args[0], args[1]):
+            self.assertTrue(np.array_equal(a.numpy(), b.numpy()))
+        self.assertTrue(np.array_equal(copy.numpy(), args[0][0].to(hpu.bfloat16).numpy()))
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.adamw_step(args[1][0], hpu.tensor(g), *args[1][1:], step=3, param_copy=hpu.zeros(10, dtype=hpu.bfloat16))
+        self.assertIn("param_copy has shape", cm.exception.message)
+        with self.assertRaises(hpu.UnsupportedError) as cm:
+            hpu.adamw_step(args[1][0], hpu.tensor(g), *args[1][1:], step=3, param_copy=hpu.zeros(3000))
+        self.assertIn("param_copy is f32[3000]", cm.exception.message)
+
 
 if __name__ == "__main__":
     unittest.main()

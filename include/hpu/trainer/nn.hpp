@@ -36,8 +36,23 @@ struct Parameter {
   // before anything reads grad (an optimizer step, an allreduce).
   void materialize_grad(hpuStream_t stream);
 
+  // value converted to dt (bf16 under autocast), for the layers that run in
+  // it (Linear): converted on first use and kept while value is unchanged.
+  // Whatever writes value calls value_changed() (Trainer: at the start of
+  // fit, validate and test, before each optimizer step and after loading a
+  // checkpoint); an optimizer whose update also writes the copy
+  // (low_copy()) then calls copy_written() (AdamW).
+  const Tensor &low(hpuDataType_t dt, hpuStream_t stream);
+  void value_changed() { low_current_ = false; }
+  // The copy low() made (empty before its first call), and that an update
+  // wrote it with value's new contents.
+  const Tensor &low_copy() const { return low_; }
+  void copy_written() { low_current_ = static_cast<bool>(low_); }
+
  private:
   bool zero_pending_ = false;
+  Tensor low_;
+  bool low_current_ = false;
 };
 
 // The backward steps of one forward pass, replayed last first.
