@@ -83,6 +83,11 @@ HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, 
 HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y);
 HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
                                       hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias);
+/* relu(hpuLinear(x, w, bias)) in one pass (relu applied as the product is
+ * stored), with the bits of hpuRelu of hpuLinear's y; autocast decides as for
+ * linear. Backward: hpuReluBackward with y in place of the relu's input (y > 0
+ * exactly where that input is), then hpuLinearBackward. */
+HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y);
 
 /* ---- elementwise ----------------------------------------------------------
  * Binary ops broadcast (numpy rules) and always compute in the wider of the

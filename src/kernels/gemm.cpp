@@ -166,6 +166,16 @@ void scale_c(void *c, int64_t ldc, int64_t m, int64_t n, float beta, hpuDataType
   }
 }
 
+// C = max(0, C) over m rows of n (row stride ldc), as kernels::unary's relu.
+void relu_rows(void *c, int64_t ldc, int64_t m, int64_t n, hpuDataType_t c_dt) {
+  const int64_t cs = static_cast<int64_t>(dtype_size(c_dt));
+  if (ldc == n) return unary(Unary::relu, c_dt, c, c, static_cast<size_t>(m * n));
+  for (int64_t r = 0; r < m; ++r) {
+    void *row = static_cast<char *>(c) + r * ldc * cs;
+    unary(Unary::relu, c_dt, row, row, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
 
 bool gemm_supports(hpuDataType_t dt) {
@@ -179,7 +189,11 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     fail(HPU_ERROR_UNSUPPORTED, "gemm with %s inputs and a %s result", dtype_name(dt), dtype_name(c_dt));
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) return scale_c(c, ldc, m, n, beta, c_dt);
+  if (k <= 0) {
+    scale_c(c, ldc, m, n, beta, c_dt);
+    if (s.relu) relu_rows(c, ldc, m, n, c_dt);
+    return;
+  }
   // Split the longer side of C (columns only when C is short and wide), in
   // chunks worth at least kFlopsPerChunk.
   const bool split_cols = n > 2 * m;
@@ -189,8 +203,13 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
-  if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16)
-    return gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
+  // relu as the native bf16 kernel stores a bf16 C, or in a pass afterwards.
+  const bool relu_pass = s.relu && !(native_bf16 && c_dt == HPU_BFLOAT16);
+  if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16) {
+    gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
+    if (relu_pass) relu_rows(c, ldc, m, n, c_dt);
+    return;
+  }
   const int64_t es = static_cast<int64_t>(dtype_size(dt)), cs = static_cast<int64_t>(dtype_size(c_dt));
   parallel_for(len, grain, [&](int64_t lo, int64_t hi) {
     // The block of C from line lo to hi, and the parts of A and B it needs.
@@ -217,6 +236,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
       blas(dt, s.trans_a, s.trans_b, part.m, part.n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc);
     }
   });
+  if (relu_pass) relu_rows(c, ldc, m, n, c_dt);
 }
 
 void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alpha, const void *a, int64_t lda,

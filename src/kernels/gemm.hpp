@@ -29,6 +29,10 @@ namespace hpu::kernels {
 struct GemmShape {
   int64_t m, n, k;
   bool trans_a = false, trans_b = false;
+  // Then C = max(0, C) (relu: NaN and -0 stay), on the rounded result: the
+  // bits of a separate relu over C. The native bf16 kernel applies it as it
+  // stores a bf16 C; the other paths in a pass over C after the product.
+  bool relu = false;
 };
 
 void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,

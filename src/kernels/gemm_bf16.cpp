@@ -30,12 +30,13 @@ constexpr int64_t kPanelBytes = 384 << 10;
 thread_local AlignedBuffer t_packed_b, t_packed_a, t_work;
 
 // Where a micro-tile's results go: c (row stride ldc, type dt) = alpha acc +
-// beta c; beta == 0 never reads c.
+// beta c; beta == 0 never reads c. relu (bf16 c only): then max(0, c).
 struct Out {
   void *c;
   int64_t ldc;
   hpuDataType_t dt;
   float alpha, beta;
+  bool relu = false;
 };
 
 inline uint32_t load_pair(const uint16_t *p) {
@@ -63,6 +64,9 @@ HPU_BF16 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m
     r = _mm512_fmadd_ps(widen_bf16(old), _mm512_set1_ps(o.beta), r);
   }
   __m256i h = (__m256i)_mm512_cvtneps_pbh(r);
+  if (o.relu)  // the rounded lanes below 0 become +0, as relu on the bf16 result
+    h = _mm256_mask_mov_epi16(h, _mm512_cmp_ps_mask(_mm512_setzero_ps(), widen_bf16(h), _CMP_GT_OQ),
+                              _mm256_setzero_si256());
   if (whole)
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), h);
   else
@@ -225,7 +229,7 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
   for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, k - k0);
     const int64_t pairs = (kc + 1) / 2;
-    Out o{c, ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f};
+    Out o{c, ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && c_dt == HPU_BFLOAT16 && k0 + kc >= k};
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
@@ -252,10 +256,10 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
   t_packed_b.trim();
 }
 
-// c (bf16) = work (f32, m x n dense) + beta c, rounded once.
-HPU_BF16 void round_into(const float *work, int64_t m, int64_t n, float beta, uint16_t *c, int64_t ldc) {
+// c (bf16) = work (f32, m x n dense) + beta c, rounded once (then relu'd).
+HPU_BF16 void round_into(const float *work, int64_t m, int64_t n, float beta, bool relu, uint16_t *c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i) {
-    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta};
+    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, relu};
     for (int64_t j = 0; j < n; j += 16) {
       int cols = static_cast<int>(std::min<int64_t>(16, n - j));
       __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
@@ -271,7 +275,7 @@ void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda,
   // A bf16 C summed over several k blocks: sum in f32, round once.
   float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
   run<MR, NV>(s, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
-  round_into(work, s.m, s.n, beta, static_cast<uint16_t *>(c), ldc);
+  round_into(work, s.m, s.n, beta, s.relu, static_cast<uint16_t *>(c), ldc);
   t_work.trim();
 }
 

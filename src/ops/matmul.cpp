@@ -85,6 +85,7 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
           kernels::binary_scalar(kernels::Binary::mul, cdt, c->data(), beta, c->data(), c->numel());
         else
           kernels::fill(c->data(), cdt, c->numel(), 0.0);
+        if (g.relu) kernels::unary(kernels::Unary::relu, cdt, c->data(), c->data(), c->numel());
         return;
       }
       if (!sum_batches) {
@@ -300,6 +301,37 @@ TensorPtr matmul_grad(Stream &s, hpuDataType_t dt, const GemmShape &g, const Mat
   return grad;
 }
 
+// hpuLinear, and with relu hpuLinearRelu.
+void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, bool relu, hpuTensor_t *y) {
+  check_out(y, "y");
+  TensorPtr xb = input(x, "x"), wb = input(w, "w"), bb = optional(bias, "bias");
+  same_device(*xb, "x", *wb, "w");
+  require_floating(*xb, "x");
+  require_floating(*wb, "w");
+  autocast::Decision d = autocast::decide("linear", {xb->dtype(), wb->dtype(), bb ? bb->dtype() : wb->dtype()});
+  hpuDataType_t dt = d.apply(xb->dtype());
+  require_same_dtype(*xb, "x", dt, *wb, "w", d.apply(wb->dtype(), 1));
+  require_ndim(*wb, "w", 2);
+  if (xb->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xb->str().c_str());
+  int64_t in = wb->size(1), outf = wb->size(0);
+  check_inner(*xb, "x", xb->size(xb->ndim() - 1), *wb, "w", in);
+  if (bb) {
+    same_device(*xb, "x", *bb, "bias");
+    require_floating(*bb, "bias");
+    require_shape(*bb, "bias", Dims{outf}, "w's rows");
+    require_same_dtype(*xb, "x", dt, *bb, "bias", d.apply(bb->dtype(), 2));
+  }
+  auto s = stream_for(stream, *xb);
+  Dims out = xb->shape();
+  out[out.n - 1] = outf;
+  int64_t rows = leading(xb->shape());
+  Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
+  std::function<void(void *, hpuDataType_t)> init;
+  if (bb) init = bias_init(as(*s, bb, dt), rows, outf);
+  give(y, product(*s, dt, {rows, outf, in, false, true, relu}, 1, 1.0f, X, W, dt, out, false, init,
+                  bb ? 1.0f : 0.0f));
+}
+
 }  // namespace
 
 extern "C" {
@@ -434,33 +466,14 @@ HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, 
 
 HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
   HPU_API_BEGIN
-    check_out(y, "y");
-    TensorPtr xb = input(x, "x"), wb = input(w, "w"), bb = optional(bias, "bias");
-    same_device(*xb, "x", *wb, "w");
-    require_floating(*xb, "x");
-    require_floating(*wb, "w");
-    autocast::Decision d = autocast::decide("linear", {xb->dtype(), wb->dtype(), bb ? bb->dtype() : wb->dtype()});
-    hpuDataType_t dt = d.apply(xb->dtype());
-    require_same_dtype(*xb, "x", dt, *wb, "w", d.apply(wb->dtype(), 1));
-    require_ndim(*wb, "w", 2);
-    if (xb->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xb->str().c_str());
-    int64_t in = wb->size(1), outf = wb->size(0);
-    check_inner(*xb, "x", xb->size(xb->ndim() - 1), *wb, "w", in);
-    if (bb) {
-      same_device(*xb, "x", *bb, "bias");
-      require_floating(*bb, "bias");
-      require_shape(*bb, "bias", Dims{outf}, "w's rows");
-      require_same_dtype(*xb, "x", dt, *bb, "bias", d.apply(bb->dtype(), 2));
-    }
-    auto s = stream_for(stream, *xb);
-    Dims out = xb->shape();
-    out[out.n - 1] = outf;
-    int64_t rows = leading(xb->shape());
-    Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
-    std::function<void(void *, hpuDataType_t)> init;
-    if (bb) init = bias_init(as(*s, bb, dt), rows, outf);
-    give(y, product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, X, W, dt, out, false, init,
-                    bb ? 1.0f : 0.0f));
+    linear(stream, x, w, bias, false, y);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias,
+                                  hpuTensor_t *y) {
+  HPU_API_BEGIN
+    linear(stream, x, w, bias, true, y);
   HPU_API_END
 }
 

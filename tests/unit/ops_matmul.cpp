@@ -109,6 +109,49 @@ TEST_P(Matmul, LinearMatchesReference) {
   EXPECT_TRUE(near(read(y0), want0, tolerance(dt)));
 }
 
+// hpuLinearRelu gives the bits of hpuRelu over hpuLinear's result: with and
+// without a bias, under autocast, with k over one block of the bf16 kernel
+// (1030), C narrow and wide (the kernel's tile shapes), and no k at all.
+TEST_P(Matmul, LinearReluIsReluOfLinearBitForBit) {
+  hpuDataType_t dt = GetParam();
+  struct Case {
+    int64_t rows, in, out;
+  };
+  for (const Case &c : {Case{6, 8, 5}, Case{37, 1030, 40}, Case{64, 100, 300}, Case{3, 0, 4}}) {
+    for (int with_bias = 0; with_bias < 2; ++with_bias)
+      for (int autocast = 0; autocast < 2; ++autocast) {
+        hpuTensor_t x = T(dt, {c.rows, c.in}, round_all(dt, random_values(c.rows * c.in, 11)));
+        hpuTensor_t w = T(dt, {c.out, c.in}, round_all(dt, random_values(c.out * c.in, 12)));
+        hpuTensor_t b = with_bias ? T(dt, {c.out}, round_all(dt, random_values(c.out, 13))) : nullptr;
+        if (autocast) {
+          ASSERT_HPU_OK(hpuAutocastPush(1, HPU_BFLOAT16));
+        }
+        hpuTensor_t y = nullptr, r = nullptr, fused = nullptr;
+        ASSERT_HPU_OK(hpuLinear(nullptr, x, w, b, &y));
+        ASSERT_HPU_OK(hpuRelu(nullptr, keep(y), &r));
+        ASSERT_HPU_OK(hpuLinearRelu(nullptr, x, w, b, &fused));
+        if (autocast) {
+          ASSERT_HPU_OK(hpuAutocastPop());
+        }
+        keep(r), keep(fused);
+        EXPECT_EQ(dtype_of(fused), dtype_of(y));
+        EXPECT_EQ(shape_of(fused), (Shape{c.rows, c.out}));
+        const std::vector<double> want = read(r), got = read(fused);
+        ASSERT_EQ(got.size(), want.size());
+        int64_t wrong = 0, zeros = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          wrong += std::memcmp(&got[i], &want[i], sizeof(double)) != 0;
+          zeros += got[i] == 0;
+        }
+        EXPECT_EQ(wrong, 0) << c.rows << "x" << c.in << "x" << c.out << " bias " << with_bias << " autocast "
+                            << autocast;
+        if (c.in > 0) {
+          EXPECT_GT(zeros, 0);  // the relu did something
+        }
+      }
+  }
+}
+
 TEST_P(Matmul, MatmulCases) {
   hpuDataType_t dt = GetParam();
   struct Case {
@@ -307,6 +350,12 @@ TEST_F(MatmulGrad, BadInput) {
                   "w is f32[4, 5]");
   EXPECT_HPU_FAIL(hpuLinear(nullptr, a, T(HPU_FLOAT32, {2, 3}, random_values(6, 9)), v, &out),
                   HPU_ERROR_INVALID_ARGUMENT, "bias is f32[3]", "expected shape [2]");
+  EXPECT_HPU_FAIL(hpuLinearRelu(nullptr, a, b, nullptr, &out), HPU_ERROR_INVALID_ARGUMENT, "x is f32[2, 3]",
+                  "w is f32[4, 5]");
+  EXPECT_HPU_FAIL(hpuLinearRelu(nullptr, i, T(HPU_FLOAT32, {2, 3}, random_values(6, 9)), nullptr, &out),
+                  HPU_ERROR_UNSUPPORTED, "x is i32[2, 3]");
+  EXPECT_HPU_FAIL(hpuLinearRelu(nullptr, a, T(HPU_FLOAT32, {2, 3}, random_values(6, 9)), nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "y is NULL");
   hpuTensor_t ga = nullptr;
   EXPECT_HPU_FAIL(hpuMmBackward(nullptr, T(HPU_FLOAT32, {2, 4}, random_values(8, 10)), a,
                                 T(HPU_FLOAT32, {3, 5}, random_values(15, 11)), &ga, nullptr),

@@ -107,7 +107,11 @@ void Linear::parameters(std::vector<Parameter *> &out, const std::string &prefix
   }
 }
 
-Tensor Linear::forward(Context &ctx, const Tensor &x) {
+Tensor Linear::forward(Context &ctx, const Tensor &x) { return run(ctx, x, false); }
+
+Tensor Linear::forward_relu(Context &ctx, const Tensor &x) { return run(ctx, x, true); }
+
+Tensor Linear::run(Context &ctx, const Tensor &x, bool relu) {
   if (!w_.value) fail(HPU_ERROR_INVALID_USAGE, "Linear(%lld, %lld) used before init", (long long)in_, (long long)out_);
   hpuStream_t s = ctx.stream;
   // Under autocast, the input is converted here and the weight's copy comes
@@ -117,7 +121,9 @@ Tensor Linear::forward(Context &ctx, const Tensor &x) {
   const hpuDataType_t xt = x.dtype(), wt = w_.value.dtype();
   const hpuDataType_t wr = run_type("linear", {wt, xt});
   const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = wr == wt ? w_.value : w_.low(wr, s);
-  Tensor y = op([&](hpuTensor_t *o) { return hpuLinear(s, xr.get(), w.get(), b_.value.get(), o); });
+  Tensor y = op([&](hpuTensor_t *o) {
+    return (relu ? hpuLinearRelu : hpuLinear)(s, xr.get(), w.get(), b_.value.get(), o);
+  });
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();
     ctx.tape.push([this, s, xr, w, input_grad, xt](const Tensor &g) {
@@ -129,6 +135,11 @@ Tensor Linear::forward(Context &ctx, const Tensor &x) {
       if (has_bias_) b_.accumulate_owned(std::move(tb), s);
       return tx ? cast(s, tx, xt) : tx;
     });
+    // The relu's backward, replayed first: y > 0 exactly where its input is.
+    if (relu)
+      ctx.tape.push([s, y](const Tensor &g) {
+        return op([&](hpuTensor_t *o) { return hpuReluBackward(s, g.get(), y.get(), o); });
+      });
   }
   return y;
 }
@@ -249,7 +260,16 @@ Tensor Flatten::forward(Context &ctx, const Tensor &x) {
 
 Tensor Sequential::forward(Context &ctx, const Tensor &x) {
   Tensor h = x;
-  for (auto &l : layers_) h = l->forward(ctx, h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    // A Linear followed by a ReLU runs as one op.
+    auto *linear = dynamic_cast<Linear *>(layers_[i].get());
+    if (linear && i + 1 < layers_.size() && dynamic_cast<ReLU *>(layers_[i + 1].get())) {
+      h = linear->forward_relu(ctx, h);
+      ++i;
+      continue;
+    }
+    h = layers_[i]->forward(ctx, h);
+  }
   return h;
 }
 

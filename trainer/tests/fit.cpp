@@ -213,6 +213,32 @@ TEST(Fit, ABf16MixedAdamwRunResumesBitIdentically) {
   expect_resume_bit_identical(dir, o, 3, 1, [] { return hpu::Classifier(mlp(), adamw(), fixed_cosine()); });
 }
 
+// A Linear followed by a ReLU runs as one op (hpuLinearRelu) with the bits of
+// the two ops: the same weights as when a Flatten (a no-op here) keeps them
+// apart, in both precisions.
+TEST(Fit, ALinearAndItsReluTrainAsOneOpBitForBit) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  for (const char *precision : {"32-true", "bf16-mixed"}) {
+    auto fit = [&](bool apart) {
+      hpu::Sequential s;
+      s.add(hpu::Linear(16, 32));
+      if (apart) s.add(hpu::Flatten());
+      s.add(hpu::ReLU());
+      s.add(hpu::Linear(32, 4));
+      hpu::TrainerOptions o = opts(dir);
+      o.precision = precision;
+      o.max_epochs = 2;
+      hpu::Trainer t(o);
+      hpu::Classifier model(s, adamw());
+      t.fit(model, data);
+      return weights(model);
+    };
+    SCOPED_TRACE(precision);
+    expect_bit_identical(fit(false), fit(true));
+  }
+}
+
 // Weights the caller writes between two runs are the ones the next run uses,
 // also under bf16-mixed, where forwards read a bf16 copy of the weights: the
 // validation after halving every weight gives the loss of one whose copies

@@ -21,7 +21,7 @@ from .tensor import T, Tensor, tensor
 
 __all__ = [
     "mm", "mm_backward", "bmm", "bmm_backward", "addmm", "addmm_backward", "matmul", "matmul_backward",
-    "linear", "linear_backward", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
+    "linear", "linear_backward", "linear_relu", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
     "div_backward", "add_", "exp", "exp_backward", "log", "log_backward", "tan", "tan_backward", "relu",
     "relu_backward", "gelu", "gelu_backward", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "softmax",
     "softmax_backward", "log_softmax", "log_softmax_backward", "nll_loss", "nll_loss_backward", "cross_entropy",
@@ -54,7 +54,7 @@ _PROTOTYPES = {
     "hpuMatmul": _binary, "hpuMatmulBackward": _binary_bwd,
     "hpuAddmm": [T, T, T, T, c_double, c_double, P],
     "hpuAddmmBackward": [T, T, T, T, T, c_double, c_double, P, P, P],
-    "hpuLinear": [T, T, T, T, P], "hpuLinearBackward": [T, T, T, T, P, P, P],
+    "hpuLinear": [T, T, T, T, P], "hpuLinearBackward": [T, T, T, T, P, P, P], "hpuLinearRelu": [T, T, T, T, P],
     "hpuAdd": _binary, "hpuAddBackward": _binary_bwd, "hpuSub": _binary, "hpuSubBackward": _binary_bwd,
     "hpuMul": _binary, "hpuMulBackward": _binary_bwd, "hpuDiv": _binary, "hpuDivBackward": _binary_bwd,
     "hpuAddInplace": [T, T, c_double, T],
@@ -283,6 +283,12 @@ def _check_linear(op: str, x: Tensor, w: Tensor, bias: Optional[Tensor]) -> int:
 def linear(x: Tensor, w: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """x @ w.T + bias (torch.nn.functional.linear)."""
     return _call("hpuLinear", _check_linear("linear", x, w, bias), x.handle, w.handle, _h(bias))[0]
+
+
+def linear_relu(x: Tensor, w: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """relu(linear(x, w, bias)) in one pass, with the bits of the two ops. Its backward: :func:`relu_backward`
+    given the result in place of the relu's input, then :func:`linear_backward`."""
+    return _call("hpuLinearRelu", _check_linear("linear_relu", x, w, bias), x.handle, w.handle, _h(bias))[0]
 
 
 def linear_backward(grad: Tensor, x: Tensor, w: Tensor,

@@ -33,6 +33,11 @@ class MatrixProducts(unittest.TestCase):
         x, w = randn(6, 7), randn(3, 7)
         close(self, hpu.linear(hpu.tensor(x), hpu.tensor(w), hpu.tensor(bias)), x @ w.T + bias)
         close(self, hpu.linear(hpu.tensor(x), hpu.tensor(w)), x @ w.T)
+        xt, wt, bt = hpu.tensor(x), hpu.tensor(w), hpu.tensor(bias)
+        for args in ((xt, wt, bt), (xt.to(hpu.bfloat16), wt.to(hpu.bfloat16), None)):
+            fused = hpu.ops.linear_relu(*args)
+            self.assertTrue(np.array_equal(fused.numpy(), hpu.relu(hpu.linear(*args)).numpy()))
+            self.assertEqual(fused.dtype, args[0].dtype)
 
     def test_backward(self):
         a, b, g = randn(5, 7), randn(7, 3), randn(5, 3)

@@ -108,11 +108,15 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string name() const override { return "Linear"; }
   Tensor forward(Context &ctx, const Tensor &x) override;
+  // relu(forward(x)) as one op (hpuLinearRelu), with both backwards recorded:
+  // what Sequential runs for a Linear followed by a ReLU.
+  Tensor forward_relu(Context &ctx, const Tensor &x);
   void init(hpuDevice_t dev, Rng &rng) override;
   void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
   std::unique_ptr<Module> clone() const override { return std::make_unique<Linear>(in_, out_, has_bias_); }
 
  private:
+  Tensor run(Context &ctx, const Tensor &x, bool relu);
   int64_t in_, out_;
   bool has_bias_;
   Parameter w_, b_;
