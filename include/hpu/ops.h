@@ -88,6 +88,12 @@ HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hp
  * linear. Backward: hpuReluBackward with y in place of the relu's input (y > 0
  * exactly where that input is), then hpuLinearBackward. */
 HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y);
+/* hpuLinearBackward of a Linear whose input x is a relu's output, x =
+ * relu(z): grad_z is the gradient of z, grad_y w masked by x > 0, with the bits
+ * of hpuReluBackward over hpuLinearBackward's grad_x (the mask applied as the
+ * product is stored); grad_w and grad_bias as hpuLinearBackward's. */
+HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
+                                          hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias);
 
 /* ---- elementwise ----------------------------------------------------------
  * Binary ops broadcast (numpy rules) and always compute in the wider of the

@@ -166,13 +166,19 @@ void scale_c(void *c, int64_t ldc, int64_t m, int64_t n, float beta, hpuDataType
   }
 }
 
-// C = max(0, C) over m rows of n (row stride ldc), as kernels::unary's relu.
-void relu_rows(void *c, int64_t ldc, int64_t m, int64_t n, hpuDataType_t c_dt) {
+// s's epilogue over C (m rows of n, row stride ldc) in passes: relu as
+// kernels::unary's, the mask as its relu backward.
+void epilogue_pass(const GemmShape &s, void *c, int64_t ldc, hpuDataType_t c_dt) {
   const int64_t cs = static_cast<int64_t>(dtype_size(c_dt));
-  if (ldc == n) return unary(Unary::relu, c_dt, c, c, static_cast<size_t>(m * n));
-  for (int64_t r = 0; r < m; ++r) {
+  // Dense C (and mask): one pass over all of it, split over the threads.
+  const bool dense = ldc == s.n && (!s.relu_mask || s.ld_mask == s.n);
+  const int64_t rows = dense ? 1 : s.m;
+  const size_t n = static_cast<size_t>(dense ? s.m * s.n : s.n);
+  for (int64_t r = 0; r < rows; ++r) {
     void *row = static_cast<char *>(c) + r * ldc * cs;
-    unary(Unary::relu, c_dt, row, row, static_cast<size_t>(n));
+    if (s.relu) unary(Unary::relu, c_dt, row, row, n);
+    if (s.relu_mask)
+      unary_backward(Unary::relu, c_dt, static_cast<const char *>(s.relu_mask) + r * s.ld_mask * cs, row, row, n);
   }
 }
 
@@ -189,9 +195,10 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     fail(HPU_ERROR_UNSUPPORTED, "gemm with %s inputs and a %s result", dtype_name(dt), dtype_name(c_dt));
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
+  const bool epilogue = s.relu || s.relu_mask;
   if (k <= 0) {
     scale_c(c, ldc, m, n, beta, c_dt);
-    if (s.relu) relu_rows(c, ldc, m, n, c_dt);
+    if (epilogue) epilogue_pass(s, c, ldc, c_dt);
     return;
   }
   // Split the longer side of C (columns only when C is short and wide), in
@@ -203,11 +210,11 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
-  // relu as the native bf16 kernel stores a bf16 C, or in a pass afterwards.
-  const bool relu_pass = s.relu && !(native_bf16 && c_dt == HPU_BFLOAT16);
+  // The epilogue as the native bf16 kernel stores a bf16 C, or in a pass afterwards.
+  const bool epilogue_pass_after = epilogue && !(native_bf16 && c_dt == HPU_BFLOAT16);
   if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16) {
     gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
-    if (relu_pass) relu_rows(c, ldc, m, n, c_dt);
+    if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
     return;
   }
   const int64_t es = static_cast<int64_t>(dtype_size(dt)), cs = static_cast<int64_t>(dtype_size(c_dt));
@@ -216,14 +223,17 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     GemmShape part = s;
     const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
     char *cp = static_cast<char *>(c);
+    const char *mp = static_cast<const char *>(s.relu_mask);
     if (split_cols) {
       part.n = hi - lo;
       bp += (s.trans_b ? lo * ldb : lo) * es;
       cp += lo * cs;
+      if (mp) part.relu_mask = mp + lo * cs;
     } else {
       part.m = hi - lo;
       ap += (s.trans_a ? lo : lo * lda) * es;
       cp += lo * ldc * cs;
+      if (mp) part.relu_mask = mp + lo * s.ld_mask * cs;
     }
     if (native_bf16) {
       gemm_bf16_native(part, alpha, reinterpret_cast<const uint16_t *>(ap), lda,
@@ -236,7 +246,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
       blas(dt, s.trans_a, s.trans_b, part.m, part.n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc);
     }
   });
-  if (relu_pass) relu_rows(c, ldc, m, n, c_dt);
+  if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
 }
 
 void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alpha, const void *a, int64_t lda,

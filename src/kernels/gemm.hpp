@@ -33,6 +33,12 @@ struct GemmShape {
   // bits of a separate relu over C. The native bf16 kernel applies it as it
   // stores a bf16 C; the other paths in a pass over C after the product.
   bool relu = false;
+  // Then C = C * (mask > 0 ? 1 : 0) (relu's backward, mask the relu's
+  // output or input): mask has C's type and m x n shape, row stride ld_mask;
+  // the bits of a separate hpuReluBackward over C. One product only (not
+  // gemm_batched with batch > 1).
+  const void *relu_mask = nullptr;
+  int64_t ld_mask = 0;
 };
 
 void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,

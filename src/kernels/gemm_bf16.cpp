@@ -30,13 +30,16 @@ constexpr int64_t kPanelBytes = 384 << 10;
 thread_local AlignedBuffer t_packed_b, t_packed_a, t_work;
 
 // Where a micro-tile's results go: c (row stride ldc, type dt) = alpha acc +
-// beta c; beta == 0 never reads c. relu (bf16 c only): then max(0, c).
+// beta c; beta == 0 never reads c. Then, for a bf16 c only: relu, max(0, c);
+// mask (bf16, row stride ld_mask), c * (mask > 0 ? 1 : 0).
 struct Out {
   void *c;
   int64_t ldc;
   hpuDataType_t dt;
   float alpha, beta;
   bool relu = false;
+  const uint16_t *mask = nullptr;
+  int64_t ld_mask = 0;
 };
 
 inline uint32_t load_pair(const uint16_t *p) {
@@ -67,6 +70,13 @@ HPU_BF16 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m
   if (o.relu)  // the rounded lanes below 0 become +0, as relu on the bf16 result
     h = _mm256_mask_mov_epi16(h, _mm512_cmp_ps_mask(_mm512_setzero_ps(), widen_bf16(h), _CMP_GT_OQ),
                               _mm256_setzero_si256());
+  if (o.mask) {  // times 1 or 0, as relu's backward on the bf16 result
+    const uint16_t *q = o.mask + row * o.ld_mask + col;
+    __m256i x = whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q)) : _mm256_maskz_loadu_epi16(mask, q);
+    __mmask16 pos = _mm512_cmp_ps_mask(widen_bf16(x), _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 factor = _mm512_mask_blend_ps(pos, _mm512_setzero_ps(), _mm512_set1_ps(1.0f));
+    h = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(widen_bf16(h), factor));
+  }
   if (whole)
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), h);
   else
@@ -229,7 +239,9 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
   for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, k - k0);
     const int64_t pairs = (kc + 1) / 2;
-    Out o{c, ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && c_dt == HPU_BFLOAT16 && k0 + kc >= k};
+    const bool last = c_dt == HPU_BFLOAT16 && k0 + kc >= k;  // the epilogue's block
+    Out o{c,         ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && last,
+          last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask};
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
@@ -256,10 +268,13 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
   t_packed_b.trim();
 }
 
-// c (bf16) = work (f32, m x n dense) + beta c, rounded once (then relu'd).
-HPU_BF16 void round_into(const float *work, int64_t m, int64_t n, float beta, bool relu, uint16_t *c, int64_t ldc) {
+// c (bf16) = work (f32, m x n dense) + beta c, rounded once, then s's
+// epilogue (relu, relu_mask).
+HPU_BF16 void round_into(const float *work, const GemmShape &s, float beta, uint16_t *c, int64_t ldc) {
+  const int64_t m = s.m, n = s.n;
+  const auto *mask = static_cast<const uint16_t *>(s.relu_mask);
   for (int64_t i = 0; i < m; ++i) {
-    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, relu};
+    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, s.relu, mask ? mask + i * s.ld_mask : nullptr, 0};
     for (int64_t j = 0; j < n; j += 16) {
       int cols = static_cast<int>(std::min<int64_t>(16, n - j));
       __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
@@ -275,7 +290,7 @@ void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda,
   // A bf16 C summed over several k blocks: sum in f32, round once.
   float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
   run<MR, NV>(s, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
-  round_into(work, s.m, s.n, beta, s.relu, static_cast<uint16_t *>(c), ldc);
+  round_into(work, s, beta, static_cast<uint16_t *>(c), ldc);
   t_work.trim();
 }
 

@@ -62,9 +62,12 @@ const char *elem(const TensorPtr &t, int64_t i) {
 // A new tensor of `shape` and type want holding, for each of `batch` matrices,
 // alpha op(A) op(B) + beta C, where C is first set by init (when given).
 // With sum_batches the batch products are added into one m x n result.
+// relu_mask (one product of type want, computed in it directly; contiguous,
+// of the result's type and shape): then C * (relu_mask > 0 ? 1 : 0).
 TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t batch, float alpha, const Operand &a,
                   const Operand &b, hpuDataType_t want, const Dims &out_shape, bool sum_batches = false,
-                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0) {
+                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0,
+                  const TensorPtr &relu_mask = nullptr) {
   hpuDataType_t cdt = direct_type(dt, want);
   if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
   GemmShape g = shape;
@@ -79,6 +82,8 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
   }
   if (c->numel() > 0)
     enqueue(s, [=] {
+      GemmShape gm = g;
+      if (relu_mask) gm.relu_mask = relu_mask->data(), gm.ld_mask = g.n;
       if (init) init(c->data(), cdt);
       if (g.k == 0 || batch == 0) {
         if (init)
@@ -86,6 +91,12 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
         else
           kernels::fill(c->data(), cdt, c->numel(), 0.0);
         if (g.relu) kernels::unary(kernels::Unary::relu, cdt, c->data(), c->data(), c->numel());
+        if (relu_mask)
+          kernels::unary_backward(kernels::Unary::relu, cdt, relu_mask->data(), c->data(), c->data(), c->numel());
+        return;
+      }
+      if (relu_mask) {
+        kernels::gemm(dt, gm, alpha, a.t->data(), a.ld, b.t->data(), b.ld, beta, c->data(), g.n, cdt);
         return;
       }
       if (!sum_batches) {
@@ -332,6 +343,57 @@ void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, 
                   bb ? 1.0f : 0.0f));
 }
 
+// dz = (dy w) (x > 0) for x of shape [..., in], in x's type: the bits of
+// hpuReluBackward over hpuLinearBackward's grad_x. The mask goes into the
+// product when it is computed in x's type, else in a pass after it.
+TensorPtr relu_masked_product(Stream &s, hpuDataType_t dt, int64_t rows, int64_t in, int64_t outf, const Operand &g,
+                              const Operand &w, const TensorPtr &x) {
+  const hpuDataType_t want = x->dtype();
+  const TensorPtr mask = x->contiguous() ? x : copy_as(s, x, want);
+  if (direct_type(dt, want) == want)
+    return product(s, dt, {rows, in, outf}, 1, 1.0f, g, w, want, x->shape(), false, {}, 0, mask);
+  TensorPtr gx = product(s, dt, {rows, in, outf}, 1, 1.0f, g, w, want, x->shape());
+  if (gx->numel() > 0)
+    enqueue(s, work({mask.get(), gx.get(), gx.get()}, *gx, 2), [=] {
+      kernels::unary_backward(kernels::Unary::relu, want, mask->data(), gx->data(), gx->data(), gx->numel());
+    });
+  return gx;
+}
+
+// hpuLinearBackward, and with relu_in hpuReluLinearBackward (grad_x then
+// times x > 0).
+void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
+                   hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
+  Grads p = backward_pair(stream, grad_y, "grad_y", x, "x", w, "w");
+  require_ndim(*p.b, "w", 2);
+  if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
+  int64_t in = p.b->size(1), outf = p.b->size(0);
+  check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", in);
+  Dims out = p.a->shape();
+  out[out.n - 1] = outf;
+  require_shape(*p.g, "grad_y", out, "the forward's output shape");
+  int64_t rows = leading(p.a->shape());
+  Operand G = rows_operand(*p.s, p.g, p.dt);
+  TensorPtr gx, gw, gb;
+  if (grad_x && !relu_in)  // dx = dy w
+    gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
+  if (grad_x && relu_in)  // dz = dy w (x > 0), the mask applied as the product is stored
+    gx = relu_masked_product(*p.s, p.dt, rows, in, outf, G, operand(*p.s, p.b, p.dt), p.a);
+  if (grad_w)  // dw = dy^T x
+    gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
+                 p.b->shape());
+  if (grad_bias) {  // db = the column sums of dy, in w's type
+    gb = empty_like(*p.b, p.b->dtype(), Dims{outf});
+    if (outf > 0)
+      enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt)] {
+        kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
+      });
+  }
+  give(grad_x, gx);
+  give(grad_w, gw);
+  give(grad_bias, gb);
+}
+
 }  // namespace
 
 extern "C" {
@@ -480,32 +542,14 @@ HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t
 HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
                                       hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
   HPU_API_BEGIN
-    Grads p = backward_pair(stream, grad_y, "grad_y", x, "x", w, "w");
-    require_ndim(*p.b, "w", 2);
-    if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
-    int64_t in = p.b->size(1), outf = p.b->size(0);
-    check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", in);
-    Dims out = p.a->shape();
-    out[out.n - 1] = outf;
-    require_shape(*p.g, "grad_y", out, "the forward's output shape");
-    int64_t rows = leading(p.a->shape());
-    Operand G = rows_operand(*p.s, p.g, p.dt);
-    TensorPtr gx, gw, gb;
-    if (grad_x)  // dx = dy w
-      gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
-    if (grad_w)  // dw = dy^T x
-      gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
-                   p.b->shape());
-    if (grad_bias) {  // db = the column sums of dy, in w's type
-      gb = empty_like(*p.b, p.b->dtype(), Dims{outf});
-      if (outf > 0)
-        enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt)] {
-          kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
-        });
-    }
-    give(grad_x, gx);
-    give(grad_w, gw);
-    give(grad_bias, gb);
+    linear_backward(stream, grad_y, x, w, grad_x, grad_w, grad_bias, false);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
+                                          hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
+  HPU_API_BEGIN
+    linear_backward(stream, grad_y, x, w, grad_z, grad_w, grad_bias, true);
   HPU_API_END
 }
 

@@ -152,6 +152,45 @@ TEST_P(Matmul, LinearReluIsReluOfLinearBitForBit) {
   }
 }
 
+// hpuReluLinearBackward gives the bits of hpuReluBackward over
+// hpuLinearBackward's grad_x (and its grad_w and grad_bias): the same cases,
+// with x of the gradient's type (the mask in the product) and, for a bf16
+// gradient, f32 x (the mask in a pass after it).
+TEST_P(Matmul, ReluLinearBackwardIsReluBackwardOfLinearsBitForBit) {
+  hpuDataType_t dt = GetParam();
+  struct Case {
+    int64_t rows, in, out;
+  };
+  for (const Case &c : {Case{6, 8, 5}, Case{37, 40, 1030}, Case{64, 300, 100}, Case{3, 4, 0}}) {
+    for (hpuDataType_t xdt : {dt, HPU_FLOAT32}) {
+      std::vector<double> xv = round_all(xdt, random_values(c.rows * c.in, 21));
+      for (size_t i = 0; i < xv.size(); i += 7) xv[i] = 0;  // x == 0 masks too
+      hpuTensor_t x = T(xdt, {c.rows, c.in}, xv);
+      hpuTensor_t w = T(dt, {c.out, c.in}, round_all(dt, random_values(c.out * c.in, 22)));
+      hpuTensor_t g = T(dt, {c.rows, c.out}, round_all(dt, random_values(c.rows * c.out, 23)));
+      hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr, want = nullptr, gz = nullptr, gw2 = nullptr,
+                  gb2 = nullptr;
+      ASSERT_HPU_OK(hpuLinearBackward(nullptr, g, x, w, &gx, &gw, &gb));
+      ASSERT_HPU_OK(hpuReluBackward(nullptr, keep(gx), x, &want));
+      ASSERT_HPU_OK(hpuReluLinearBackward(nullptr, g, x, w, &gz, &gw2, &gb2));
+      for (hpuTensor_t t : {want, gz, gw, gw2, gb, gb2}) keep(t);
+      EXPECT_EQ(dtype_of(gz), xdt);
+      EXPECT_EQ(shape_of(gz), (Shape{c.rows, c.in}));
+      const std::vector<double> a = read(gz), b = read(want);
+      ASSERT_EQ(a.size(), b.size());
+      int64_t wrong = 0, zeros = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        wrong += std::memcmp(&a[i], &b[i], sizeof(double)) != 0;
+        zeros += a[i] == 0;
+      }
+      EXPECT_EQ(wrong, 0) << c.rows << "x" << c.in << "x" << c.out << " x " << xdt;
+      EXPECT_GT(zeros, 0);
+      EXPECT_EQ(read(gw2), read(gw));
+      EXPECT_EQ(read(gb2), read(gb));
+    }
+  }
+}
+
 TEST_P(Matmul, MatmulCases) {
   hpuDataType_t dt = GetParam();
   struct Case {
@@ -357,6 +396,12 @@ TEST_F(MatmulGrad, BadInput) {
   EXPECT_HPU_FAIL(hpuLinearRelu(nullptr, a, T(HPU_FLOAT32, {2, 3}, random_values(6, 9)), nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "y is NULL");
   hpuTensor_t ga = nullptr;
+  EXPECT_HPU_FAIL(hpuReluLinearBackward(nullptr, T(HPU_FLOAT32, {2, 5}, random_values(10, 12)), a,
+                                        T(HPU_FLOAT32, {4, 3}, random_values(12, 13)), &ga, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "grad_y is f32[2, 5]", "expected shape [2, 4]");
+  EXPECT_HPU_FAIL(hpuReluLinearBackward(nullptr, T(HPU_FLOAT32, {2, 4}, random_values(8, 14)), a, b, &ga, nullptr,
+                                        nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "x is f32[2, 3]", "w is f32[4, 5]");
   EXPECT_HPU_FAIL(hpuMmBackward(nullptr, T(HPU_FLOAT32, {2, 4}, random_values(8, 10)), a,
                                 T(HPU_FLOAT32, {3, 5}, random_values(15, 11)), &ga, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "grad_out is f32[2, 4]", "expected shape [2, 5]");

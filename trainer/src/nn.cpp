@@ -44,6 +44,12 @@ std::vector<float> uniform(Rng &rng, size_t n, double bound) {
   return v;
 }
 
+// Whether there is a layer i and it is an M.
+template <class M>
+bool layer_is(const std::vector<std::unique_ptr<Module>> &layers, size_t i) {
+  return i < layers.size() && dynamic_cast<M *>(layers[i].get()) != nullptr;
+}
+
 }  // namespace
 
 void Parameter::accumulate(const Tensor &g, hpuStream_t stream) {
@@ -107,11 +113,11 @@ void Linear::parameters(std::vector<Parameter *> &out, const std::string &prefix
   }
 }
 
-Tensor Linear::forward(Context &ctx, const Tensor &x) { return run(ctx, x, false); }
+Tensor Linear::forward(Context &ctx, const Tensor &x) { return run(ctx, x, {}); }
 
-Tensor Linear::forward_relu(Context &ctx, const Tensor &x) { return run(ctx, x, true); }
+Tensor Linear::forward_relu(Context &ctx, const Tensor &x) { return run(ctx, x, {.relu = true}); }
 
-Tensor Linear::run(Context &ctx, const Tensor &x, bool relu) {
+Tensor Linear::run(Context &ctx, const Tensor &x, Fuse f) {
   if (!w_.value) fail(HPU_ERROR_INVALID_USAGE, "Linear(%lld, %lld) used before init", (long long)in_, (long long)out_);
   hpuStream_t s = ctx.stream;
   // Under autocast, the input is converted here and the weight's copy comes
@@ -122,13 +128,15 @@ Tensor Linear::run(Context &ctx, const Tensor &x, bool relu) {
   const hpuDataType_t wr = run_type("linear", {wt, xt});
   const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = wr == wt ? w_.value : w_.low(wr, s);
   Tensor y = op([&](hpuTensor_t *o) {
-    return (relu ? hpuLinearRelu : hpuLinear)(s, xr.get(), w.get(), b_.value.get(), o);
+    return (f.relu ? hpuLinearRelu : hpuLinear)(s, xr.get(), w.get(), b_.value.get(), o);
   });
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();
-    ctx.tape.push([this, s, xr, w, input_grad, xt](const Tensor &g) {
+    ctx.tape.push([this, s, xr, w, input_grad, xt, after_relu = f.after_relu](const Tensor &g) {
       hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
-      if (input_grad) check(hpuLinearBackward(s, g.get(), xr.get(), w.get(), &gx, nullptr, nullptr));
+      if (input_grad)
+        check((after_relu ? hpuReluLinearBackward : hpuLinearBackward)(s, g.get(), xr.get(), w.get(), &gx, nullptr,
+                                                                        nullptr));
       check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
       Tensor tx(gx), tw(gw), tb(gb);
       w_.accumulate_owned(std::move(tw), s);
@@ -136,7 +144,7 @@ Tensor Linear::run(Context &ctx, const Tensor &x, bool relu) {
       return tx ? cast(s, tx, xt) : tx;
     });
     // The relu's backward, replayed first: y > 0 exactly where its input is.
-    if (relu)
+    if (f.relu && !f.next_takes_relu)
       ctx.tape.push([s, y](const Tensor &g) {
         return op([&](hpuTensor_t *o) { return hpuReluBackward(s, g.get(), y.get(), o); });
       });
@@ -259,16 +267,24 @@ Tensor Flatten::forward(Context &ctx, const Tensor &x) {
 }
 
 Tensor Sequential::forward(Context &ctx, const Tensor &x) {
+  // A Linear followed by a ReLU runs as one op; when another Linear follows,
+  // that one's backward does the relu's.
   Tensor h = x;
+  bool after_relu = false;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    // A Linear followed by a ReLU runs as one op.
     auto *linear = dynamic_cast<Linear *>(layers_[i].get());
-    if (linear && i + 1 < layers_.size() && dynamic_cast<ReLU *>(layers_[i + 1].get())) {
-      h = linear->forward_relu(ctx, h);
-      ++i;
+    if (!linear) {
+      h = layers_[i]->forward(ctx, h);
+      after_relu = false;
       continue;
     }
-    h = layers_[i]->forward(ctx, h);
+    Linear::Fuse f;
+    f.after_relu = after_relu;
+    f.relu = layer_is<ReLU>(layers_, i + 1);
+    f.next_takes_relu = f.relu && layer_is<Linear>(layers_, i + 2);
+    h = linear->run(ctx, h, f);
+    after_relu = f.next_takes_relu;
+    if (f.relu) ++i;
   }
   return h;
 }

@@ -213,9 +213,10 @@ TEST(Fit, ABf16MixedAdamwRunResumesBitIdentically) {
   expect_resume_bit_identical(dir, o, 3, 1, [] { return hpu::Classifier(mlp(), adamw(), fixed_cosine()); });
 }
 
-// A Linear followed by a ReLU runs as one op (hpuLinearRelu) with the bits of
-// the two ops: the same weights as when a Flatten (a no-op here) keeps them
-// apart, in both precisions.
+// A Linear followed by a ReLU runs as one op (hpuLinearRelu), and the next
+// Linear's backward does the relu's (hpuReluLinearBackward), with the bits of
+// the separate ops: the same weights as when a Flatten (a no-op here) keeps
+// them apart, in both precisions.
 TEST(Fit, ALinearAndItsReluTrainAsOneOpBitForBit) {
   TempDir dir;
   hpu::InMemoryData data = blob_data();

@@ -234,6 +234,7 @@ export declare const ops: {
   linear(x: Tensor, w: Tensor, bias?: Tensor | null): Out;
   linearBackward(g: Tensor, x: Tensor, w: Tensor, bias?: boolean): [Out, Out, Out | null];
   linearRelu(x: Tensor, w: Tensor, bias?: Tensor | null): Out;
+  reluLinearBackward(g: Tensor, x: Tensor, w: Tensor, bias?: boolean): [Out, Out, Out | null];
   add(a: Tensor | number, b: Tensor | number): Out; addBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
   sub(a: Tensor | number, b: Tensor | number): Out; subBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
   mul(a: Tensor | number, b: Tensor | number): Out; mulBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];

@@ -31,6 +31,7 @@ const prototypes = {
   AddmmBackward: `${T} g, ${T} bias, ${T} a, ${T} b, double beta, double alpha, ${O}gbias, ${O}ga, ${O}gb`,
   Linear: `${T} x, ${T} w, ${T} bias, ${O}y`, LinearBackward: `${T} g, ${T} x, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
   LinearRelu: `${T} x, ${T} w, ${T} bias, ${O}y`,
+  ReluLinearBackward: `${T} g, ${T} x, ${T} w, ${O}gz, ${O}gw, ${O}gb`,
   AddInplace: `${T} src, double alpha, ${T} dst`,
   Softmax: `${T} x, int dim, ${O}out`, SoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
   LogSoftmax: `${T} x, int dim, ${O}out`, LogSoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
@@ -192,10 +193,12 @@ const ops = {
   },
   /** x @ w^T + bias. */
   linear: (x, w, bias = null) => call('Linear', checkLinear('linear', x, w, bias), [x.handle, w.handle, h(bias)]),
-  /** [gradX, gradW, gradBias] (gradBias null when bias is false). */
   /** relu(linear(x, w, bias)) in one pass, with the bits of the two ops. */
   linearRelu: (x, w, bias = null) => call('LinearRelu', checkLinear('linearRelu', x, w, bias), [x.handle, w.handle, h(bias)]),
+  /** [gradX, gradW, gradBias] (gradBias null when bias is false). */
   linearBackward: (g, x, w, bias = true) => call('LinearBackward', checkLinear('linearBackward', x, w, null), [g.handle, x.handle, w.handle], [true, true, bias]),
+  /** linearBackward of a layer whose input x is a relu's output: [gradZ, gradW, gradBias], gradZ = reluBackward(gradX, x). */
+  reluLinearBackward: (g, x, w, bias = true) => call('ReluLinearBackward', checkLinear('reluLinearBackward', x, w, null), [g.handle, x.handle, w.handle], [true, true, bias]),
   /** dst += alpha src, in place; returns dst. */
   addInplace(dst, src, alpha = 1) {
     const dev = onOneDevice('addInplace', { dst, src });

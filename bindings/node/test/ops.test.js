@@ -24,6 +24,10 @@ test('matrix products and linear', () => {
   const wt = [0, 1, 2].flatMap((q) => [0, 1, 2, 3].map((o) => b[o * 3 + q]));
   near(hpu.linear(ta, w, bias), matmulRef(a, wt, 2, 3, 4).map((v, i) => v + [1, 2, 3, 4][i % 4]));
   assert.deepEqual(hpu.ops.linearRelu(ta, w, bias).toList(), hpu.relu(hpu.linear(ta, w, bias)).toList());
+  const h = hpu.relu(ta);
+  const [gz] = hpu.ops.reluLinearBackward(hpu.ones([2, 4]), h, w);
+  const [gx] = hpu.ops.linearBackward(hpu.ones([2, 4]), h, w);
+  assert.deepEqual(gz.toList(), hpu.ops.reluBackward(gx, h).toList());
   const [ga, gb] = hpu.ops.mmBackward(hpu.ones([2, 4]), ta, tb);
   assert.deepEqual([ga.shape, gb.shape], [[2, 3], [3, 4]]);
   assert.throws(() => hpu.mm(ta, ta), (e) => isHpuError('HPU_ERROR_INVALID_ARGUMENT')(e) &&

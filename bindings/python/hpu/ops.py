@@ -21,7 +21,7 @@ from .tensor import T, Tensor, tensor
 
 __all__ = [
     "mm", "mm_backward", "bmm", "bmm_backward", "addmm", "addmm_backward", "matmul", "matmul_backward",
-    "linear", "linear_backward", "linear_relu", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
+    "linear", "linear_backward", "linear_relu", "relu_linear_backward", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
     "div_backward", "add_", "exp", "exp_backward", "log", "log_backward", "tan", "tan_backward", "relu",
     "relu_backward", "gelu", "gelu_backward", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "softmax",
     "softmax_backward", "log_softmax", "log_softmax_backward", "nll_loss", "nll_loss_backward", "cross_entropy",
@@ -55,6 +55,7 @@ _PROTOTYPES = {
     "hpuAddmm": [T, T, T, T, c_double, c_double, P],
     "hpuAddmmBackward": [T, T, T, T, T, c_double, c_double, P, P, P],
     "hpuLinear": [T, T, T, T, P], "hpuLinearBackward": [T, T, T, T, P, P, P], "hpuLinearRelu": [T, T, T, T, P],
+    "hpuReluLinearBackward": [T, T, T, T, P, P, P],
     "hpuAdd": _binary, "hpuAddBackward": _binary_bwd, "hpuSub": _binary, "hpuSubBackward": _binary_bwd,
     "hpuMul": _binary, "hpuMulBackward": _binary_bwd, "hpuDiv": _binary, "hpuDivBackward": _binary_bwd,
     "hpuAddInplace": [T, T, c_double, T],
@@ -298,6 +299,16 @@ def linear_backward(grad: Tensor, x: Tensor, w: Tensor,
     _tensors("linear_backward", grad=grad, x=x)
     _grad("linear_backward", grad, x.shape[:-1] + (w.shape[0],), "the output")
     return _call("hpuLinearBackward", dev, grad.handle, x.handle, w.handle, outs=(True, True, bias))
+
+
+def relu_linear_backward(grad: Tensor, x: Tensor, w: Tensor,
+                         bias: bool = True) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """:func:`linear_backward` of a layer whose input `x` is a relu's output, x = relu(z): (grad_z, grad_w,
+    grad_bias), grad_z being relu_backward(grad_x, x) computed as the product is stored."""
+    dev = _check_linear("relu_linear_backward", x, w, None)
+    _tensors("relu_linear_backward", grad=grad, x=x)
+    _grad("relu_linear_backward", grad, x.shape[:-1] + (w.shape[0],), "the output")
+    return _call("hpuReluLinearBackward", dev, grad.handle, x.handle, w.handle, outs=(True, True, bias))
 
 
 # ---- elementwise --------------------------------------------------------------------

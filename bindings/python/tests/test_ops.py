@@ -38,6 +38,12 @@ class MatrixProducts(unittest.TestCase):
             fused = hpu.ops.linear_relu(*args)
             self.assertTrue(np.array_equal(fused.numpy(), hpu.relu(hpu.linear(*args)).numpy()))
             self.assertEqual(fused.dtype, args[0].dtype)
+        gy, h = hpu.tensor(randn(6, 3)), hpu.relu(xt)
+        gz, gw, gb = hpu.ops.relu_linear_backward(gy, h, wt)
+        gx, gw0, gb0 = hpu.ops.linear_backward(gy, h, wt)
+        self.assertTrue(np.array_equal(gz.numpy(), hpu.ops.relu_backward(gx, h).numpy()))
+        self.assertTrue(np.array_equal(gw.numpy(), gw0.numpy()))
+        self.assertTrue(np.array_equal(gb.numpy(), gb0.numpy()))
 
     def test_backward(self):
         a, b, g = randn(5, 7), randn(7, 3), randn(5, 3)

@@ -116,7 +116,15 @@ class Linear : public Module {
   std::unique_ptr<Module> clone() const override { return std::make_unique<Linear>(in_, out_, has_bias_); }
 
  private:
-  Tensor run(Context &ctx, const Tensor &x, bool relu);
+  friend class Sequential;
+  // How a forward joins the ReLUs around it. relu: a relu follows, applied in
+  // the product (hpuLinearRelu), its backward recorded unless next_takes_relu
+  // (the next Linear's backward does it); after_relu: x is a relu's output
+  // and this layer's backward does the relu's (hpuReluLinearBackward).
+  struct Fuse {
+    bool relu = false, next_takes_relu = false, after_relu = false;
+  };
+  Tensor run(Context &ctx, const Tensor &x, Fuse f);
   int64_t in_, out_;
   bool has_bias_;
   Parameter w_, b_;
