@@ -216,7 +216,12 @@ TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
         if (r == 1) setenv("HPU_IB_TEST_FAULT", "remote_access:30", 1);
       });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
-  EXPECT_NE(std::string(sh->message[1]).find("remote access error"), std::string::npos) << sh->message[1];
+  // Rank 1's own completion says "remote access error"; the responder's queue
+  // pair fails with a local access violation, which may reach rank 1 first.
+  const std::string message = sh->message[1];
+  EXPECT_TRUE(message.find("remote access error") != std::string::npos ||
+              message.find("local access violation") != std::string::npos)
+      << message;
   munmap(sh, sizeof *sh);
 }
 
