@@ -103,7 +103,8 @@ class NetTransport final : public Transport {
 
   // From the links' threads.
   void on_frame(int peer, const Frame &f, const void *payload);
-  // Where DATA's payload may be read directly (nullptr: give it to on_frame).
+  // Where the payload of DATA, or of an eager message whose receive is
+  // posted, may be read directly (nullptr: give it to on_frame).
   void *data_target(int peer, const Frame &f);
   void on_link_closed(int peer, const std::string &why);
   size_t frame_limit(int peer, const Frame &f) const;  // the largest payload allowed for f
@@ -175,9 +176,10 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
                                               Deadline deadline);
 
 // Engines (tcp_link.cpp, shm_link.cpp). Each is collective over the bootstrap
-// (every rank calls it, with or without peers of its kind).
+// (every rank calls it, with or without peers of its kind). `spin`: the tcp
+// loop thread may poll a while before it blocks (when it has a CPU to itself).
 std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
-                                        const uint8_t secret[16], Deadline deadline);
+                                        const uint8_t secret[16], bool spin, Deadline deadline);
 std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
                                         const uint8_t secret[16], const std::vector<int32_t> &pids,
                                         Deadline deadline);

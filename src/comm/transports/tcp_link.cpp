@@ -10,6 +10,7 @@
 // connection runs the authenticated handshake (socket.hpp), strangers are
 // dropped. The listener closes once the links are up.
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <uv.h>
 
@@ -31,6 +32,7 @@ namespace {
 
 constexpr size_t kChunk = 512 << 10;
 constexpr auto kFlushTime = std::chrono::seconds(1);  // goodbye's patience with a stuck peer
+constexpr auto kLoopSpin = std::chrono::microseconds(20);  // see TcpEngine::run_loop
 
 size_t payload_bytes(const Frame &f) {
   return f.type == Frame::eager || f.type == Frame::data || f.type == Frame::error ? f.size : 0;
@@ -76,7 +78,7 @@ class TcpLink final : public Link {
 
 class TcpEngine final : public Engine {
  public:
-  TcpEngine(NetTransport &t, int size) : t_(t), links_(static_cast<size_t>(size)) {
+  TcpEngine(NetTransport &t, int size, Clock::duration spin) : t_(t), links_(static_cast<size_t>(size)), spin_(spin) {
     uv_loop_init(&loop_);
     uv_async_init(&loop_, &async_, [](uv_async_t *a) { static_cast<TcpEngine *>(a->data)->drain(); });
     async_.data = this;
@@ -122,7 +124,7 @@ class TcpEngine final : public Engine {
       sigaddset(&pipe, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
       t_loop_engine = this;
-      uv_run(&loop_, UV_RUN_DEFAULT);
+      run_loop();
       uv_loop_close(&loop_);
     });
   }
@@ -175,7 +177,35 @@ class TcpEngine final : public Engine {
   }
 
  private:
+  // Runs the loop until every handle is closed. After anything happened it
+  // keeps looking without blocking for spin_, yielding the CPU between
+  // looks (to a waiter that shares it): the next segments of a transfer come
+  // microseconds apart, and a thread blocked in epoll needs a wake-up for each,
+  // which on a CPU gone idle costs tens of microseconds (tcp allreduce at 2
+  // ranks on 2 CPUs, 1 MiB: median 313 instead of 409 us over 7 runs).
+  void run_loop() {
+    if (spin_ == Clock::duration::zero()) {
+      uv_run(&loop_, UV_RUN_DEFAULT);
+      return;
+    }
+    auto idle_since = Clock::now();
+    for (;;) {
+      const uint64_t before = activity_;
+      if (!uv_run(&loop_, UV_RUN_NOWAIT)) return;
+      const auto now = Clock::now();
+      if (activity_ != before) {
+        idle_since = now;
+      } else if (now - idle_since < spin_) {
+        sched_yield();
+      } else {
+        if (!uv_run(&loop_, UV_RUN_ONCE)) return;
+        idle_since = Clock::now();
+      }
+    }
+  }
+
   void drain() {
+    ++activity_;
     std::vector<std::function<void()>> work;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -208,6 +238,7 @@ class TcpEngine final : public Engine {
   static void on_written(uv_write_t *req, int status) {
     auto *w = static_cast<WriteReq *>(req->data);
     auto *e = static_cast<Stream *>(req->handle->data)->engine;
+    ++e->activity_;
     --e->writing_;
     if (w->done) w->done(status == 0);
     delete w;
@@ -228,6 +259,7 @@ class TcpEngine final : public Engine {
   static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *) {
     auto *s = static_cast<Stream *>(h->data);
     TcpEngine *e = s->engine;
+    ++e->activity_;
     if (n < 0) {
       if (n == UV_EOF)
         e->lost(*s, "the connection was closed", true);
@@ -251,7 +283,7 @@ class TcpEngine final : public Engine {
         e->t_.on_frame(s->peer, s->frame, nullptr);
         return;
       }
-      s->target = s->frame.type == Frame::data ? static_cast<uint8_t *>(e->t_.data_target(s->peer, s->frame)) : nullptr;
+      s->target = static_cast<uint8_t *>(e->t_.data_target(s->peer, s->frame));
       if (!s->target) {
         s->staging.resize(bytes);
         s->target = s->staging.data();
@@ -339,6 +371,8 @@ class TcpEngine final : public Engine {
   uv_timer_t flush_timer_;
   bool started_ = false, timer_used_ = false, closing_ = false, all_closed_ = false;
   size_t writing_ = 0;
+  uint64_t activity_ = 0;  // callbacks that ran (loop thread only; see run_loop)
+  const Clock::duration spin_;  // kLoopSpin or zero (see run_loop)
   std::thread thread_;
   std::mutex mu_;
   bool stopped_ = false;
@@ -372,9 +406,9 @@ int lanes_from_env() {
 }  // namespace
 
 std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
-                                        const uint8_t secret[16], Deadline deadline) {
+                                        const uint8_t secret[16], bool spin, Deadline deadline) {
   int rank = bootstrap.rank(), size = bootstrap.size();
-  auto engine = std::make_unique<TcpEngine>(t, size);
+  auto engine = std::make_unique<TcpEngine>(t, size, spin ? kLoopSpin : Clock::duration::zero());
   Listing me{};
   Fd listener;
   auto *sb = dynamic_cast<SocketBootstrap *>(&bootstrap);
