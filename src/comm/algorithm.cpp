@@ -63,6 +63,12 @@ Deadline Ctx::deadline() const {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
 }
 
+void Ctx::fail_all(hpuStatus_t status, const std::string &message) {
+  t_.fail_all(status, message);
+  t_.throw_if_failed();
+  fail(status, "%s", message.c_str());  // not reached: fail_all made the error sticky
+}
+
 void Ctx::wait(std::initializer_list<Request *> requests) { t_.wait(requests, deadline()); }
 void Ctx::wait(const std::vector<RequestPtr> &requests) { t_.wait(requests, deadline()); }
 

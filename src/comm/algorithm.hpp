@@ -67,6 +67,15 @@ class Ctx {
 
   void *scratch(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
+  // The memory all ranks map (Transport::shared_area), and waiting on it.
+  SharedArea shared_area() const { return t_.shared_area(); }
+  void wake_peers() { t_.wake_peers(); }
+  void wait_until(const std::function<bool()> &ready, const std::function<std::string()> &what) {
+    t_.wait_until(ready, deadline(), what);
+  }
+  // Fails the operation on every rank (Transport::fail_all) and throws.
+  [[noreturn]] void fail_all(hpuStatus_t status, const std::string &message);
+
  private:
   Deadline deadline() const;
 
@@ -125,6 +134,13 @@ void chain_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataTyp
 
 // pairwise.cpp: every rank sends each peer its block directly.
 void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_rank);
+
+// shared_memory.cpp: ranks that map one area (Ctx::shared_area) meet there:
+// each deposits its input, the last to arrive combines them in recursive
+// doubling's order, every rank copies the result out. shared_allreduce_fits
+// says whether `bytes` fit (false without an area).
+bool shared_allreduce_fits(const Ctx &c, size_t bytes);
+void shared_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 
 // dissemination.cpp: ceil(log2(n)) rounds of empty messages.
 void dissemination_barrier(Ctx &c);

@@ -9,7 +9,7 @@ namespace hpu::comm {
 
 namespace {
 
-enum class Algo { rule, ring, tree, recursive_doubling, direct };
+enum class Algo { rule, ring, tree, recursive_doubling, direct, shared };
 
 Algo forced() {
   const std::string &a = config().comm.algo;
@@ -38,12 +38,16 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   Algo a = forced();
   if (go_direct(c, a, bytes * static_cast<size_t>(c.size()))) {
     a = Algo::direct;
+  } else if ((a == Algo::rule || a == Algo::direct) && shared_allreduce_fits(c, bytes)) {
+    a = Algo::shared;
   } else if (a == Algo::rule || a == Algo::direct) {
     a = bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
   }
   switch (a) {
     case Algo::direct:
       return direct_allreduce(c, send, recv, count, dtype, op);
+    case Algo::shared:
+      return shared_allreduce(c, send, recv, count, dtype, op);
     case Algo::recursive_doubling:
       return recursive_doubling_allreduce(c, send, recv, count, dtype, op);
     case Algo::tree:

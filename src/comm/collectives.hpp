@@ -3,7 +3,9 @@
 // every algorithm leaves out (one rank, nothing to move).
 //
 //   allreduce       ranks that are threads of one process: direct when the n
-//                   ranks' buffers together exceed kDirectMinBytes; otherwise
+//                   ranks' buffers together exceed kDirectMinBytes; ranks
+//                   that map one shared area (processes of one host over
+//                   shm): shared memory up to 16 KiB; otherwise
 //                   recursive doubling up to kSmallBytes, else the ring;
 //                   HPU_ALGO=tree: binomial reduce then broadcast
 //   broadcast       direct as allreduce; otherwise binomial tree up to

@@ -171,18 +171,8 @@ bool Transport::test(Request &r) {
   return r.done();
 }
 
-// True when all are done; false at the deadline. Throws on failure.
-bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadline) {
-  auto all_done = [&] {
-    for (size_t i = 0; i < n; ++i)
-      if (!reqs[i]->done()) return false;
-    return true;
-  };
-  auto check = [&] {
-    throw_if_failed();
-    for (size_t i = 0; i < n; ++i)
-      if (reqs[i]->state() == Request::State::failed) throw_request_error(*reqs[i]);
-  };
+// True once ready(); false at the deadline. ready() throws on failure.
+bool Transport::poll_until(const std::function<bool()> &ready, Deadline deadline) {
   // Poll first: a peer usually answers within microseconds, far sooner than a
   // sleep and a wake-up would. The first busy_spin_ of it without system calls
   // (set_polling), then yielding the CPU between looks, which lets the peer
@@ -190,8 +180,7 @@ bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadlin
   const auto start = Clock::now(), spin_until = start + spin_, busy_until = start + busy_spin_;
   for (auto now = start; now < spin_until; now = Clock::now()) {
     progress();
-    check();
-    if (all_done()) return true;
+    if (ready()) return true;
     if (now < busy_until)
       cpu_relax();
     else
@@ -205,35 +194,55 @@ bool Transport::wait_until_done(Request *const *reqs, size_t n, Deadline deadlin
     // makes the futex wait return at once.
     sleepers->fetch_add(1, std::memory_order_seq_cst);
     uint32_t seen = word->load(std::memory_order_seq_cst);
-    bool ready = false;
+    bool done = false;
     try {
       progress();
-      check();
-      ready = all_done();
+      done = ready();
     } catch (...) {
       sleepers->fetch_sub(1, std::memory_order_relaxed);
       throw;
     }
     auto now = Clock::now();
-    if (!ready && now < deadline) {
+    if (!done && now < deadline) {
       // Sleep in slices so that process exit is noticed.
       auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
       futex_wait(word, seen, slice, shared);
     }
     sleepers->fetch_sub(1, std::memory_order_relaxed);
-    if (ready) return true;
+    if (done) return true;
     if (now >= deadline) return false;
-    if (shutting_down() && !all_done()) fail_all(HPU_ERROR_ABORTED, "the process is exiting");
+    if (shutting_down() && !ready()) fail_all(HPU_ERROR_ABORTED, "the process is exiting");
   }
 }
 
+void Transport::time_out(const std::string &what) {
+  fail_all(HPU_ERROR_TIMEOUT, strf("rank %d timed out waiting for %s", rank_, what.c_str()));
+  throw_if_failed();
+}
+
 void Transport::wait_all(Request *const *requests, size_t n, Deadline deadline) {
-  if (wait_until_done(requests, n, deadline)) return;
+  auto ready = [&] {
+    throw_if_failed();
+    for (size_t i = 0; i < n; ++i)
+      if (requests[i]->state() == Request::State::failed) throw_request_error(*requests[i]);
+    for (size_t i = 0; i < n; ++i)
+      if (!requests[i]->done()) return false;
+    return true;
+  };
+  if (poll_until(ready, deadline)) return;
   std::string what;
   for (size_t i = 0; i < n; ++i)
     if (!requests[i]->done()) what += (what.empty() ? "" : "; ") + requests[i]->describe();
-  fail_all(HPU_ERROR_TIMEOUT, strf("rank %d timed out waiting for %s", rank_, what.c_str()));
-  throw_if_failed();
+  time_out(what);
+}
+
+void Transport::wait_until(const std::function<bool()> &ready, Deadline deadline,
+                           const std::function<std::string()> &what) {
+  auto ready_or_throw = [&] {
+    throw_if_failed();
+    return ready();
+  };
+  if (!poll_until(ready_or_throw, deadline)) time_out(what());
 }
 
 void Transport::wait(std::initializer_list<Request *> requests, Deadline deadline) {

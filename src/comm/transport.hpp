@@ -36,6 +36,10 @@
 //     that came early, and fails the operation with HPU_ERROR_INVALID_USAGE
 //     naming both ranks and both calls. A frame from an operation this rank has
 //     already finished is a mismatch too.
+//   - A transport whose ranks all map one piece of memory (shm, when every
+//     rank is on this host) offers it as a SharedArea: algorithms may meet
+//     there instead of exchanging messages (algorithms/shared_memory.cpp),
+//     waiting with wait_until() and waking the peers with wake_peers().
 //   - fail_all(status, message) makes an error sticky on this endpoint, wakes every
 //     waiter and tells every peer (best effort, never blocking): a peer adopts
 //     the status (HPU_ERROR_ABORTED becomes HPU_ERROR_REMOTE there), so one
@@ -53,6 +57,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -139,6 +144,13 @@ struct RecvDesc {
   const Combine *combine = nullptr;  // nullptr: store the bytes as they are
 };
 
+// Memory every rank of the group maps, each at its own address: the same
+// bytes for all, zero at first.
+struct SharedArea {
+  void *base = nullptr;  // nullptr: the transport has none
+  size_t bytes = 0;
+};
+
 // One posted send or receive. Transports derive from it to keep their state.
 class Request {
  public:
@@ -197,6 +209,16 @@ class Transport {
   // True when done; throws like wait() on failure. Never blocks.
   bool test(Request &request);
 
+  // The area every rank maps (see above); base is nullptr when there is none.
+  // The same answer on every rank of the group.
+  virtual SharedArea shared_area() const { return {}; }
+  // Wakes the peers' threads in wait_until(), after this rank wrote the area.
+  virtual void wake_peers() {}
+  // Waits until ready() is true, as wait() waits for requests (polling, then
+  // asleep on the doorbell, which wake_peers() rings), with the same errors;
+  // at the deadline the timeout names what(). ready() may be called often.
+  void wait_until(const std::function<bool()> &ready, Deadline deadline, const std::function<std::string()> &what);
+
   // Sticky failure (see above). The first call wins; later ones are ignored.
   // (Named fail_all so that it does not hide hpu::fail(status, fmt, ...).)
   void fail_all(hpuStatus_t status, const std::string &message);
@@ -239,9 +261,10 @@ class Transport {
 
  private:
   void ring();
-  bool wait_until_done(Request *const *requests, size_t n, Deadline deadline);
+  bool poll_until(const std::function<bool()> &ready, Deadline deadline);
   void wait_all(Request *const *requests, size_t n, Deadline deadline);
   void throw_request_error(const Request &request);
+  void time_out(const std::string &what);
 
   const int rank_, size_;
   mutable std::mutex mu_;  // the error texts

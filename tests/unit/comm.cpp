@@ -562,26 +562,11 @@ TEST(Comm, IntegerBitsMatchScalar) {
 }
 
 // Small allreduces of more than 2 ranks (recursive doubling) give every rank
-// the bits of its order: ranks 2v and 2v + 1 combine first while the rank
-// count exceeds a power of two p, then the p values pairwise, lower first
-// (f32 sums of values whose sum depends on the order; bf16 rounds each step).
-template <class T>
-T tree_order(std::vector<T> v, const std::function<T(T, T)> &add) {
-  size_t p = 1;
-  while (p * 2 <= v.size()) p *= 2;
-  const size_t extra = v.size() - p;
-  std::vector<T> w;
-  for (size_t k = 0; k < p; ++k) w.push_back(k < extra ? add(v[2 * k], v[2 * k + 1]) : v[k + extra]);
-  for (; w.size() > 1; w.resize(w.size() / 2))
-    for (size_t k = 0; k < w.size() / 2; ++k) w[k] = add(w[2 * k], w[2 * k + 1]);
-  return w[0];
-}
-
+// the bits of its order (tree_order_sum).
 TEST(Comm, SmallAllreduceBitsFollowRecursiveDoubling) {
   using hpu::kernels::bf16_to_f32;
   using hpu::kernels::f32_to_bf16;
   std::mt19937 gen(5);
-  std::uniform_real_distribution<float> dist(-1000.0f, 1000.0f);
   for (int n : {3, 4, 5, 8}) {
     Group g(n);
     // 1000 elements, and 128 KiB / n bytes (the most that stays below the
@@ -590,32 +575,12 @@ TEST(Comm, SmallAllreduceBitsFollowRecursiveDoubling) {
       for (size_t count : {size_t(1000), (size_t(128) << 10) / static_cast<size_t>(n) / dtype_size(t)}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n) + " count=" + std::to_string(count));
         const size_t e = dtype_size(t);
-        std::vector<std::vector<float>> x(static_cast<size_t>(n), std::vector<float>(count));
-        for (auto &v : x)
-          for (auto &f : v) f = t == HPU_BFLOAT16 ? bf16_to_f32(f32_to_bf16(dist(gen))) : dist(gen);
-        std::vector<uint8_t> want(count * e);
-        for (size_t i = 0; i < count; ++i) {
-          std::vector<float> column;
-          for (auto &v : x) column.push_back(v[i]);
-          if (t == HPU_FLOAT32) {
-            float s = tree_order<float>(column, [](float a, float b) { return a + b; });
-            std::memcpy(&want[i * 4], &s, 4);
-          } else {
-            float s = tree_order<float>(column, [](float a, float b) { return bf16_to_f32(f32_to_bf16(a + b)); });
-            uint16_t h = f32_to_bf16(s);
-            std::memcpy(&want[i * 2], &h, 2);
-          }
-        }
+        auto x = random_floats(t, n, count, gen);
+        std::vector<uint8_t> want = tree_order_sum(t, x);
         std::vector<std::unique_ptr<Buffer>> buf;
         for (int r = 0; r < n; ++r) {
           buf.push_back(std::make_unique<Buffer>(g.dev(r), count * e));
-          std::vector<uint8_t> in(count * e);
-          for (size_t i = 0; i < count; ++i) {
-            float f = x[static_cast<size_t>(r)][i];
-            uint16_t h = f32_to_bf16(f);
-            std::memcpy(&in[i * e], t == HPU_FLOAT32 ? static_cast<const void *>(&f) : &h, e);
-          }
-          buf.back()->upload(in);
+          buf.back()->upload(encode_floats(t, x[static_cast<size_t>(r)]));
         }
         for (int r = 0; r < n; ++r)
           HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), count, t, HPU_SUM, g.comm(r), g.stream(r)));

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -144,6 +145,50 @@ inline std::vector<uint8_t> reference(hpuDataType_t t, hpuRedOp_t op, int nranks
     store(t, acc, o);
   }
   return out;
+}
+
+// Random floats for n ranks (bf16: values bf16 holds exactly), count each,
+// whose sum depends on the order of the additions.
+inline std::vector<std::vector<float>> random_floats(hpuDataType_t t, int n, size_t count, std::mt19937 &gen) {
+  using hpu::kernels::bf16_to_f32;
+  using hpu::kernels::f32_to_bf16;
+  std::uniform_real_distribution<float> dist(-1000.0f, 1000.0f);
+  std::vector<std::vector<float>> x(static_cast<size_t>(n), std::vector<float>(count));
+  for (auto &v : x)
+    for (auto &f : v) f = t == HPU_BFLOAT16 ? bf16_to_f32(f32_to_bf16(dist(gen))) : dist(gen);
+  return x;
+}
+
+// The bytes of v as f32 or bf16.
+inline std::vector<uint8_t> encode_floats(hpuDataType_t t, const std::vector<float> &v) {
+  const size_t e = dtype_size(t);
+  std::vector<uint8_t> out(v.size() * e);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t h = hpu::kernels::f32_to_bf16(v[i]);
+    std::memcpy(&out[i * e], t == HPU_FLOAT32 ? static_cast<const void *>(&v[i]) : &h, e);
+  }
+  return out;
+}
+
+// The f32 or bf16 sum of the ranks' values x[rank][i] in recursive doubling's
+// order: ranks 2v and 2v + 1 first while the rank count exceeds a power of two
+// p, then the p values pairwise, lower first (bf16 rounds each step).
+inline std::vector<uint8_t> tree_order_sum(hpuDataType_t t, const std::vector<std::vector<float>> &x) {
+  using hpu::kernels::bf16_to_f32;
+  using hpu::kernels::f32_to_bf16;
+  auto add = [t](float a, float b) { return t == HPU_FLOAT32 ? a + b : bf16_to_f32(f32_to_bf16(a + b)); };
+  size_t p = 1;
+  while (p * 2 <= x.size()) p *= 2;
+  const size_t extra = x.size() - p;
+  std::vector<float> sum(x[0].size());
+  for (size_t i = 0; i < sum.size(); ++i) {
+    std::vector<float> w;
+    for (size_t k = 0; k < p; ++k) w.push_back(k < extra ? add(x[2 * k][i], x[2 * k + 1][i]) : x[k + extra][i]);
+    for (; w.size() > 1; w.resize(w.size() / 2))
+      for (size_t k = 0; k < w.size() / 2; ++k) w[k] = add(w[2 * k], w[2 * k + 1]);
+    sum[i] = w[0];
+  }
+  return encode_floats(t, sum);
 }
 
 // Device memory of one rank.

@@ -247,12 +247,14 @@ TEST(CommProc, TakenPortIsAddressInUse) {
 
 namespace {
 
-void strike(const std::string &transport, int sig) {
+// Allreduces of `count` floats in a loop; 1024 (4 KiB) meet in shm's shared
+// area, whose timeout names it.
+void strike(const std::string &transport, int sig, size_t count = 1 << 18) {
   std::vector<Env> envs = torchrun(3, transport);
   double timeout = sig == SIGSTOP ? 3.0 : 30.0;
   for (auto &e : envs) e["HPU_COMM_TIMEOUT"] = std::to_string(timeout);
   std::vector<Proc> procs;
-  for (auto &e : envs) procs.push_back(spawn(job(1, 1 << 18, true), e));
+  for (auto &e : envs) procs.push_back(spawn(job(1, count, true), e));
   for (size_t i = 0; i < procs.size(); ++i) ASSERT_EQ(read_line(procs[i], 30), "READY") << "process " << i;
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   double struck = now();
@@ -270,6 +272,9 @@ void strike(const std::string &transport, int sig) {
       EXPECT_LT(took, 2.0 * margin()) << last;
     } else {
       EXPECT_EQ(status, "HPU_ERROR_TIMEOUT") << last;
+      if (count <= 1024 && transport == "shm") {
+        EXPECT_NE(last.find("shared-memory allreduce"), std::string::npos) << last;
+      }
       EXPECT_GT(took, timeout * 0.5) << last;
       EXPECT_LT(took, timeout + 2.0 * margin()) << last;
     }
@@ -284,6 +289,8 @@ TEST(CommProc, KilledProcessFailsTheOthersOverTcp) { strike("tcp", SIGKILL); }
 TEST(CommProc, KilledProcessFailsTheOthersOverShm) { strike("shm", SIGKILL); }
 TEST(CommProc, StoppedProcessTimesOutOverTcp) { strike("tcp", SIGSTOP); }
 TEST(CommProc, StoppedProcessTimesOutOverShm) { strike("shm", SIGSTOP); }
+TEST(CommProc, KilledProcessFailsTheOthersMidSmallAllreduceOverShm) { strike("shm", SIGKILL, 1024); }
+TEST(CommProc, StoppedProcessTimesOutMidSmallAllreduceOverShm) { strike("shm", SIGSTOP, 1024); }
 
 // ---- Open MPI's mpirun -----------------------------------------------------------
 

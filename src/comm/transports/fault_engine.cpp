@@ -88,14 +88,17 @@ class FaultEngine final : public Engine {
 
 }  // namespace
 
+bool transport_faults_injected() {
+  return fault::value("conn_drop_after_bytes") >= 0 || fault::value("peer_delay_ms") > 0 || fault::value("peer_stall") > 0;
+}
+
 std::unique_ptr<Engine> wrap_faulty_engine(NetTransport &t, std::unique_ptr<Engine> engine) {
   const int64_t chosen = fault::value("fault_rank");
-  if (chosen >= 0 && chosen != t.rank()) return engine;
+  if (!transport_faults_injected() || (chosen >= 0 && chosen != t.rank())) return engine;
   Faults f;
   f.drop_after = fault::value("conn_drop_after_bytes");
   f.delay_ms = fault::value("peer_delay_ms");
   f.stall = fault::value("peer_stall") > 0;
-  if (f.drop_after < 0 && f.delay_ms <= 0 && !f.stall) return engine;
   HPU_LOG(warn, "fault", "rank %d: injected transport faults: conn_drop_after_bytes=%lld peer_delay_ms=%lld peer_stall=%d",
           t.rank(), static_cast<long long>(f.drop_after), static_cast<long long>(f.delay_ms), int(f.stall));
   return std::make_unique<FaultEngine>(t, std::move(engine), f);

@@ -16,6 +16,9 @@
 
 namespace hpu::comm {
 
+// True when HPU_FAULT_INJECT names a transport fault, for any rank.
+bool transport_faults_injected();
+
 // `engine` itself when no transport fault applies to this rank.
 std::unique_ptr<Engine> wrap_faulty_engine(NetTransport &t, std::unique_ptr<Engine> engine);
 

@@ -61,6 +61,12 @@ NetTransport::~NetTransport() {
 }
 
 void NetTransport::add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit) {
+  // Injected transport faults act on frames: the group then exchanges
+  // messages only (decided alike on every rank, whichever rank is faulty).
+  if (engine->shared_area().base && !transport_faults_injected()) {
+    area_engine_ = engine.get();
+    area_ = engine->shared_area();
+  }
   engine = wrap_faulty_engine(*this, std::move(engine));  // HPU_FAULT_INJECT's transport faults, if any
   for (int p : peers) {
     peers_[static_cast<size_t>(p)].link = engine->link(p);

@@ -79,6 +79,10 @@ class Engine {
   virtual void start() = 0;
   // Progress from a thread waiting for requests; true if anything moved.
   virtual bool poll() { return false; }
+  // Memory every rank of the group maps (Transport::shared_area), when this
+  // engine links this rank to every other; and waking the peers waiting on it.
+  virtual SharedArea shared_area() const { return {}; }
+  virtual void wake_peers() {}
   // After a failure: returns once no thread of the engine writes into user
   // memory any more (the waiters are about to return it to the caller).
   virtual void quiesce() = 0;
@@ -96,6 +100,10 @@ class NetTransport final : public Transport {
   RequestPtr isend(const SendDesc &desc) override;
   RequestPtr irecv(const RecvDesc &desc) override;
   void begin(const OpHeader &header) override;
+  SharedArea shared_area() const override { return area_; }
+  void wake_peers() override {
+    if (area_engine_) area_engine_->wake_peers();
+  }
 
   // Set up by make_net_transport.
   void add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit);
@@ -158,6 +166,8 @@ class NetTransport final : public Transport {
   SelfLink self_{*this};
   std::atomic<bool> quiet_{false};  // failed: deliver nothing more into user memory
   std::vector<std::unique_ptr<Engine>> engines_;
+  Engine *area_engine_ = nullptr;  // the engine whose shared area the group uses
+  SharedArea area_;
   std::mutex mu_;
   std::vector<Peer> peers_;
   uint64_t next_id_ = 1;

@@ -12,6 +12,11 @@
 // watches the peers (a pidfd each: a peer that dies is seen at once; one that
 // stops is left to the deadline) and pushes frames queued for a full ring
 // when no one waits (error reports, goodbyes).
+//
+// Rank 0's segment ends with the group's shared area (Transport::shared_area),
+// which every rank maps with it when all ranks are on this host: room for two
+// banks of a 32 KiB slot per rank and one more (algorithms/shared_memory.cpp),
+// plus 64 KiB of control. Pages cost memory only once touched.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -53,7 +58,12 @@ struct alignas(64) Segment {
   // Ring rings[size] follows, one per possible sender.
 };
 
-size_t segment_bytes(int size) { return sizeof(Segment) + static_cast<size_t>(size) * sizeof(Ring); }
+constexpr size_t kAreaSlot = 32 << 10;
+
+size_t rings_bytes(int size) { return sizeof(Segment) + static_cast<size_t>(size) * sizeof(Ring); }
+size_t area_bytes(int size) { return 2 * (static_cast<size_t>(size) + 1) * kAreaSlot + (64 << 10); }
+// The segment of rank `owner`: rank 0's ends with the shared area.
+size_t segment_bytes(int size, int owner) { return rings_bytes(size) + (owner == 0 ? area_bytes(size) : 0); }
 Ring *ring_of(Segment *s, int sender) { return reinterpret_cast<Ring *>(s + 1) + sender; }
 
 size_t payload_bytes(const Frame &f) {
@@ -72,10 +82,10 @@ std::string segment_name(const uint8_t secret[16], int rank) {
               secret[5], secret[6], secret[7], rank);
 }
 
-Segment *map_segment(const std::string &name, int size, bool create) {
+Segment *map_segment(const std::string &name, int size, int owner, bool create) {
   int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
   if (fd < 0) fail(HPU_ERROR_IO, "shm: cannot %s %s: %s", create ? "create" : "open", name.c_str(), strerror(errno));
-  size_t bytes = segment_bytes(size);
+  size_t bytes = segment_bytes(size, owner);
   if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int e = errno;
     close(fd);
@@ -128,9 +138,9 @@ class ShmEngine final : public Engine {
     for (auto &l : links_) {
       if (!l) continue;
       if (l->pidfd >= 0) close(l->pidfd);
-      if (l->remote) munmap(l->remote, segment_bytes(size_));
+      if (l->remote) munmap(l->remote, segment_bytes(size_, l->peer));
     }
-    if (mine_) munmap(mine_, segment_bytes(size_));
+    if (mine_) munmap(mine_, segment_bytes(size_, rank_));
     if (wake_fd_ >= 0) close(wake_fd_);
   }
 
@@ -188,6 +198,19 @@ class ShmEngine final : public Engine {
     for (auto &l : links_)
       if (l && !l->dead && l->queued.load(std::memory_order_relaxed)) did |= l->flush();
     return did;
+  }
+
+  SharedArea shared_area() const override {
+    if (size_ < 2) return {};
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && !links_[static_cast<size_t>(p)]) return {};  // a peer on another host
+    Segment *zero = rank_ == 0 ? mine_ : links_[0]->remote;
+    return {reinterpret_cast<uint8_t *>(zero) + rings_bytes(size_), area_bytes(size_)};
+  }
+
+  void wake_peers() override {
+    for (auto &l : links_)
+      if (l) ring_bell(l->remote);
   }
 
   // Waits out a drain in progress in another thread (later ones deliver nothing).
@@ -362,7 +385,7 @@ std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, c
   std::string name = segment_name(secret, rank);
   if (!peers.empty()) {
     shm_unlink(name.c_str());  // a leftover of a crashed job with the same secret is impossible, but harmless
-    engine->mine_ = map_segment(name, size, true);
+    engine->mine_ = map_segment(name, size, rank, true);
     new (engine->mine_) Segment();
     for (int p : peers) new (ring_of(engine->mine_, p)) Ring();
   }
@@ -387,7 +410,7 @@ std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, c
   try {
     for (int p : peers) {
       auto l = std::make_unique<ShmLink>(engine.get(), p);
-      l->remote = map_segment(segment_name(secret, p), size, false);
+      l->remote = map_segment(segment_name(secret, p), size, p, false);
       l->out = ring_of(l->remote, rank);
       l->in = ring_of(engine->mine_, p);
       l->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pids[static_cast<size_t>(p)], 0));
