@@ -140,6 +140,9 @@ void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_ra
 // doubling's order, every rank copies the result out. shared_allreduce_fits
 // says whether `bytes` fit (false without an area).
 bool shared_allreduce_fits(const Ctx &c, size_t bytes);
+// Says which call this rank runs, for the mismatch check of ranks waiting in
+// the area; every collective calls it first (nothing without an area).
+void shared_announce(const Ctx &c);
 void shared_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 
 // dissemination.cpp: ceil(log2(n)) rounds of empty messages.

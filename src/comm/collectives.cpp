@@ -101,6 +101,7 @@ void barrier(Ctx &c) {
 }
 
 void run(Ctx &c, const void *send, void *recv) {
+  shared_announce(c);
   const OpHeader &h = c.header();
   const auto dtype = static_cast<hpuDataType_t>(h.dtype);
   const auto op = static_cast<hpuRedOp_t>(h.redop);

@@ -5,11 +5,13 @@
 // of the shared path's limit (16 KiB), queued back to back so that calls
 // switch between the shared path and the message algorithms, in place and
 // not, against the references; random floats with the bits of recursive
-// doubling's order; mismatched counts fail every rank. comm_proc kills and
-// stops a process mid-allreduce of this size.
+// doubling's order; mismatched counts fail every rank at once, also when
+// only some of them take the shared path. comm_proc kills and stops a
+// process mid-allreduce of this size.
 #include <gtest/gtest.h>
 #include <hpu/hpu.h>
 
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -186,25 +188,36 @@ int bits_follow_recursive_doubling(Rank &self, Page *page) {
 TEST(CommShmAllreduce, BitsFollowRecursiveDoublingThreeRanks) { run_ranks(3, bits_follow_recursive_doubling); }
 TEST(CommShmAllreduce, BitsFollowRecursiveDoublingFourRanks) { run_ranks(4, bits_follow_recursive_doubling); }
 
-// Rank 0 reduces 100 floats, the others 200: every rank fails with
-// HPU_ERROR_INVALID_USAGE naming the calls, and the group stays failed.
-int mismatched_counts(Rank &self, Page *page) {
-  const size_t count = self.rank == 0 ? 100 : 200;
+// Rank 0 reduces `small` floats, the others `large`: every rank fails with
+// HPU_ERROR_INVALID_USAGE naming the calls, well before the deadline (20 s),
+// and the group stays failed.
+int mismatched_counts(Rank &self, Page *page, size_t small, size_t large) {
+  const size_t count = self.rank == 0 ? small : large;
   void *buf = nullptr;
-  RANK_CHECK(hpuMemAlloc(&buf, self.dev, 200 * 4) == HPU_SUCCESS, "alloc");
+  RANK_CHECK(hpuMemAlloc(&buf, self.dev, large * 4) == HPU_SUCCESS, "alloc");
   RANK_CHECK(hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, self.comm, self.stream) == HPU_SUCCESS, "enqueue");
+  const auto start = std::chrono::steady_clock::now();
   hpuStatus_t s = hpuStreamSynchronize(self.stream);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string message = hpuGetLastErrorMessage();
   hpuMemFree(self.dev, buf);
   RANK_CHECK(s == HPU_ERROR_INVALID_USAGE, "status %s: %s", hpuGetErrorName(s), message.c_str());
-  RANK_CHECK(message.find("count 100") != std::string::npos && message.find("count 200") != std::string::npos,
+  RANK_CHECK(message.find("count " + std::to_string(small)) != std::string::npos &&
+                 message.find("count " + std::to_string(large)) != std::string::npos,
              "the message names both calls: %s", message.c_str());
+  RANK_CHECK(seconds < 10, "the mismatch took %.1f s to fail", seconds);
   hpuStatus_t async = HPU_SUCCESS;
   RANK_CHECK(hpuCommGetAsyncError(self.comm, &async) == HPU_SUCCESS && async == HPU_ERROR_INVALID_USAGE,
              "the error is sticky: %s", hpuGetErrorName(async));
   return 0;
 }
 
-TEST(CommShmAllreduce, MismatchedCountsFailEveryRank) { run_ranks(3, mismatched_counts); }
+TEST(CommShmAllreduce, MismatchedCountsFailEveryRank) {
+  run_ranks(3, [](Rank &self, Page *page) { return mismatched_counts(self, page, 100, 200); });
+}
+// Rank 0's call takes the shared path, the others' the message algorithms.
+TEST(CommShmAllreduce, CountsOnBothSidesOfTheLimitFailEveryRank) {
+  run_ranks(3, [](Rank &self, Page *page) { return mismatched_counts(self, page, 1000, 8000); });
+}
 
 }  // namespace

@@ -14,8 +14,15 @@
 // needed every rank's deposit for k + 1, which each made only after copying
 // call k's result out.
 //
+// Every collective of the group, whatever its path, first announces its call
+// in the area (shared_announce). A rank waiting there compares the calls its
+// peers announce with its own, so a peer that went another way for the same
+// call (counts on both sides of kMaxBytes, or another collective) fails the
+// call at once rather than at the deadline.
+//
 // The area: a control part (the arrival counter, the published call per bank,
-// a header per rank and bank), then per bank n input slots and the result.
+// a header per rank and bank, an announcement per rank), then per bank n input
+// slots and the result.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -42,6 +49,12 @@ struct alignas(64) Deposit {
   OpHeader header;
 };
 
+// Written as a sequence lock: seq is 0 while the header changes.
+struct alignas(64) Announcement {
+  std::atomic<uint64_t> seq;  // the call whose header follows
+  OpHeader header;
+};
+
 struct Layout {
   int n = 0;
   size_t slot = 0;  // bytes of a slot (0: no area)
@@ -49,7 +62,8 @@ struct Layout {
 
   explicit Layout(const Ctx &c) : n(c.size()) {
     SharedArea a = c.shared_area();
-    size_t control = (sizeof(Control) + 2 * static_cast<size_t>(n) * sizeof(Deposit) + kPage - 1) & ~(kPage - 1);
+    size_t control = sizeof(Control) + static_cast<size_t>(n) * (2 * sizeof(Deposit) + sizeof(Announcement));
+    control = (control + kPage - 1) & ~(kPage - 1);
     if (!a.base || a.bytes < control) return;
     base = static_cast<char *>(a.base);
     slot = (a.bytes - control) / (2 * (static_cast<size_t>(n) + 1)) & ~(kPage - 1);
@@ -58,6 +72,9 @@ struct Layout {
   Control &control() const { return *reinterpret_cast<Control *>(base); }
   Deposit &deposit(int bank, int rank) const {
     return reinterpret_cast<Deposit *>(base + sizeof(Control))[bank * n + rank];
+  }
+  Announcement &announcement(int rank) const {
+    return reinterpret_cast<Announcement *>(base + sizeof(Control) + 2 * static_cast<size_t>(n) * sizeof(Deposit))[rank];
   }
   char *input(int bank, int rank) const { return data_ + (static_cast<size_t>(bank) * (n + 1) + rank) * slot; }
   char *result(int bank) const { return input(bank, n); }
@@ -83,7 +100,26 @@ void combine_all(const Layout &l, int bank, char *out, size_t count, hpuDataType
     for (int v = 0; v < p; v += 2 * stride) combine(2 * stride == p ? out : value(v), value(v), value(v + stride));
 }
 
+// The header rank q announced for call `seq`, when it did (a consistent copy).
+bool announced(const Layout &l, int q, uint64_t seq, OpHeader &out) {
+  Announcement &a = l.announcement(q);
+  if (a.seq.load(std::memory_order_acquire) != seq) return false;
+  out = a.header;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return a.seq.load(std::memory_order_relaxed) == seq;
+}
+
 }  // namespace
+
+void shared_announce(const Ctx &c) {
+  const Layout l(c);
+  if (!l.base) return;
+  Announcement &a = l.announcement(c.rank());
+  a.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  a.header = c.header();
+  a.seq.store(c.header().seq, std::memory_order_release);
+}
 
 bool shared_allreduce_fits(const Ctx &c, size_t bytes) {
   Layout l(c);
@@ -117,7 +153,17 @@ void shared_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDat
     ctl.published[bank].store(call, std::memory_order_release);
     c.wake_peers();
   } else {
-    c.wait_until([&] { return ctl.published[bank].load(std::memory_order_acquire) == call; },
+    auto ready = [&] {
+      if (ctl.published[bank].load(std::memory_order_acquire) == call) return true;
+      for (int q = 0; q < n; ++q) {
+        OpHeader theirs;
+        if (q == r || !announced(l, q, c.header().seq, theirs)) continue;
+        std::string m = header_mismatch(c.header(), r, theirs, q);
+        if (!m.empty()) c.fail_all(HPU_ERROR_INVALID_USAGE, m);
+      }
+      return false;
+    };
+    c.wait_until(ready,
                  [&] {
                    std::string missing;
                    for (int q = 0; q < n; ++q)
