@@ -38,10 +38,100 @@ Connect net(const char *transport) {
 
 void run_exchange(const char *transport, int n) { expect_exchanges(net(transport), n, transport); }
 
+// Two ranks send each other, all at once, messages of sizes around the
+// transport's thresholds (tcp: pieces of 64 KiB reduced as they arrive, 512 KiB
+// eager limit and data chunk), each twice on one tag (matched in posting
+// order), into plain and reducing receives. Rank 0 posts its receives before
+// rank 1 sends; rank 1 posts its receives only after rank 0's messages have
+// arrived (eager ones wait in the queue, large ones at the sender). The first
+// message carries the operation's header. 0 when every byte is right.
+int many_in_flight(Transport &t) {
+  const int me = t.rank(), peer = 1 - me;
+  const std::vector<size_t> counts = {16383, 16384, 16385, 131071, 131072, 131073, 393219};
+  std::vector<float> mine(counts.back() + 2), theirs(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    mine[i] = wire_value(me, i);
+    theirs[i] = wire_value(peer, i);
+  }
+  OpHeader h;
+  h.seq = 1;
+  h.coll = static_cast<uint32_t>(CollKind::allreduce);
+  h.dtype = HPU_FLOAT32;
+  h.count = counts.back();
+  t.begin(h);
+  Combine add;
+  add.fn = add_f32;
+  add.local = mine.data();
+  add.elem_size = 4;
+  // Message k of size i goes on tag 2i (plain) or 2i + 1 (reduced), starting
+  // at element k of the data (so the two on one tag differ).
+  struct Msg {
+    size_t count, start;
+    uint64_t tag;
+    bool reduced;
+    std::vector<float> out;
+  };
+  std::vector<Msg> msgs;
+  for (size_t i = 0; i < counts.size(); ++i)
+    for (size_t k = 0; k < 2; ++k)
+      for (bool reduced : {false, true}) msgs.push_back({counts[i], k, 2 * i + (reduced ? 1 : 0), reduced, {}});
+  std::vector<RequestPtr> reqs;
+  auto post_receives = [&] {
+    for (Msg &m : msgs) {
+      m.out.assign(m.count, -1.0f);
+      RecvDesc d;
+      d.peer = peer;
+      d.tag = m.tag;
+      d.data = m.out.data();
+      d.bytes = m.count * 4;
+      add.local = mine.data() + m.start;
+      if (m.reduced) d.combine = &add;
+      reqs.push_back(t.irecv(d));
+    }
+  };
+  auto send_all = [&] {
+    for (size_t j = 0; j < msgs.size(); ++j) {
+      SendDesc d;
+      d.peer = peer;
+      d.tag = msgs[j].tag;
+      d.data = mine.data() + msgs[j].start;
+      d.bytes = msgs[j].count * 4;
+      if (j == 1) d.header = &h;
+      reqs.push_back(t.isend(d));
+    }
+  };
+  if (me == 0) {
+    post_receives();
+    std::this_thread::sleep_for(Ms(100));  // rank 1's messages arrive to posted receives
+    send_all();
+  } else {
+    send_all();
+    std::this_thread::sleep_for(Ms(400));  // rank 0's messages wait for their receives
+    post_receives();
+  }
+  t.wait(reqs, in(30));
+  for (const Msg &m : msgs)
+    for (size_t i = 0; i < m.count; ++i) {
+      float want = theirs[m.start + i] + (m.reduced ? mine[m.start + i] : 0.0f);
+      if (m.out[i] != want) return m.reduced ? 11 : 10;
+    }
+  return 0;
+}
+
 }  // namespace
 
 TEST(CommWire, TcpExchangeTwoRanks) { run_exchange("tcp", 2); }
 TEST(CommWire, TcpExchangeFourRanks) { run_exchange("tcp", 4); }
+TEST(CommWire, TcpManyLargeMessagesInFlightPostedEarlyAndLate) {
+  auto s = shared_page();
+  auto pids = fork_ranks(2, [&](int r) {
+    Endpoint e = net("tcp")(job_id(*s, r, in(30)), r, 2, in(30));
+    return many_in_flight(*e.transport);
+  });
+  auto codes = reap(pids);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
 TEST(CommWire, ShmExchangeTwoRanks) { run_exchange("shm", 2); }
 TEST(CommWire, ShmExchangeFourRanks) { run_exchange("shm", 4); }
 TEST(CommWire, LocalityPicksShmOnOneHost) { run_exchange("", 3); }

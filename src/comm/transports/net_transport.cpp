@@ -223,6 +223,17 @@ void NetTransport::deliver(RecvReq &r, size_t offset, const void *data, size_t b
   }
 }
 
+// Whether f's payload may land before on_frame sees f: "" when f has no
+// header, or one that matches the operation this rank runs (or the expected
+// send of r). Under mu_.
+std::string NetTransport::check_header(const RecvReq &r, int peer, const Frame &f) const {
+  if (!(f.flags & Frame::kHasHeader)) return "";
+  if (f.header.coll == static_cast<uint32_t>(CollKind::send))
+    return r.desc.expect ? header_mismatch(*r.desc.expect, rank(), f.header, peer) : "";
+  if (!has_current_ || f.header.seq > current_.seq) return "an operation this rank has not begun";
+  return header_mismatch(current_, rank(), f.header, peer);
+}
+
 std::string NetTransport::check_arrival(int peer, const Frame &f) {
   if (!(f.flags & Frame::kHasHeader) || f.header.coll == static_cast<uint32_t>(CollKind::send)) return "";
   if (!has_current_ || f.header.seq > current_.seq) {
@@ -282,6 +293,58 @@ void *NetTransport::data_target(int peer, const Frame &f) {
   RecvReq &r = *it->second;
   if (r.peer != peer || f.c > r.bytes || f.size > r.bytes - f.c || r.combine.fn) return nullptr;
   return static_cast<uint8_t *>(r.desc.data) + f.c;
+}
+
+std::shared_ptr<void> NetTransport::absorber(int peer, const Frame &f, size_t *elem) {
+  if (quiet_) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<RecvReq> r;
+  if (f.type == Frame::eager) {
+    // The receive on_absorbed will take: the first posted with the tag (a
+    // peer's eager frames come in order, and only they take posted receives).
+    Peer &p = peers_[static_cast<size_t>(peer)];
+    auto q = first_with_tag(p.posted, f.tag);
+    if (q == p.posted.end() || (*q)->bytes != f.size || !check_header(**q, peer, f).empty()) return nullptr;
+    r = *q;
+  } else if (f.type == Frame::data) {
+    auto it = receiving_.find(f.b);
+    if (it == receiving_.end()) return nullptr;
+    r = it->second;
+    if (r->peer != peer || f.c > r->bytes || f.size > r->bytes - f.c) return nullptr;
+  }
+  if (!r || !r->combine.fn) return nullptr;
+  *elem = r->combine.elem_size;
+  return r;
+}
+
+void NetTransport::absorb(const std::shared_ptr<void> &sink, const Frame &f, size_t at, const void *piece,
+                          size_t bytes) {
+  if (quiet_) return;
+  deliver(*static_cast<RecvReq *>(sink.get()), (f.type == Frame::data ? f.c : 0) + at, piece, bytes);
+}
+
+void NetTransport::on_absorbed(int peer, const Frame &f, const std::shared_ptr<void> &sink) {
+  if (quiet_) return;
+  auto r = std::static_pointer_cast<RecvReq>(sink);
+  if (f.type == Frame::data) return received(r, f.size);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto &posted = peers_[static_cast<size_t>(peer)].posted;
+    auto q = std::find(posted.begin(), posted.end(), r);
+    if (q == posted.end()) return;
+    posted.erase(q);
+  }
+  complete(*r);
+}
+
+// `bytes` more of a receive's data landed.
+void NetTransport::received(const std::shared_ptr<RecvReq> &r, size_t bytes) {
+  if (r->received.fetch_add(bytes) + bytes != r->bytes) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    receiving_.erase(r->id);
+  }
+  complete(*r);
 }
 
 void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
@@ -354,13 +417,7 @@ void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
         break;
       }
       deliver(*r, f.c, payload, f.size);
-      if (r->received.fetch_add(f.size) + f.size == r->bytes) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          receiving_.erase(r->id);
-        }
-        complete(*r);
-      }
+      received(r, f.size);
       break;
     }
     case Frame::error: {

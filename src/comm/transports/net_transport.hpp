@@ -114,6 +114,15 @@ class NetTransport final : public Transport {
   // Where the payload of DATA, or of an eager message whose receive is
   // posted, may be read directly (nullptr: give it to on_frame).
   void *data_target(int peer, const Frame &f);
+  // A payload that a link reads in pieces (tcp) and a posted receive combines:
+  // the receive (opaque; nullptr when f's payload is not such), its element
+  // size in *elem. absorb() combines the next element-aligned piece of the
+  // payload, at byte `at`, into the receive's buffer as it arrives, so the
+  // reduction overlaps the transfer; on_absorbed() then ends the frame in place
+  // of on_frame().
+  std::shared_ptr<void> absorber(int peer, const Frame &f, size_t *elem);
+  void absorb(const std::shared_ptr<void> &sink, const Frame &f, size_t at, const void *piece, size_t bytes);
+  void on_absorbed(int peer, const Frame &f, const std::shared_ptr<void> &sink);
   void on_link_closed(int peer, const std::string &why);
   size_t frame_limit(int peer, const Frame &f) const;  // the largest payload allowed for f
 
@@ -144,10 +153,12 @@ class NetTransport final : public Transport {
   };
 
   std::string check_arrival(int peer, const Frame &f);  // header check; "" when fine
+  std::string check_header(const RecvReq &r, int peer, const Frame &f) const;  // the same, for a frame in hand
   std::string match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a);
   void send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_t send_id);
   void start_data(const std::shared_ptr<SendReq> &s, const Frame &cts);
   void deliver(RecvReq &r, size_t offset, const void *data, size_t bytes);
+  void received(const std::shared_ptr<RecvReq> &r, size_t bytes);
   void tell_peers(const Frame &f, const std::string &text);
 
   // Messages to this rank itself: every one eager, delivered by the sender.

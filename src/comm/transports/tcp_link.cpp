@@ -2,7 +2,8 @@
 // several connections ("lanes", HPU_TCP_LANES, default 2): control frames go
 // on lane 0 in order, large messages are cut into chunks striped over all
 // lanes, and chunks without a reduction are read straight into the receive
-// buffer. One libuv loop thread per endpoint does all the I/O.
+// buffer; those with one are reduced a piece at a time as they arrive. One
+// libuv loop thread per endpoint does all the I/O.
 //
 // Setup (collective over the bootstrap): each rank listens on the interface
 // its bootstrap connection uses, the addresses are exchanged, every rank
@@ -31,6 +32,7 @@ namespace hpu::comm {
 namespace {
 
 constexpr size_t kChunk = 512 << 10;
+constexpr size_t kPiece = 64 << 10;  // a payload that is reduced on arrival is read this much at a time
 constexpr auto kFlushTime = std::chrono::seconds(1);  // goodbye's patience with a stuck peer
 constexpr auto kLoopSpin = std::chrono::microseconds(20);  // see TcpEngine::run_loop
 
@@ -53,6 +55,12 @@ struct Stream {
   bool in_payload = false;
   uint8_t *target = nullptr;
   std::vector<uint8_t> staging;
+  // A payload that a receive reduces (NetTransport::absorber): read into
+  // staging a piece at a time, each reduced while it is hot in the cache.
+  std::shared_ptr<void> sink;
+  size_t elem = 1;      // the reduction's element size
+  size_t absorbed = 0;  // payload bytes reduced so far
+  size_t fill = 0;      // bytes in staging not reduced yet (less than elem after each read)
 };
 
 struct WriteReq {
@@ -249,6 +257,10 @@ class TcpEngine final : public Engine {
     auto *s = static_cast<Stream *>(h->data);
     if (!s->in_payload) {
       *buf = uv_buf_init(reinterpret_cast<char *>(&s->frame) + s->have, static_cast<unsigned>(sizeof(Frame) - s->have));
+    } else if (s->sink) {
+      size_t left = payload_bytes(s->frame) - s->have;
+      *buf = uv_buf_init(reinterpret_cast<char *>(s->staging.data()) + s->fill,
+                         static_cast<unsigned>(std::min(left, kPiece - s->fill)));
     } else {
       size_t left = payload_bytes(s->frame) - s->have;
       *buf = uv_buf_init(reinterpret_cast<char *>(s->target) + s->have,
@@ -285,15 +297,31 @@ class TcpEngine final : public Engine {
       }
       s->target = static_cast<uint8_t *>(e->t_.data_target(s->peer, s->frame));
       if (!s->target) {
-        s->staging.resize(bytes);
+        s->sink = e->t_.absorber(s->peer, s->frame, &s->elem);
+        s->absorbed = s->fill = 0;
+        s->staging.resize(s->sink ? std::max(s->staging.size(), kPiece) : bytes);
         s->target = s->staging.data();
       }
       s->in_payload = true;
       return;
     }
+    if (s->sink) {
+      s->fill += static_cast<size_t>(n);
+      size_t ready = s->fill - s->fill % s->elem;
+      e->t_.absorb(s->sink, s->frame, s->absorbed, s->staging.data(), ready);
+      s->absorbed += ready;
+      s->fill -= ready;
+      if (s->fill) std::memmove(s->staging.data(), s->staging.data() + ready, s->fill);
+    }
     if (s->have < payload_bytes(s->frame)) return;
     s->have = 0;
     s->in_payload = false;
+    if (s->sink) {
+      auto sink = std::move(s->sink);
+      s->sink = nullptr;
+      e->t_.on_absorbed(s->peer, s->frame, sink);
+      return;
+    }
     e->t_.on_frame(s->peer, s->frame, s->target);
     if (s->staging.size() > (1u << 20)) std::vector<uint8_t>().swap(s->staging);
   }
@@ -301,7 +329,9 @@ class TcpEngine final : public Engine {
   // Payloads being read into user memory go on into staging instead.
   void redirect_reads() {
     for (Stream *s : streams_) {
-      if (!s->in_payload || s->target == s->staging.data()) continue;
+      if (!s->in_payload) continue;
+      if (s->sink) s->sink = nullptr;  // (its reads land at staging + have from now on)
+      else if (s->target == s->staging.data()) continue;
       s->staging.resize(payload_bytes(s->frame));
       s->target = s->staging.data();
     }
