@@ -51,6 +51,7 @@ class Ctx {
   int size() const { return size_; }
   const OpHeader &header() const { return header_; }
   bool shares_address_space() const { return t_.shares_address_space(); }
+  size_t few_steps_bytes() const { return t_.few_steps_bytes(); }
   // Throws the endpoint's sticky error (a peer failed or aborted), if any.
   void throw_if_failed() const { t_.throw_if_failed(); }
 
@@ -115,6 +116,11 @@ void ring_allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuD
 // recursive_doubling.cpp: log2(n) exchanges of the whole buffer (small messages).
 void recursive_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype,
                                   hpuRedOp_t op);
+
+// halving_doubling.cpp: recursive halving reduce-scatter, then recursive
+// doubling allgather (the ring's bytes in 2 log2(n) steps).
+void halving_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype,
+                                hpuRedOp_t op);
 
 // direct.cpp: each rank does its share straight between the ranks' buffers
 // (ranks that share an address space only).

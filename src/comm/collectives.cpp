@@ -9,13 +9,14 @@ namespace hpu::comm {
 
 namespace {
 
-enum class Algo { rule, ring, tree, recursive_doubling, direct, shared };
+enum class Algo { rule, ring, tree, recursive_doubling, halving_doubling, direct, shared };
 
 Algo forced() {
   const std::string &a = config().comm.algo;
   if (a == "ring") return Algo::ring;
   if (a == "tree") return Algo::tree;
   if (a == "recursive_doubling") return Algo::recursive_doubling;
+  if (a == "halving_doubling") return Algo::halving_doubling;
   if (a == "direct") return Algo::direct;
   return Algo::rule;
 }
@@ -41,7 +42,13 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   } else if ((a == Algo::rule || a == Algo::direct) && shared_allreduce_fits(c, bytes)) {
     a = Algo::shared;
   } else if (a == Algo::rule || a == Algo::direct) {
-    a = bytes <= kSmallBytes ? Algo::recursive_doubling : Algo::ring;
+    const bool pow2 = (c.size() & (c.size() - 1)) == 0;
+    if (bytes <= kSmallBytes)
+      a = Algo::recursive_doubling;
+    else if (c.size() >= 4 && pow2 && bytes <= c.few_steps_bytes())
+      a = Algo::halving_doubling;
+    else
+      a = Algo::ring;
   }
   switch (a) {
     case Algo::direct:
@@ -50,6 +57,8 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
       return shared_allreduce(c, send, recv, count, dtype, op);
     case Algo::recursive_doubling:
       return recursive_doubling_allreduce(c, send, recv, count, dtype, op);
+    case Algo::halving_doubling:
+      return halving_doubling_allreduce(c, send, recv, count, dtype, op);
     case Algo::tree:
       tree_reduce(c, send, recv, count, dtype, op, 0);
       return tree_broadcast(c, recv, recv, bytes, 0);

@@ -6,7 +6,9 @@
 //                   ranks' buffers together exceed kDirectMinBytes; ranks
 //                   that map one shared area (processes of one host over
 //                   shm): shared memory up to 16 KiB; otherwise
-//                   recursive doubling up to kSmallBytes, else the ring;
+//                   recursive doubling up to kSmallBytes, else the ring
+//                   (halving-doubling on 4, 8, ... ranks up to the
+//                   transport's few_steps_bytes);
 //                   HPU_ALGO=tree: binomial reduce then broadcast
 //   broadcast       direct as allreduce; otherwise binomial tree up to
 //                   kSmallBytes, else a pipelined chain

@@ -287,6 +287,7 @@ void forced_algo(const char *algo) {
 TEST(Comm, AlgoRing) { forced_algo("ring"); }
 TEST(Comm, AlgoTree) { forced_algo("tree"); }
 TEST(Comm, AlgoRecursiveDoubling) { forced_algo("recursive_doubling"); }
+TEST(Comm, AlgoHalvingDoubling) { forced_algo("halving_doubling"); }
 TEST(Comm, AlgoDirect) { forced_algo("direct"); }
 
 // Operations queued back to back without synchronising, each using the last

@@ -592,10 +592,16 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   // Over tcp a message of up to one data chunk (512 KiB) goes at once: a
   // clear-to-send round trip costs more than copying its payload once more
   // out of the link's buffer (1 MiB allreduce at 2 ranks: about 0.28 ms, not 0.42).
-  if (any[kTcp])
+  // Every step of a ring over tcp passes through the libuv loop thread and the
+  // waiting thread of each rank: at 4 ranks on 2 CPUs, halving-doubling's 4
+  // larger steps beat the ring's 6 up to 1 MiB (1.06-1.25 ms instead of
+  // 1.35-1.51), not at 4 MiB (5.2-6.0 instead of 4.5-5.1 ms).
+  if (any[kTcp]) {
     t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, on_host <= cpus_together(all, here),
                                   deadline),
                   lists[kTcp], 512 << 10);
+    t->set_few_steps_bytes(2 << 20);
+  }
   static const char *const names[] = {"shm", "tcp", "verbs"};
   std::string name, detail;
   for (int k : {kShm, kVerbs, kTcp}) {

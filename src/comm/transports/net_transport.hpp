@@ -96,6 +96,7 @@ class NetTransport final : public Transport {
   ~NetTransport() override;
 
   const char *name() const override { return name_.c_str(); }
+  size_t few_steps_bytes() const override { return few_steps_bytes_; }
   MemoryRegionPtr register_memory(void *base, size_t bytes) override;
   RequestPtr isend(const SendDesc &desc) override;
   RequestPtr irecv(const RecvDesc &desc) override;
@@ -108,6 +109,7 @@ class NetTransport final : public Transport {
   // Set up by make_net_transport.
   void add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit);
   void set_name(std::string name) { name_ = std::move(name); }
+  void set_few_steps_bytes(size_t bytes) { few_steps_bytes_ = bytes; }
 
   // From the links' threads.
   void on_frame(int peer, const Frame &f, const void *payload);
@@ -174,6 +176,7 @@ class NetTransport final : public Transport {
   };
 
   std::string name_ = "net";
+  size_t few_steps_bytes_ = 0;
   SelfLink self_{*this};
   std::atomic<bool> quiet_{false};  // failed: deliver nothing more into user memory
   std::vector<std::unique_ptr<Engine>> engines_;
