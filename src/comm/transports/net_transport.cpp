@@ -461,10 +461,13 @@ void NetTransport::on_link_closed(int peer, const std::string &why) {
 
 void NetTransport::tell_peers(const Frame &f, const std::string &text) {
   auto keep = std::make_shared<std::string>(text);
-  for (size_t i = 0; i < peers_.size(); ++i) {
-    Peer &p = peers_[i];
-    if (p.link && !p.left && static_cast<int>(i) != rank()) p.link->send(f, keep->data(), keep->size(), 0, [keep](bool) {});
+  std::vector<Link *> links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // `left` changes on the links' threads
+    for (size_t i = 0; i < peers_.size(); ++i)
+      if (peers_[i].link && !peers_[i].left && static_cast<int>(i) != rank()) links.push_back(peers_[i].link);
   }
+  for (Link *l : links) l->send(f, keep->data(), keep->size(), 0, [keep](bool) {});
 }
 
 void NetTransport::on_fail(hpuStatus_t status, const std::string &message) {
