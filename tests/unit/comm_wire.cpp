@@ -3,7 +3,10 @@
 // thread starts (the fork harness of comm_harness.hpp). This test
 // compiles the comm sources it needs into itself (comm_wire.cmake), so it can
 // reach the internal classes; the public API over them is tested in comm_proc.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -132,6 +135,32 @@ TEST(CommWire, TcpManyLargeMessagesInFlightPostedEarlyAndLate) {
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
 }
+// The tcp links between two ranks of one host (one address at both ends) use
+// reno, whatever the system's default congestion control: HPU_TCP_LANES
+// connections per rank, found among the process's open sockets.
+TEST(CommWire, TcpLinksOnOneHostAreUnpaced) {
+  auto s = shared_page();
+  auto pids = fork_ranks(2, [&](int r) {
+    setenv("HPU_TCP_LANES", "3", 1);
+    Endpoint e = net("tcp")(job_id(*s, r, in(30)), r, 2, in(30));
+    if (exchange(*e.transport, 1000, 1, in(30)) != 0) return 10;
+    int reno = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return 11;
+    while (dirent *x = readdir(d)) {
+      char cc[16] = {};
+      socklen_t len = sizeof cc - 1;
+      if (getsockopt(atoi(x->d_name), IPPROTO_TCP, TCP_CONGESTION, cc, &len) == 0 && std::strcmp(cc, "reno") == 0)
+        ++reno;
+    }
+    closedir(d);
+    return reno >= 3 ? 0 : 12;
+  });
+  auto codes = reap(pids);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
 TEST(CommWire, ShmExchangeTwoRanks) { run_exchange("shm", 2); }
 TEST(CommWire, ShmExchangeFourRanks) { run_exchange("shm", 4); }
 TEST(CommWire, LocalityPicksShmOnOneHost) { run_exchange("", 3); }

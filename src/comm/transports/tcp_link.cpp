@@ -12,7 +12,10 @@
 // dropped. The listener closes once the links are up.
 #include <pthread.h>
 #include <sched.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include <condition_variable>
@@ -38,6 +41,19 @@ constexpr auto kLoopSpin = std::chrono::microseconds(20);  // see TcpEngine::run
 
 size_t payload_bytes(const Frame &f) {
   return f.type == Frame::eager || f.type == Frame::data || f.type == Frame::error ? f.size : 0;
+}
+
+// A connection whose two ends have one address runs over the loopback
+// device, which loses nothing: congestion control has nothing to control
+// there, but BBR (the default on some systems) still paces every burst with
+// timers. Such links use reno, which sends at once.
+void unpaced_if_loopback(int fd) {
+  Address here = Address::local_of(fd), there = Address::peer_of(fd);
+  here.set_port(0);
+  there.set_port(0);
+  if (!here.valid() || here.str() != there.str()) return;
+  static const char reno[] = "reno";
+  setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, reno, sizeof reno - 1);  // best effort
 }
 
 class TcpEngine;
@@ -111,6 +127,7 @@ class TcpEngine final : public Engine {
     s->engine = this;
     s->peer = peer;
     s->lane = lane;
+    unpaced_if_loopback(fd.get());
     uv_tcp_init(&loop_, &s->handle);
     s->handle.data = s;
     if (uv_tcp_open(&s->handle, fd.get()) != 0) fail(HPU_ERROR_IO, "tcp: cannot adopt the socket to rank %d", peer);
