@@ -17,14 +17,6 @@ namespace hpu::comm {
 
 namespace {
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 void futex_wake(std::atomic<uint32_t> *word, bool shared) {
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
           nullptr, 0);

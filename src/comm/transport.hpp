@@ -69,6 +69,15 @@ namespace hpu::comm {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
+// One pause of a spinning wait (a hint to the CPU; no system call).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // What a collective is, in headers and messages.
 enum class CollKind : uint32_t {
   none = 0,

@@ -6,7 +6,8 @@
 // algorithms give), publishes it, and every rank copies it out. A rank copies
 // in once and out once, and a waiting rank watches one word: with more ranks
 // than CPUs each rank needs the CPU about once per call, where an exchange
-// needs it once per round.
+// needs it once per round. A waiting rank spins while the ranks still to
+// come last ran on other CPUs, and yields its CPU (then sleeps) otherwise.
 //
 // Calls alternate between two banks, so that a rank that is done can deposit
 // for the next call while slower ones still copy out this one's result: call
@@ -23,8 +24,11 @@
 // The area: a control part (the arrival counter, the published call per bank,
 // a header per rank and bank, an announcement per rank), then per bank n input
 // slots and the result.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "comm/algorithm.hpp"
@@ -46,6 +50,7 @@ struct alignas(64) Control {
 
 struct alignas(64) Deposit {
   std::atomic<uint64_t> call;  // the last call this rank deposited for in this bank (1, 2, ...)
+  std::atomic<int32_t> cpu;    // the CPU it ran on then
   OpHeader header;
 };
 
@@ -109,6 +114,27 @@ bool announced(const Layout &l, int q, uint64_t seq, OpHeader &out) {
   return a.seq.load(std::memory_order_relaxed) == seq;
 }
 
+// A rank that waits spins (for at most kSpin) while no rank still to come
+// last ran on its CPU: yielding would hand the CPU to a rank that waits as
+// well, and the result would be seen a switch later. Once one of them needs
+// this CPU, or after kSpin, the caller's wait yields and then sleeps.
+void spin_while_others_run(const Layout &l, int bank, uint64_t call) {
+  constexpr auto kSpin = std::chrono::microseconds(20);
+  const int here = sched_getcpu();
+  const auto until = Clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (l.control().published[bank].load(std::memory_order_acquire) == call) return;
+      cpu_relax();
+    }
+    for (int q = 0; q < l.n; ++q)
+      if (l.deposit(bank, q).call.load(std::memory_order_relaxed) != call &&
+          l.deposit(bank ^ 1, q).cpu.load(std::memory_order_relaxed) == here)
+        return;
+    if (Clock::now() > until) return;
+  }
+}
+
 }  // namespace
 
 void shared_announce(const Ctx &c) {
@@ -140,6 +166,7 @@ void shared_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDat
   std::memcpy(l.input(bank, r), send, bytes);
   Deposit &mine = l.deposit(bank, r);
   mine.header = c.header();
+  mine.cpu.store(sched_getcpu(), std::memory_order_relaxed);
   mine.call.store(call, std::memory_order_relaxed);
   const bool last = ctl.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == call * static_cast<uint64_t>(n);
 
@@ -163,6 +190,7 @@ void shared_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDat
       }
       return false;
     };
+    spin_while_others_run(l, bank, call);
     c.wait_until(ready,
                  [&] {
                    std::string missing;
