@@ -61,9 +61,12 @@ struct alignas(64) Segment {
 constexpr size_t kAreaSlot = 32 << 10;
 
 size_t rings_bytes(int size) { return sizeof(Segment) + static_cast<size_t>(size) * sizeof(Ring); }
+// The shared area starts on a page of its own, so that a slot of a few KiB
+// spans as few pages as it can.
+size_t area_offset(int size) { return (rings_bytes(size) + 4095) & ~size_t(4095); }
 size_t area_bytes(int size) { return 2 * (static_cast<size_t>(size) + 1) * kAreaSlot + (64 << 10); }
 // The segment of rank `owner`: rank 0's ends with the shared area.
-size_t segment_bytes(int size, int owner) { return rings_bytes(size) + (owner == 0 ? area_bytes(size) : 0); }
+size_t segment_bytes(int size, int owner) { return owner == 0 ? area_offset(size) + area_bytes(size) : rings_bytes(size); }
 Ring *ring_of(Segment *s, int sender) { return reinterpret_cast<Ring *>(s + 1) + sender; }
 
 size_t payload_bytes(const Frame &f) {
@@ -205,7 +208,7 @@ class ShmEngine final : public Engine {
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && !links_[static_cast<size_t>(p)]) return {};  // a peer on another host
     Segment *zero = rank_ == 0 ? mine_ : links_[0]->remote;
-    return {reinterpret_cast<uint8_t *>(zero) + rings_bytes(size_), area_bytes(size_)};
+    return {reinterpret_cast<uint8_t *>(zero) + area_offset(size_), area_bytes(size_)};
   }
 
   void wake_peers() override {
