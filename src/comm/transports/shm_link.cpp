@@ -127,7 +127,7 @@ class ShmLink final : public Link {
   Ring *out = nullptr;
   Ring *in = nullptr;  // its ring in our segment
   int pidfd = -1;
-  bool dead = false;
+  std::atomic<bool> dead{false};  // set by the watcher or a drainer, read by every thread
   std::mutex mu;
   std::deque<Outgoing> queue;       // frames waiting for room in the peer's ring
   std::atomic<bool> queued{false};  // !queue.empty(), readable without mu
