@@ -154,6 +154,11 @@ TEST(CommWire, TcpLinksOnOneHostAreUnpaced) {
         ++reno;
     }
     closedir(d);
+    // Stay until the peer has counted too: a rank that leaves closes its
+    // links, and the peer's ends of them close at once.
+    s->ready.fetch_add(1);
+    for (auto until = in(30); s->ready.load() < 2 && Clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return reno >= 3 ? 0 : 12;
   });
   auto codes = reap(pids);
