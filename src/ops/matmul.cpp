@@ -95,12 +95,8 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
           kernels::unary_backward(kernels::Unary::relu, cdt, relu_mask->data(), c->data(), c->data(), c->numel());
         return;
       }
-      if (relu_mask) {
-        kernels::gemm(dt, gm, alpha, a.t->data(), a.ld, b.t->data(), b.ld, beta, c->data(), g.n, cdt);
-        return;
-      }
       if (!sum_batches) {
-        kernels::gemm_batched(dt, g, batch, alpha, a.t->data(), a.ld, a.stride, b.t->data(), b.ld, b.stride, beta,
+        kernels::gemm_batched(dt, gm, batch, alpha, a.t->data(), a.ld, a.stride, b.t->data(), b.ld, b.stride, beta,
                               c->data(), g.n, g.m * g.n, cdt);
         return;
       }
@@ -363,7 +359,7 @@ TensorPtr relu_masked_product(Stream &s, hpuDataType_t dt, int64_t rows, int64_t
 // hpuLinearBackward, and with relu_in hpuReluLinearBackward (grad_x then
 // times x > 0).
 void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
-                   hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
+                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
   Grads p = backward_pair(stream, grad_y, "grad_y", x, "x", w, "w");
   require_ndim(*p.b, "w", 2);
   if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());

@@ -334,8 +334,7 @@ class TcpEngine final : public Engine {
     s->have = 0;
     s->in_payload = false;
     if (s->sink) {
-      auto sink = std::move(s->sink);
-      s->sink = nullptr;
+      auto sink = std::move(s->sink);  // leaves s->sink empty
       e->t_.on_absorbed(s->peer, s->frame, sink);
       return;
     }
