@@ -94,6 +94,19 @@ HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t
  * product is stored); grad_w and grad_bias as hpuLinearBackward's. */
 HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
                                           hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias);
+/* hpuLinearBackward's weight gradient applied at once by an AdamW step of w,
+ * never stored: w (f32 master weights, contiguous), exp_avg, exp_avg_sq and
+ * w_copy end with the bits that hpuLinearBackward(grad_y, x, w, NULL, &grad_w,
+ * ...) then hpuAdamwStepWithCopy(w, grad_w, exp_avg, exp_avg_sq, step,
+ * options, w_copy) give them (hpuAdamwStep when w_copy is NULL). The step is
+ * applied as the product is stored, while the memory traffic of AdamW
+ * overlaps the product's arithmetic. grad_bias (may be NULL) as
+ * hpuLinearBackward's. For a step that needs the whole gradient first
+ * (clipping, accumulation, an allreduce), use hpuLinearBackward. */
+HPU_API hpuStatus_t hpuLinearBackwardAdamwStep(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
+                                               hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step,
+                                               const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
+                                               hpuTensor_t *grad_bias);
 
 /* ---- elementwise ----------------------------------------------------------
  * Binary ops broadcast (numpy rules) and always compute in the wider of the

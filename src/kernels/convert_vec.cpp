@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "kernels/convert.hpp"
+#include "kernels/convert_avx512.hpp"
 
 namespace hpu::kernels {
 
@@ -88,16 +89,6 @@ HPU_AVX2 void f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n) {
 // (masked stores are slow on some CPUs, AMD Zen 4 among them).
 HPU_AVX512 inline __mmask16 tail_mask(size_t left) { return __mmask16((1u << left) - 1); }
 
-HPU_AVX512 inline __m256i bf16_round16(__m512i u) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
-  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), qbit = _mm512_set1_epi32(0x00400000);
-  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, half));
-  r = _mm512_mask_or_epi32(r, nan, u, qbit);
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
-}
-
 HPU_AVX512 void f32_to_bf16_avx512(const float *src, uint16_t *dst, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
@@ -118,15 +109,13 @@ HPU_AVX512 void bf16_to_f32_avx512(const uint16_t *src, float *dst, size_t n) {
   _mm512_mask_storeu_epi32(dst + i, live, bf16_widen16(_mm256_maskz_loadu_epi16(live, src + i)));
 }
 
-constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-
 HPU_AVX512 void f32_to_f16_avx512(const float *src, uint16_t *dst, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), kNearest));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i), f16_round16(_mm512_loadu_ps(src + i)));
   if (i == n) return;
   __mmask16 live = tail_mask(n - i);
-  _mm256_mask_storeu_epi16(dst + i, live, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(live, src + i), kNearest));
+  _mm256_mask_storeu_epi16(dst + i, live, f16_round16(_mm512_maskz_loadu_ps(live, src + i)));
 }
 
 HPU_AVX512 void f16_to_f32_avx512(const uint16_t *src, float *dst, size_t n) {

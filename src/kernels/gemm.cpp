@@ -13,6 +13,7 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm_bf16.hpp"
 #include "kernels/gemm_f32.hpp"
+#include "kernels/optim.hpp"
 #include "kernels/parallel.hpp"
 
 namespace hpu::kernels {
@@ -34,6 +35,7 @@ void single_threaded_blas() {
 // Scratch f32 buffers of the calling thread, kept between calls unless large.
 struct Scratch {
   std::vector<float> a, b, c;
+  std::vector<float> grad;  // gemm_then_adamw's, kept through the product (trim() leaves it)
   float *get(std::vector<float> &v, size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
@@ -182,7 +184,30 @@ void epilogue_pass(const GemmShape &s, void *c, int64_t ldc, hpuDataType_t c_dt)
   }
 }
 
+// gemm with s.adamw where the kernel does not apply it: the gradient into a
+// scratch buffer, then the step from there.
+void gemm_then_adamw(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
+                     int64_t ldb, float *c, int64_t ldc) {
+  GemmShape plain = s;
+  plain.adamw = nullptr;
+  float *grad = t_scratch.get(t_scratch.grad, static_cast<size_t>(s.m * s.n));
+  gemm(dt, plain, alpha, a, lda, b, ldb, 0.0f, grad, s.n, HPU_FLOAT32);
+  parallel_for(s.m, std::max<int64_t>(1, 16384 / s.n), [&](int64_t lo, int64_t hi) {
+    gemm_adamw_store(s.adamw->at(lo * ldc), c + lo * ldc, ldc, grad + lo * s.n, s.n, hi - lo, s.n);
+  });
+  if (t_scratch.grad.size() > (size_t(16) << 20)) std::vector<float>().swap(t_scratch.grad);
+}
+
 }  // namespace
+
+void gemm_adamw_store(const GemmAdamw &u, float *c, int64_t ldc, const float *grad, int64_t ld_grad, int64_t rows,
+                      int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const GemmAdamw row = u.at(r * ldc);
+    adamw_step(c + r * ldc, HPU_FLOAT32, grad + r * ld_grad, row.exp_avg, row.exp_avg_sq, cols, u.c, u.copy_dt,
+               row.copy, false);
+  }
+}
 
 bool gemm_supports(hpuDataType_t dt) {
   return dt == HPU_FLOAT32 || dt == HPU_FLOAT64 || dt == HPU_BFLOAT16 || dt == HPU_FLOAT16;
@@ -195,6 +220,11 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     fail(HPU_ERROR_UNSUPPORTED, "gemm with %s inputs and a %s result", dtype_name(dt), dtype_name(c_dt));
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
+  const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
+  if (s.adamw) {
+    if (c_dt != HPU_FLOAT32 || beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's AdamW store needs an f32 C and beta 0");
+    if (!native_bf16 || k <= 0) return gemm_then_adamw(dt, s, alpha, a, lda, b, ldb, static_cast<float *>(c), ldc);
+  }
   const bool epilogue = s.relu || s.relu_mask;
   if (k <= 0) {
     scale_c(c, ldc, m, n, beta, c_dt);
@@ -206,7 +236,6 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const bool split_cols = n > 2 * m;
   const int64_t len = split_cols ? n : m;
   const double flops_per_line = 2.0 * static_cast<double>(split_cols ? m : n) * static_cast<double>(k);
-  const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
   const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
@@ -224,17 +253,21 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
     char *cp = static_cast<char *>(c);
     const char *mp = static_cast<const char *>(s.relu_mask);
+    GemmAdamw adamw;
     if (split_cols) {
       part.n = hi - lo;
       bp += (s.trans_b ? lo * ldb : lo) * es;
       cp += lo * cs;
       if (mp) part.relu_mask = mp + lo * cs;
+      if (s.adamw) adamw = s.adamw->at(lo);
     } else {
       part.m = hi - lo;
       ap += (s.trans_a ? lo : lo * lda) * es;
       cp += lo * ldc * cs;
       if (mp) part.relu_mask = mp + lo * s.ld_mask * cs;
+      if (s.adamw) adamw = s.adamw->at(lo * ldc);
     }
+    if (s.adamw) part.adamw = &adamw;
     if (native_bf16) {
       gemm_bf16_native(part, alpha, reinterpret_cast<const uint16_t *>(ap), lda,
                        reinterpret_cast<const uint16_t *>(bp), ldb, beta, cp, ldc, c_dt);

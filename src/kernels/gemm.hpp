@@ -24,7 +24,29 @@
 
 #include <cstdint>
 
+#include "kernels/optim_vec.hpp"
+
 namespace hpu::kernels {
+
+// An AdamW step in place of C's store: C (f32) holds weights
+// and the product alpha op(A) op(B) is their gradient, never stored. Each
+// element of C and of the moments (C's layout) is updated as adamw_step
+// updates it from that gradient, with its bits; copy (copy_dt bf16 or f16,
+// C's layout; null for none) gets the new C converted, as adamw_step writes
+// it. beta must be 0.
+struct GemmAdamw {
+  float *exp_avg = nullptr, *exp_avg_sq = nullptr;
+  void *copy = nullptr;
+  hpuDataType_t copy_dt = HPU_BFLOAT16;
+  AdamwConstants c{};
+  // The same for the part of C that starts `elements` after C.
+  GemmAdamw at(int64_t elements) const {
+    GemmAdamw u = *this;
+    u.exp_avg += elements, u.exp_avg_sq += elements;
+    if (copy) u.copy = static_cast<char *>(copy) + elements * 2;
+    return u;
+  }
+};
 
 struct GemmShape {
   int64_t m, n, k;
@@ -39,7 +61,17 @@ struct GemmShape {
   // gemm_batched with batch > 1).
   const void *relu_mask = nullptr;
   int64_t ld_mask = 0;
+  // Then no C is stored: an AdamW step of C instead (see GemmAdamw). The
+  // native bf16 kernel applies it as it stores each tile (k <= 1024); the
+  // other paths from the product in a scratch buffer. One product only.
+  const GemmAdamw *adamw = nullptr;
 };
+
+// The AdamW step of rows x cols of C (row stride ldc) from their gradient
+// grad (row stride ld_grad), on the calling thread: the epilogue of
+// GemmShape::adamw where it is not applied in the kernel.
+void gemm_adamw_store(const GemmAdamw &u, float *c, int64_t ldc, const float *grad, int64_t ld_grad, int64_t rows,
+                      int64_t cols);
 
 void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
           int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt);

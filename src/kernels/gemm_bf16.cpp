@@ -7,8 +7,10 @@
 #include <cstring>
 
 #include "kernels/aligned_buffer.hpp"
+#include "kernels/convert_avx512.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/gemm_store.hpp"
+#include "kernels/simd.hpp"
 
 // GCC 12 reports its own _mm512_undefined_* placeholders as (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -17,6 +19,17 @@
 #define HPU_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace hpu::kernels {
+
+// AdamW's rule on AdamW's own AVX-512 path, for the product that stores an
+// AdamW step (GemmShape::adamw).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+namespace simd::avx512 {
+namespace {
+#include "kernels/optim_lanes.inc"
+}  // namespace
+}  // namespace simd::avx512
+#pragma GCC pop_options
 
 namespace {
 
@@ -40,6 +53,8 @@ struct Out {
   bool relu = false;
   const uint16_t *mask = nullptr;
   int64_t ld_mask = 0;
+  // For an f32 c: an AdamW step of c in place of the store (GemmShape::adamw).
+  const GemmAdamw *adamw = nullptr;
 };
 
 inline uint32_t load_pair(const uint16_t *p) {
@@ -83,13 +98,84 @@ HPU_BF16 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m
     _mm256_mask_storeu_epi16(p, mask, h);
 }
 
+// A tile of C kAdamwAhead tiles after the current one: while this one is
+// computed, the AdamW store (GemmShape::adamw) prefetches the weights, moments
+// and copy it will update there, which the hardware prefetchers do not follow
+// (dozens of short row pieces per tile). rows 0: none.
+constexpr int64_t kAdamwAhead = 2;
+struct NextTile {
+  int64_t row = 0, col = 0;
+  int rows = 0;
+};
+
+// Part q of the next tile's AdamW data into L2: row q / 4, then w, the first
+// moment, the second moment or the copy (48 columns of each, the widest tile).
+__attribute__((always_inline)) HPU_BF16 inline void prefetch_adamw(const Out &o, const NextTile &next, int64_t q) {
+  const int64_t at = (next.row + (q >> 2)) * o.ldc + next.col;
+  const GemmAdamw &u = *o.adamw;
+  const char *p;
+  switch (q & 3) {
+    case 0: p = reinterpret_cast<const char *>(static_cast<const float *>(o.c) + at); break;
+    case 1: p = reinterpret_cast<const char *>(u.exp_avg + at); break;
+    case 2: p = reinterpret_cast<const char *>(u.exp_avg_sq + at); break;
+    default:
+      if (!u.copy) return;
+      p = static_cast<const char *>(u.copy) + at * 2;
+      _mm_prefetch(p, _MM_HINT_T1);
+      _mm_prefetch(p + 64, _MM_HINT_T1);
+      return;
+  }
+  _mm_prefetch(p, _MM_HINT_T1);
+  _mm_prefetch(p + 64, _MM_HINT_T1);
+  _mm_prefetch(p + 128, _MM_HINT_T1);
+}
+
+// The AdamW step of rows x cols of c from row0, col0 whose gradient is alpha
+// tile (row stride 16 NV), as adamw_step does it (GemmShape::adamw).
+template <int NV>
+__attribute__((noinline)) HPU_BF16 void adamw_tile(const Out &o, int64_t row0, int64_t col0, int rows, int cols,
+                                                   const float *tile) {
+  namespace v16 = simd::avx512;
+  const GemmAdamw &u = *o.adamw;
+  const v16::AdamwV k(u.c);
+  for (int i = 0; i < rows; ++i) {
+    const int64_t at = (row0 + i) * o.ldc + col0;
+    float *w = static_cast<float *>(o.c) + at, *m = u.exp_avg + at, *v = u.exp_avg_sq + at;
+    uint16_t *copy = u.copy ? static_cast<uint16_t *>(u.copy) + at : nullptr;
+    for (int j = 0; j < cols; j += 16) {
+      __m512 g = _mm512_load_ps(tile + i * 16 * NV + j);
+      if (o.alpha != 1.0f) g = _mm512_mul_ps(g, _mm512_set1_ps(o.alpha));
+      // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
+      const bool whole = cols - j >= 16;
+      const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << (cols - j)) - 1);
+      __m512 wv = whole ? _mm512_loadu_ps(w + j) : _mm512_maskz_loadu_ps(mask, w + j);
+      __m512 mv = whole ? _mm512_loadu_ps(m + j) : _mm512_maskz_loadu_ps(mask, m + j);
+      __m512 vv = whole ? _mm512_loadu_ps(v + j) : _mm512_maskz_loadu_ps(mask, v + j);
+      v16::adamw_update(g, wv, mv, vv, k);
+      __m256i h = _mm256_setzero_si256();
+      if (copy) h = u.copy_dt == HPU_BFLOAT16 ? bf16_round16(_mm512_castps_si512(wv)) : f16_round16(wv);
+      if (whole) {
+        _mm512_storeu_ps(m + j, mv);
+        _mm512_storeu_ps(v + j, vv);
+        _mm512_storeu_ps(w + j, wv);
+        if (copy) _mm256_storeu_si256(reinterpret_cast<__m256i *>(copy + j), h);
+      } else {
+        _mm512_mask_storeu_ps(m + j, mask, mv);
+        _mm512_mask_storeu_ps(v + j, mask, vv);
+        _mm512_mask_storeu_ps(w + j, mask, wv);
+        if (copy) _mm256_mask_storeu_epi16(copy + j, mask, h);
+      }
+    }
+  }
+}
+
 // One MR x (16 NV) tile of C over kc values of k. Row i of op(A) starts at
 // a + i lda (pairs adjacent); rows >= `rows` reuse the last valid row and are
 // not stored. b is a packed sliver: for each pair, 16 NV 32-bit words.
 // Kept out of line: inlined into run(), GCC 12 spilled the accumulators.
 template <int MR, int NV>
 __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t *a, int64_t lda, int rows, const uint32_t *b, const Out &o,
-                           int64_t row0, int64_t col0, int cols) {
+                           int64_t row0, int64_t col0, int cols, const NextTile &next) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i)
@@ -99,7 +185,9 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i) ar[i] = a + std::min(i, rows - 1) * lda;
   const int64_t pairs = kc / 2;
+  const int64_t fetch = o.adamw ? 4 * next.rows : 0;
   for (int64_t p = 0; p < pairs; ++p) {
+    if (p < fetch) prefetch_adamw(o, next, p);
     __m512bh bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + (p * NV + v) * 16);
@@ -120,6 +208,14 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
     }
+  }
+  if (o.adamw) {
+    alignas(64) float tile[MR * 16 * NV];
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + (i * NV + v) * 16, acc[i][v]);
+    return adamw_tile<NV>(o, row0, col0, rows, cols, tile);
   }
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i) {
@@ -241,7 +337,7 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
     const int64_t pairs = (kc + 1) / 2;
     const bool last = c_dt == HPU_BFLOAT16 && k0 + kc >= k;  // the epilogue's block
     Out o{c,         ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && last,
-          last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask};
+          last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask, s.adamw};
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
@@ -258,9 +354,17 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
       pack_b(b, ldb, s.trans_b, k0, kc, j0, ncur, nr, bp);
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         const int rows = static_cast<int>(std::min<int64_t>(MR, m - i0));
-        for (int64_t jr = 0; jr < ncur; jr += nr)
+        for (int64_t jr = 0; jr < ncur; jr += nr) {
+          NextTile next;
+          if (o.adamw) {  // kAdamwAhead tiles on, along the rows of tiles of this panel
+            const int64_t per_row = (ncur + nr - 1) / nr, t = (i0 / MR) * per_row + jr / nr + kAdamwAhead;
+            next.row = t / per_row * MR;
+            next.col = j0 + t % per_row * nr;
+            next.rows = static_cast<int>(std::clamp<int64_t>(m - next.row, 0, MR));
+          }
           micro_kernel<MR, NV>(kc, ab + i0 * ld, ld, rows, bp + (jr / nr) * pairs * nr, o, i0, j0 + jr,
-                               static_cast<int>(std::min<int64_t>(nr, ncur - jr)));
+                               static_cast<int>(std::min<int64_t>(nr, ncur - jr)), next);
+        }
       }
     }
   }
@@ -286,6 +390,15 @@ HPU_BF16 void round_into(const float *work, const GemmShape &s, float beta, uint
 template <int MR, int NV>
 void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
                 float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
+  if (s.adamw && s.k > kBlockK) {  // the gradient summed over the k blocks first
+    GemmShape plain = s;
+    plain.adamw = nullptr;
+    float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
+    run<MR, NV>(plain, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
+    gemm_adamw_store(*s.adamw, static_cast<float *>(c), ldc, work, s.n, s.m, s.n);
+    t_work.trim();
+    return;
+  }
   if (c_dt == HPU_FLOAT32 || s.k <= kBlockK) return run<MR, NV>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
   // A bf16 C summed over several k blocks: sum in f32, round once.
   float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/optim_vec.hpp"
+
 namespace hpu::kernels {
 
 struct SgdParams {
@@ -26,5 +28,11 @@ struct AdamwParams {
 // the same pass.
 void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
                 int64_t step, const AdamwParams &p, hpuDataType_t copy_dt = HPU_FLOAT32, void *copy = nullptr);
+// The same with the step's constants (adamw_constants); on the calling thread
+// alone unless `parallel`.
+void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
+                const AdamwConstants &c, hpuDataType_t copy_dt, void *copy, bool parallel);
+// AdamW's constants (bias corrections included) for step `step` (from 1).
+AdamwConstants adamw_constants(const AdamwParams &p, int64_t step);
 
 }  // namespace hpu::kernels

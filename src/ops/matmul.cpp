@@ -9,6 +9,7 @@
 #include "kernels/nn.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/op.hpp"
+#include "ops/optim.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
@@ -358,17 +359,38 @@ TensorPtr relu_masked_product(Stream &s, hpuDataType_t dt, int64_t rows, int64_t
 
 // hpuLinearBackward, and with relu_in hpuReluLinearBackward (grad_x then
 // times x > 0).
-void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
-                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
-  Grads p = backward_pair(stream, grad_y, "grad_y", x, "x", w, "w");
+// A linear's backward operands, checked: grad_y [..., out], x [..., in], w [out, in].
+struct LinearGrads : Grads {
+  int64_t rows, in, outf;
+};
+
+LinearGrads linear_grads(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w) {
+  LinearGrads p{backward_pair(stream, grad_y, "grad_y", x, "x", w, "w"), 0, 0, 0};
   require_ndim(*p.b, "w", 2);
   if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
-  int64_t in = p.b->size(1), outf = p.b->size(0);
-  check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", in);
+  p.in = p.b->size(1), p.outf = p.b->size(0);
+  check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", p.in);
   Dims out = p.a->shape();
-  out[out.n - 1] = outf;
+  out[out.n - 1] = p.outf;
   require_shape(*p.g, "grad_y", out, "the forward's output shape");
-  int64_t rows = leading(p.a->shape());
+  p.rows = leading(p.a->shape());
+  return p;
+}
+
+// db = the column sums of dy, in w's type.
+TensorPtr bias_grad(const LinearGrads &p) {
+  TensorPtr gb = empty_like(*p.b, p.b->dtype(), Dims{p.outf});
+  if (p.outf > 0)
+    enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt), rows = p.rows, outf = p.outf] {
+      kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
+    });
+  return gb;
+}
+
+void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
+                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
+  const LinearGrads p = linear_grads(stream, grad_y, x, w);
+  const int64_t rows = p.rows, in = p.in, outf = p.outf;
   Operand G = rows_operand(*p.s, p.g, p.dt);
   TensorPtr gx, gw, gb;
   if (grad_x && !relu_in)  // dx = dy w
@@ -378,16 +400,43 @@ void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuT
   if (grad_w)  // dw = dy^T x
     gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
                  p.b->shape());
-  if (grad_bias) {  // db = the column sums of dy, in w's type
-    gb = empty_like(*p.b, p.b->dtype(), Dims{outf});
-    if (outf > 0)
-      enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt)] {
-        kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
-      });
-  }
+  if (grad_bias) gb = bias_grad(p);
   give(grad_x, gx);
   give(grad_w, gw);
   give(grad_bias, gb);
+}
+
+// hpuLinearBackwardAdamwStep: dw = dy^T x, computed in grad_y's type with f32
+// sums as hpuLinearBackward's grad_w, goes straight into AdamW's step of w.
+void linear_backward_adamw(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t exp_avg,
+                           hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
+                           hpuTensor_t *grad_bias) {
+  const LinearGrads p = linear_grads(stream, grad_y, x, w);
+  const TensorPtr W = adamw_param(w, "w");
+  const AdamwArgs u = adamw_args(W, "w", exp_avg, exp_avg_sq, step, options, w_copy != nullptr, w_copy, "w_copy");
+  if (direct_type(p.dt, HPU_FLOAT32) != HPU_FLOAT32)
+    fail(HPU_ERROR_UNSUPPORTED, "grad_y is %s: the weight gradient of an f32 w needs grad_y in bf16, f16 or f32",
+         p.g->str().c_str());
+  const Operand G = rows_operand(*p.s, p.g, p.dt), X = rows_operand(*p.s, p.a, p.dt);
+  GemmShape g{p.outf, p.in, p.rows, !G.trans, X.trans};
+  if (prof::on() && W->numel() > 0) {
+    // The operands read; w and both moments read and written, the copy written.
+    const auto mn = static_cast<uint64_t>(W->numel()), k = static_cast<uint64_t>(p.rows);
+    prof::annotate((mn / static_cast<uint64_t>(p.in) + static_cast<uint64_t>(p.in)) * k * G.t->element_size() +
+                       mn * (6 * sizeof(float) + (u.copy ? u.copy->element_size() : 0)),
+                   mn * (2 * k + 14));
+  }
+  if (W->numel() > 0)
+    enqueue(*p.s, [=] {
+      kernels::GemmAdamw adamw;
+      adamw.exp_avg = u.exp_avg->data_as<float>(), adamw.exp_avg_sq = u.exp_avg_sq->data_as<float>();
+      if (u.copy) adamw.copy = u.copy->data(), adamw.copy_dt = u.copy->dtype();
+      adamw.c = u.constants;
+      GemmShape gs = g;
+      gs.adamw = &adamw;
+      kernels::gemm(p.dt, gs, 1.0f, G.t->data(), G.ld, X.t->data(), X.ld, 0.0f, W->data(), p.in, HPU_FLOAT32);
+    });
+  if (grad_bias) give(grad_bias, bias_grad(p));
 }
 
 }  // namespace
@@ -546,6 +595,15 @@ HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y
                                           hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
   HPU_API_BEGIN
     linear_backward(stream, grad_y, x, w, grad_z, grad_w, grad_bias, true);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuLinearBackwardAdamwStep(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
+                                               hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step,
+                                               const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
+                                               hpuTensor_t *grad_bias) {
+  HPU_API_BEGIN
+    linear_backward_adamw(stream, grad_y, x, w, exp_avg, exp_avg_sq, step, options, w_copy, grad_bias);
   HPU_API_END
 }
 

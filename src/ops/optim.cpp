@@ -1,8 +1,8 @@
 // Fused optimizer steps (SGD, AdamW) over f32 master weights.
 #include <cmath>
+#include <string>
 
-#include "kernels/optim.hpp"
-#include "ops/op.hpp"
+#include "ops/optim.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
@@ -10,11 +10,11 @@ using namespace hpu::ops;
 namespace {
 
 // An f32, contiguous tensor of param's shape (param itself included).
-TensorPtr state(hpuTensor_t h, const char *arg, const TensorPtr &param) {
+TensorPtr state(hpuTensor_t h, const char *arg, const TensorPtr &param, const char *param_arg = "param") {
   TensorPtr t = input(h, arg);
   if (param) {
-    same_device(*param, "param", *t, arg);
-    require_shape(*t, arg, param->shape(), "param's shape");
+    same_device(*param, param_arg, *t, arg);
+    require_shape(*t, arg, param->shape(), (std::string(param_arg) + "'s shape").c_str());
   }
   if (t->dtype() != HPU_FLOAT32 || !t->contiguous())
     fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s%s: expected contiguous f32", arg, t->str().c_str(),
@@ -32,14 +32,14 @@ TensorPtr gradient(hpuTensor_t h, const TensorPtr &param) {
 }
 
 // A bf16 or f16, contiguous tensor of param's shape on its device.
-TensorPtr low_copy(hpuTensor_t h, const TensorPtr &param) {
-  TensorPtr t = input(h, "param_copy");
-  same_device(*param, "param", *t, "param_copy");
-  require_shape(*t, "param_copy", param->shape(), "param's shape");
+TensorPtr low_copy(hpuTensor_t h, const char *arg, const TensorPtr &param, const char *param_arg) {
+  TensorPtr t = input(h, arg);
+  same_device(*param, param_arg, *t, arg);
+  require_shape(*t, arg, param->shape(), (std::string(param_arg) + "'s shape").c_str());
   if (t->dtype() != HPU_BFLOAT16 && t->dtype() != HPU_FLOAT16)
-    fail(HPU_ERROR_UNSUPPORTED, "param_copy is %s: expected bf16 or f16", t->str().c_str());
+    fail(HPU_ERROR_UNSUPPORTED, "%s is %s: expected bf16 or f16", arg, t->str().c_str());
   if (!t->contiguous())
-    fail(HPU_ERROR_INVALID_ARGUMENT, "param_copy is %s (not contiguous): expected contiguous", t->str().c_str());
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s (not contiguous): expected contiguous", arg, t->str().c_str());
   return t;
 }
 
@@ -51,30 +51,46 @@ void check_value(const char *name, double v, double lo, double hi, bool hi_open)
 // hpuAdamwStep, and with_copy hpuAdamwStepWithCopy.
 void adamw_step(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
                 int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t param_copy) {
+  TensorPtr p = adamw_param(param, "param"), g = gradient(grad, p);
+  AdamwArgs a = adamw_args(p, "param", exp_avg, exp_avg_sq, step, options, with_copy, param_copy, "param_copy");
+  auto s = stream_for(stream, *p);
+  TensorPtr G = as(*s, g, g->dtype());
+  TensorPtr m = a.exp_avg, v = a.exp_avg_sq, c = a.copy;
+  const kernels::AdamwConstants k = a.constants;
+  // Per element: decay (1), exp_avg (3), exp_avg_sq (4), the update (6); param
+  // and both moments read and written, the gradient read, the copy written.
+  if (p->numel() > 0)
+    enqueue(*s, work({p.get(), p.get(), m.get(), m.get(), v.get(), v.get(), G.get(), c.get()}, *p, 14), [=] {
+      kernels::adamw_step(p->data_as<float>(), G->dtype(), G->data(), m->data_as<float>(), v->data_as<float>(),
+                          p->numel(), k, c ? c->dtype() : HPU_FLOAT32, c ? c->data() : nullptr, true);
+    });
+}
+
+}  // namespace
+
+namespace hpu::ops {
+
+TensorPtr adamw_param(hpuTensor_t h, const char *arg) { return state(h, arg, nullptr); }
+
+AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
+                     int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t copy,
+                     const char *copy_arg) {
   hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, "options");
-  TensorPtr p = state(param, "param", nullptr), g = gradient(grad, p);
-  TensorPtr m = state(exp_avg, "exp_avg", p), v = state(exp_avg_sq, "exp_avg_sq", p);
-  TensorPtr c;
-  if (with_copy) c = low_copy(param_copy, p);
+  AdamwArgs a;
+  a.exp_avg = state(exp_avg, "exp_avg", param, param_arg);
+  a.exp_avg_sq = state(exp_avg_sq, "exp_avg_sq", param, param_arg);
+  if (with_copy) a.copy = low_copy(copy, copy_arg, param, param_arg);
   HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
   check_value("lr", o.lr, 0, 1e30, false);
   check_value("beta1", o.beta1, 0, 1, true);
   check_value("beta2", o.beta2, 0, 1, true);
   check_value("eps", o.eps, 0, 1e30, false);
   check_value("weight_decay", o.weight_decay, 0, 1e30, false);
-  auto s = stream_for(stream, *p);
-  TensorPtr G = as(*s, g, g->dtype());
-  kernels::AdamwParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
-  // Per element: decay (1), exp_avg (3), exp_avg_sq (4), the update (6); param
-  // and both moments read and written, the gradient read, the copy written.
-  if (p->numel() > 0)
-    enqueue(*s, work({p.get(), p.get(), m.get(), m.get(), v.get(), v.get(), G.get(), c.get()}, *p, 14), [=] {
-      kernels::adamw_step(p->data_as<float>(), G->dtype(), G->data(), m->data_as<float>(), v->data_as<float>(),
-                          p->numel(), step, ap, c ? c->dtype() : HPU_FLOAT32, c ? c->data() : nullptr);
-    });
+  a.constants = kernels::adamw_constants({o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, step);
+  return a;
 }
 
-}  // namespace
+}  // namespace hpu::ops
 
 extern "C" {
 

@@ -197,6 +197,60 @@ TEST_P(Matmul, ReluLinearBackwardIsReluBackwardOfLinearsBitForBit) {
   }
 }
 
+// hpuLinearBackwardAdamwStep leaves w (f32), its moments and its bf16 copy
+// with the bits of hpuLinearBackward's grad_w followed by hpuAdamwStepWithCopy
+// (hpuAdamwStep without a copy), over three steps: tiles with tails, the
+// training shapes' 256-row batch, a k longer than one block of the kernel,
+// and no rows at all (a zero gradient). The bias gradient is
+// hpuLinearBackward's.
+TEST_P(Matmul, LinearBackwardAdamwStepIsLinearBackwardThenAdamwBitForBit) {
+  hpuDataType_t dt = GetParam();
+  struct Case {
+    int64_t rows, in, out;
+  };
+  hpuAdamwOptions_t o = HPU_ADAMW_OPTIONS_INIT;
+  o.lr = 1e-2, o.weight_decay = 0.1;
+  for (const Case &c : {Case{6, 8, 5}, Case{256, 100, 130}, Case{1100, 20, 40}, Case{0, 7, 3}}) {
+    for (bool with_copy : {true, false}) {
+      const std::vector<double> w0 = round_all(HPU_FLOAT32, random_values(c.out * c.in, 31)), zero(c.out * c.in, 0);
+      hpuTensor_t w1 = T(HPU_FLOAT32, {c.out, c.in}, w0), m1 = T(HPU_FLOAT32, {c.out, c.in}, zero),
+                  v1 = T(HPU_FLOAT32, {c.out, c.in}, zero);
+      hpuTensor_t w2 = T(HPU_FLOAT32, {c.out, c.in}, w0), m2 = T(HPU_FLOAT32, {c.out, c.in}, zero),
+                  v2 = T(HPU_FLOAT32, {c.out, c.in}, zero);
+      hpuTensor_t copy1 = T(HPU_BFLOAT16, {c.out, c.in}, zero), copy2 = T(HPU_BFLOAT16, {c.out, c.in}, zero);
+      for (int step = 1; step <= 3; ++step) {
+        hpuTensor_t x = T(dt, {c.rows, c.in}, round_all(dt, random_values(c.rows * c.in, 40 + step)));
+        hpuTensor_t g = T(dt, {c.rows, c.out}, round_all(dt, random_values(c.rows * c.out, 50 + step)));
+        hpuTensor_t gw = nullptr, gb1 = nullptr, gb2 = nullptr;
+        if (dt == HPU_FLOAT64) {  // an f64 gradient has no f32 weight gradient
+          EXPECT_HPU_FAIL(hpuLinearBackwardAdamwStep(nullptr, g, x, w2, m2, v2, step, &o, copy2, &gb2),
+                          HPU_ERROR_UNSUPPORTED, "grad_y is f64");
+          break;
+        }
+        ASSERT_HPU_OK(hpuLinearBackward(nullptr, g, x, w1, nullptr, &gw, &gb1));
+        keep(gw), keep(gb1);
+        if (with_copy)
+          ASSERT_HPU_OK(hpuAdamwStepWithCopy(nullptr, w1, gw, m1, v1, step, &o, copy1));
+        else
+          ASSERT_HPU_OK(hpuAdamwStep(nullptr, w1, gw, m1, v1, step, &o));
+        ASSERT_HPU_OK(hpuLinearBackwardAdamwStep(nullptr, g, x, w2, m2, v2, step, &o, with_copy ? copy2 : nullptr,
+                                                 &gb2));
+        keep(gb2);
+        const std::string where = std::to_string(c.rows) + "x" + std::to_string(c.in) + "x" +
+                                  std::to_string(c.out) + " step " + std::to_string(step);
+        EXPECT_EQ(read(w2), read(w1)) << where;
+        EXPECT_EQ(read(m2), read(m1)) << where;
+        EXPECT_EQ(read(v2), read(v1)) << where;
+        EXPECT_EQ(read(copy2), read(copy1)) << where;
+        EXPECT_EQ(read(gb2), read(gb1)) << where;
+      }
+      if (dt != HPU_FLOAT64 && c.rows > 0) {
+        EXPECT_NE(read(w2), w0);
+      }
+    }
+  }
+}
+
 TEST_P(Matmul, MatmulCases) {
   hpuDataType_t dt = GetParam();
   struct Case {

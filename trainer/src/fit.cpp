@@ -136,6 +136,12 @@ void set_lr(Trainer::Run &r, double lr) {
   for (Replica &p : r.reps) p.opt->set_lr(lr);
 }
 
+// The learning rate of the next optimizer step.
+double step_lr(const Trainer::Run &r) {
+  const Optimizer &o = *r.reps[0].opt;
+  return r.sched && r.sched->interval() == Interval::step ? r.sched->lr_at(o.steps()) : o.lr();
+}
+
 // Scales the gradients to a global L2 norm of at most `clip`, as
 // torch.nn.utils.clip_grad_norm_.
 void clip_gradients(Replica &r, double clip) {
@@ -290,6 +296,10 @@ void Trainer::train_epoch(int64_t skip) {
       AutocastScope autocast(r.bf16);
       p.ctx.training = true;
       if (p.sync && step_now) p.sync->arm();
+      // Nothing but the optimizer reads this step's gradients (one device, no
+      // accumulation, no clipping): layers may apply its update at once.
+      if (step_now && !p.sync && r.reps.size() == 1 && accum == 1 && options_.gradient_clip_val <= 0)
+        p.opt->offer_step_in_backward(step_lr(r));
       Tensor loss = p.model->training_step(p.ctx, p.batch.x, p.batch.y, logs[i]);
       if (!p.loss_grad || p.loss_grad.dtype() != loss.dtype())
         p.loss_grad = Tensor::full(p.dev, loss.dtype(), {}, 1.0 / double(accum), p.ctx.stream);
@@ -319,9 +329,10 @@ void Trainer::train_epoch(int64_t skip) {
 void Trainer::optimizer_step() {
   Run &r = *run_;
   for (Replica &p : r.reps)
-    for (Parameter *q : p.params) q->materialize_grad(p.ctx.stream);
+    for (Parameter *q : p.params)
+      if (!q->stepped_in_backward) q->materialize_grad(p.ctx.stream);
   each(callbacks_, [&](Callback &c) { c.on_before_optimizer_step(*this); });
-  if (r.sched && r.sched->interval() == Interval::step) set_lr(r, r.sched->lr_at(r.reps[0].opt->steps()));
+  set_lr(r, step_lr(r));
   // Every replica holds the same averaged gradients (or, sharded, its slices of
   // them): the same clip, the same step.
   in_parallel(r, [&](size_t, Replica &p) {

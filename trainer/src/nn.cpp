@@ -132,12 +132,23 @@ Tensor Linear::run(Context &ctx, const Tensor &x, Fuse f) {
   });
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();
+    if (w_.adamw_in_backward) ++w_.adamw_in_backward->forwards;
     ctx.tape.push([this, s, xr, w, input_grad, xt, after_relu = f.after_relu](const Tensor &g) {
       hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
-      if (input_grad)
+      if (input_grad)  // first: the step below overwrites w
         check((after_relu ? hpuReluLinearBackward : hpuLinearBackward)(s, g.get(), xr.get(), w.get(), &gx, nullptr,
                                                                         nullptr));
-      check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
+      if (w_.adamw_in_backward && w_.adamw_in_backward->forwards == 1) {
+        // The only gradient of w this step: AdamW's update at once.
+        const Parameter::AdamwStep &u = *w_.adamw_in_backward;
+        check(hpuLinearBackwardAdamwStep(s, g.get(), xr.get(), w_.value.get(), u.exp_avg.get(), u.exp_avg_sq.get(),
+                                         u.step, &u.options, w_.low_copy() ? w_.low_copy().get() : nullptr,
+                                         has_bias_ ? &gb : nullptr));
+        w_.adamw_in_backward.reset();
+        w_.stepped_in_backward = true;
+      } else {
+        check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
+      }
       Tensor tx(gx), tw(gw), tb(gb);
       w_.accumulate_owned(std::move(tw), s);
       if (has_bias_) b_.accumulate_owned(std::move(tb), s);
@@ -367,17 +378,35 @@ AdamW::AdamW(std::vector<Parameter *> params, double lr, double beta1, double be
   }
 }
 
-void AdamW::step(hpuStream_t stream) {
-  ++steps_;
+hpuAdamwOptions_t AdamW::options(double lr) const {
   hpuAdamwOptions_t o = HPU_ADAMW_OPTIONS_INIT;
-  o.lr = lr();
+  o.lr = lr;
   o.beta1 = beta1_;
   o.beta2 = beta2_;
   o.eps = eps_;
   o.weight_decay = weight_decay_;
+  return o;
+}
+
+bool AdamW::offer_step_in_backward(double lr) {
+  const auto &ps = params();
+  for (size_t i = 0; i < ps.size(); ++i)
+    ps[i]->adamw_in_backward = Parameter::AdamwStep{m_[i], v_[i], steps_ + 1, options(lr)};
+  return true;
+}
+
+void AdamW::step(hpuStream_t stream) {
+  ++steps_;
+  const hpuAdamwOptions_t o = options(lr());
   const auto &ps = params();
   for (size_t i = 0; i < ps.size(); ++i) {
     Parameter &p = *ps[i];
+    p.adamw_in_backward.reset();
+    if (p.stepped_in_backward) {  // with the copy, when there is one
+      p.stepped_in_backward = false;
+      p.copy_written();
+      continue;
+    }
     if (!p.low_copy()) {
       check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o));
       continue;

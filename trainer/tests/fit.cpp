@@ -240,6 +240,56 @@ TEST(Fit, ALinearAndItsReluTrainAsOneOpBitForBit) {
   }
 }
 
+// Counts, at each optimizer step, the parameters whose update AdamW already
+// applied in the backward (hpuLinearBackwardAdamwStep).
+struct SteppedInBackward : hpu::Callback {
+  explicit SteppedInBackward(hpu::LightningModule &m) : model(m) {}
+  std::string state_key() const override { return "SteppedInBackward"; }
+  void on_before_optimizer_step(hpu::Trainer &) override {
+    for (hpu::Parameter *p : model.parameters()) count += p->stepped_in_backward;
+  }
+  hpu::LightningModule &model;
+  int count = 0;
+};
+
+// With one device, no accumulation and no clipping, each Linear's weight takes
+// its AdamW step in the backward, as its gradient is computed: the same
+// weights, bit for bit, as a run whose clipping (at a norm never reached)
+// keeps the separate step, in both precisions, with a per-step learning rate
+// schedule, also where the weight's input is a relu's output.
+TEST(Fit, AdamwStepsInTheBackwardGiveTheSeparateStepsWeights) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  for (const char *precision : {"32-true", "bf16-mixed"}) {
+    for (bool relu : {false, true}) {
+      auto fit = [&](double clip, int *stepped) {
+        hpu::Sequential s = mlp();
+        if (relu) {
+          s = hpu::Sequential();
+          s.add(hpu::Linear(16, 32)).add(hpu::ReLU()).add(hpu::Linear(32, 4));
+        }
+        hpu::TrainerOptions o = opts(dir);
+        o.precision = precision;
+        o.max_epochs = 2;
+        o.gradient_clip_val = clip;
+        hpu::Classifier model(s, adamw(), fixed_cosine());
+        auto probe = std::make_shared<SteppedInBackward>(model);
+        o.callbacks = {probe};
+        hpu::Trainer t(o);
+        t.fit(model, data);
+        *stepped = probe->count;
+        return weights(model);
+      };
+      SCOPED_TRACE(std::string(precision) + (relu ? " relu" : ""));
+      int fused = 0, apart = 0;
+      const auto a = fit(0, &fused), b = fit(1e30, &apart);
+      expect_bit_identical(a, b);
+      EXPECT_EQ(fused, 2 * 16 * 2);  // both weights, 16 steps an epoch, 2 epochs
+      EXPECT_EQ(apart, 0);
+    }
+  }
+}
+
 // Weights the caller writes between two runs are the ones the next run uses,
 // also under bf16-mixed, where forwards read a bf16 copy of the weights: the
 // validation after halving every weight gives the loss of one whose copies

@@ -271,6 +271,9 @@ export declare const ops: {
     momentum?: number; dampening?: number; weightDecay?: number; nesterov?: boolean }): void;
   adamwStep(param: Tensor, grad: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number; lr?: number;
     betas?: [number, number]; eps?: number; weightDecay?: number; paramCopy?: Tensor | null }): void;
+  linearBackwardAdamwStep(g: Tensor, x: Tensor, w: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number;
+    lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number; wCopy?: Tensor | null;
+    bias?: boolean }): Out | null;
 };
 /**
  * input [C], [N, C] or [N, C, d1, ...], target its shape without the class dim. weight: class weights [C]

@@ -58,6 +58,7 @@ const prototypes = {
   SgdStep: `${T} p, ${T} g, ${T} buf, int64_t step, const hpuSgdOptions_t *o`,
   AdamwStep: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o`,
   AdamwStepWithCopy: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o, ${T} c`,
+  LinearBackwardAdamwStep: `${T} g, ${T} x, ${T} w, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o, ${T} c, ${O}gb`,
 };
 for (const op of BINARY) {
   prototypes[cap(op)] = `${T} a, ${T} b, ${O}out`;
@@ -313,6 +314,18 @@ const ops = {
     const args = [streamFor(dev), param.handle, grad.handle, expAvg.handle, expAvgSq.handle, step, o];
     if (paramCopy) C.AdamwStepWithCopy(...args, paramCopy.handle);
     else C.AdamwStep(...args);
+  },
+  /**
+   * The weight gradient of linear applied at once by an AdamW step of w (float32 master weights), in place, never
+   * stored: the bits of linearBackward then adamwStep (wCopy as paramCopy). Returns gradBias (null when bias is false).
+   */
+  linearBackwardAdamwStep(g, x, w, expAvg, expAvgSq, { step, lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8,
+    weightDecay = 1e-2, wCopy = null, bias = true }) {
+    const dev = checkLinear('linearBackwardAdamwStep', x, w, null);
+    checkStep('linearBackwardAdamwStep', w, w, step, { expAvg, expAvgSq, wCopy });
+    const o = { ...sized(AdamwOptions), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay };
+    return call('LinearBackwardAdamwStep', dev, [g.handle, x.handle, w.handle, expAvg.handle, expAvgSq.handle, step, o,
+      h(wCopy)], [bias]);
   },
 };
 

@@ -27,7 +27,7 @@ __all__ = [
     "softmax_backward", "log_softmax", "log_softmax_backward", "nll_loss", "nll_loss_backward", "cross_entropy",
     "cross_entropy_backward", "layer_norm", "layer_norm_backward", "dropout", "dropout_backward", "embedding",
     "embedding_backward", "sum", "sum_backward", "mean", "mean_backward", "argmax", "squared_norm", "cast",
-    "cast_backward", "scale_", "sgd_step", "adamw_step",
+    "cast_backward", "scale_", "sgd_step", "adamw_step", "linear_backward_adamw_step",
 ]
 
 Scalar = Union[int, float]
@@ -83,6 +83,7 @@ _PROTOTYPES = {
     "hpuSgdStep": [T, T, T, T, c_int64, POINTER(SgdOptions_t)],
     "hpuAdamwStep": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t)],
     "hpuAdamwStepWithCopy": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t), T],
+    "hpuLinearBackwardAdamwStep": [T, T, T, T, T, T, c_int64, POINTER(AdamwOptions_t), T, P],
 }
 _UNARY = ("exp", "log", "tan", "relu", "gelu", "tanh", "sigmoid")
 for _name in _UNARY:
@@ -739,19 +740,41 @@ def sgd_step(param: Tensor, grad: Tensor, momentum_buffer: Optional[Tensor] = No
     _lib.hpuSgdStep(stream_for(dev), param.handle, grad.handle, _h(momentum_buffer), step, ctypes.byref(opts))
 
 
+def _adamw_options(lr: float, betas: Tuple[float, float], eps: float, weight_decay: float) -> AdamwOptions_t:
+    opts = _lib.sized(AdamwOptions_t)
+    opts.lr, (opts.beta1, opts.beta2), opts.eps, opts.weight_decay = lr, betas, eps, weight_decay
+    return opts
+
+
 def adamw_step(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *, step: int, lr: float = 1e-3,
                betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
                param_copy: Optional[Tensor] = None) -> None:
     """One torch.optim.AdamW step on `param`, in place. With `param_copy` (bf16 or f16, param's shape), the
     same pass also writes the new `param` converted to its dtype, as :func:`cast` would."""
     dev = _check_step("adamw_step", param, grad, step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, param_copy=param_copy)
-    opts = _lib.sized(AdamwOptions_t)
-    opts.lr, (opts.beta1, opts.beta2), opts.eps, opts.weight_decay = lr, betas, eps, weight_decay
+    opts = _adamw_options(lr, betas, eps, weight_decay)
     args = (stream_for(dev), param.handle, grad.handle, exp_avg.handle, exp_avg_sq.handle, step, ctypes.byref(opts))
     if param_copy is None:
         _lib.hpuAdamwStep(*args)
     else:
         _lib.hpuAdamwStepWithCopy(*args, param_copy.handle)
+
+
+def linear_backward_adamw_step(grad: Tensor, x: Tensor, w: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *,
+                               step: int, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                               eps: float = 1e-8, weight_decay: float = 1e-2, w_copy: Optional[Tensor] = None,
+                               bias: bool = True) -> Optional[Tensor]:
+    """The weight gradient of :func:`linear` applied at once by an AdamW step of `w` (float32 master weights),
+    in place, never stored: the bits of :func:`linear_backward` then :func:`adamw_step` (with `w_copy` as
+    param_copy). Returns grad_bias, or None when `bias` is False."""
+    op = "linear_backward_adamw_step"
+    dev = _check_linear(op, x, w, None)
+    _tensors(op, grad=grad, x=x)
+    _grad(op, grad, x.shape[:-1] + (w.shape[0],), "the output")
+    _check_step(op, w, w, step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, w_copy=w_copy)
+    opts = _adamw_options(lr, betas, eps, weight_decay)
+    return _call("hpuLinearBackwardAdamwStep", dev, grad.handle, x.handle, w.handle, exp_avg.handle,
+                 exp_avg_sq.handle, step, ctypes.byref(opts), _h(w_copy), outs=(bias,))[0]
 
 
 # ---- Tensor methods and operators ---------------------------------------------------------

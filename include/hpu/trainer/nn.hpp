@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,20 @@ struct Parameter {
   // wrote it with value's new contents.
   const Tensor &low_copy() const { return low_; }
   void copy_written() { low_current_ = static_cast<bool>(low_); }
+
+  // AdamW's next update of this parameter, offered to the layer that
+  // computes its gradient (AdamW::offer_step_in_backward), until that step.
+  // A layer whose forward ran once applies it in its backward
+  // (hpuLinearBackwardAdamwStep: the gradient is never stored, p.grad is not
+  // written) and sets stepped_in_backward.
+  struct AdamwStep {
+    Tensor exp_avg, exp_avg_sq;
+    int64_t step = 0;
+    hpuAdamwOptions_t options = HPU_ADAMW_OPTIONS_INIT;
+    int forwards = 0;  // forwards that used the parameter since the offer
+  };
+  std::optional<AdamwStep> adamw_in_backward;
+  bool stepped_in_backward = false;
 
  private:
   bool zero_pending_ = false;
@@ -241,10 +256,12 @@ class AdamW : public Optimizer {
   std::string name() const override { return "AdamW"; }
   std::optional<double> momentum() const override { return beta1_; }
   void step(hpuStream_t stream) override;
+  bool offer_step_in_backward(double lr) override;
   void state(std::vector<std::pair<std::string, Tensor>> &out) override;
   std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const override;
 
  private:
+  hpuAdamwOptions_t options(double lr) const;
   double beta1_, beta2_, eps_, weight_decay_;
   std::vector<Tensor> m_, v_;
 };

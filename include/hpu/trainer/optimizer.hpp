@@ -27,6 +27,17 @@ class Optimizer {
   virtual std::optional<double> momentum() const { return std::nullopt; }
   // One update of every parameter from its gradient, queued on `stream`.
   virtual void step(hpuStream_t stream) { (void)stream; }
+  // Offers the next step's update of each parameter, with learning rate lr,
+  // to the layer that computes its gradient in the coming backward
+  // (Parameter::adamw_in_backward); that layer may apply it at once in place
+  // of storing the gradient, and the next step() skips what it applied.
+  // Returns false when this optimizer cannot (the default). The trainer offers
+  // it when nothing else reads the gradients: one device, no gradient
+  // accumulation, no clipping.
+  virtual bool offer_step_in_backward(double lr) {
+    (void)lr;
+    return false;
+  }
   // Sets every gradient to zero.
   void zero_grad(hpuStream_t stream);
   // The state tensors a checkpoint saves, by name (not the parameters):
