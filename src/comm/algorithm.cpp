@@ -34,9 +34,15 @@ uint64_t tag_of(uint64_t seq, uint32_t step) {
   if (step >= (1u << 24)) fail(HPU_ERROR_INTERNAL, "message step %u is out of range", step);
   return (seq << 24) | step;
 }
+
+bool any(const std::vector<Request *> &after) {
+  for (Request *r : after)
+    if (r) return true;
+  return false;
+}
 }  // namespace
 
-RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes) {
+RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes, const std::vector<Request *> &after) {
   SendDesc d;
   d.peer = peer;
   d.tag = tag_of(header_.seq, step);
@@ -46,17 +52,18 @@ RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes) {
     header_sent_[static_cast<size_t>(peer)] = true;
     d.header = &header_;
   }
-  return t_.isend(d);
+  return any(after) ? t_.isend_after(d, after, deadline()) : t_.isend(d);
 }
 
-RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine) {
+RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine,
+                     const std::vector<Request *> &after) {
   RecvDesc d;
   d.peer = peer;
   d.tag = tag_of(header_.seq, step);
   d.data = data;
   d.bytes = bytes;
   d.combine = combine;
-  return t_.irecv(d);
+  return any(after) ? t_.irecv_after(d, after, deadline()) : t_.irecv(d);
 }
 
 Deadline Ctx::deadline() const {

@@ -52,14 +52,18 @@ class Ctx {
   const OpHeader &header() const { return header_; }
   bool shares_address_space() const { return t_.shares_address_space(); }
   size_t few_steps_bytes() const { return t_.few_steps_bytes(); }
+  bool chains() const { return t_.chains(); }  // Transport::chains
   // Throws the endpoint's sticky error (a peer failed or aborted), if any.
   void throw_if_failed() const { t_.throw_if_failed(); }
 
   // Messages of this operation. `step` (< 2^24) tells the messages of one
   // operation between one pair apart; the first message to each peer carries
-  // the header.
-  RequestPtr send(int peer, uint32_t step, const void *data, size_t bytes);
-  RequestPtr recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine = nullptr);
+  // the header. Each is posted once the requests of `after` are done (null
+  // entries are skipped; Transport::isend_after): post a whole chain of steps,
+  // then wait once.
+  RequestPtr send(int peer, uint32_t step, const void *data, size_t bytes, const std::vector<Request *> &after = {});
+  RequestPtr recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine = nullptr,
+                  const std::vector<Request *> &after = {});
 
   // Waits with the communicator's deadline, counted from the call.
   void wait(std::initializer_list<Request *> requests);

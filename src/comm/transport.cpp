@@ -248,6 +248,23 @@ void Transport::wait(std::initializer_list<Request *> requests, Deadline deadlin
   wait_all(raw, n, deadline);
 }
 
+RequestPtr Transport::isend_after(const SendDesc &desc, const std::vector<Request *> &after, Deadline deadline) {
+  wait_for(after, deadline);
+  return isend(desc);
+}
+
+RequestPtr Transport::irecv_after(const RecvDesc &desc, const std::vector<Request *> &after, Deadline deadline) {
+  wait_for(after, deadline);
+  return irecv(desc);
+}
+
+void Transport::wait_for(const std::vector<Request *> &after, Deadline deadline) {
+  std::vector<Request *> raw;
+  for (Request *r : after)
+    if (r) raw.push_back(r);
+  wait_all(raw.data(), raw.size(), deadline);
+}
+
 void Transport::wait(const std::vector<RequestPtr> &requests, Deadline deadline) {
   std::vector<Request *> raw;
   raw.reserve(requests.size());

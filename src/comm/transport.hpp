@@ -210,6 +210,16 @@ class Transport {
   // Post a message; throw the sticky error if the endpoint has failed.
   virtual RequestPtr isend(const SendDesc &desc) = 0;
   virtual RequestPtr irecv(const RecvDesc &desc) = 0;
+  // The same, posted once every request of `after` is done (null entries are
+  // skipped): an algorithm posts a chain of steps up front and waits once, at
+  // the end. A transport whose messages move on threads of its own (net) posts
+  // it from the thread that completes the last of `after`, so the steps go on
+  // without waking the waiting thread; by default this waits for `after` here
+  // (as wait() does, until `deadline`) and posts then. If one of `after`
+  // fails, the endpoint fails (the request itself never completes).
+  virtual bool chains() const { return false; }  // true: *_after post from the completing thread
+  virtual RequestPtr isend_after(const SendDesc &desc, const std::vector<Request *> &after, Deadline deadline);
+  virtual RequestPtr irecv_after(const RecvDesc &desc, const std::vector<Request *> &after, Deadline deadline);
 
   // Declares the collective this rank runs from now on (see the header check).
   virtual void begin(const OpHeader &header) = 0;
@@ -276,6 +286,7 @@ class Transport {
   void ring();
   bool poll_until(const std::function<bool()> &ready, Deadline deadline);
   void wait_all(Request *const *requests, size_t n, Deadline deadline);
+  void wait_for(const std::vector<Request *> &after, Deadline deadline);  // the non-null ones
   void throw_request_error(const Request &request);
   void time_out(const std::string &what);
 

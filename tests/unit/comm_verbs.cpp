@@ -24,6 +24,7 @@
 #include "comm/socket.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "comm/transports/verbs_engine.hpp"
+#include "comm_collectives.hpp"
 #include "comm_harness.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -59,86 +60,6 @@ Endpoint verbs(const UniqueId &id, int rank, int n, Deadline d) {
 TEST(CommVerbs, ExchangeOverTheTestAdapter) {
   for (int n : {2, 4}) expect_exchanges(verbs, n, "verbs");
 }
-
-namespace {
-
-// Every collective algorithm over this rank's verbs endpoint, host memory; 0 when all results are right.
-int collectives(Transport &t) {
-  using namespace comm_test;
-  const int n = t.size(), r = t.rank();
-  Scratch scratch;
-  uint64_t seq = 0;
-  auto run = [&](CollKind kind, hpuDataType_t dt, size_t count, int root, hpuRedOp_t op,
-                 const std::function<void(Ctx &)> &body) {
-    OpHeader h;
-    h.seq = ++seq;
-    h.coll = static_cast<uint32_t>(kind);
-    h.dtype = dt;
-    h.count = count;
-    h.root = root;
-    h.redop = op;
-    t.begin(h);
-    Ctx c(t, h, 20.0, scratch);
-    body(c);
-  };
-  struct Case {
-    hpuDataType_t t;
-    hpuRedOp_t op;
-  };
-  const Case cases[] = {{HPU_FLOAT32, HPU_SUM}, {HPU_BFLOAT16, HPU_SUM}, {HPU_INT32, HPU_MAX},
-                        {HPU_FLOAT64, HPU_AVG}, {HPU_UINT8, HPU_MIN},   {HPU_INT64, HPU_PROD}};
-  for (const Case &k : cases)
-    for (size_t count : {size_t(1), size_t(4099), size_t(300007)}) {
-      auto in = encode(k.t, inputs(k.t, k.op, r, count));
-      std::vector<uint8_t> out(in.size());
-      run(CollKind::allreduce, k.t, count, -1, k.op, [&](Ctx &c) {
-        if (count < 1000) recursive_doubling_allreduce(c, in.data(), out.data(), count, k.t, k.op);
-        else ring_allreduce(c, in.data(), out.data(), count, k.t, k.op);
-      });
-      if (out != reference(k.t, k.op, n, count)) return 20;
-    }
-  const hpuDataType_t f32 = HPU_FLOAT32;
-  for (size_t count : {size_t(7), size_t(200003)}) {
-    size_t bytes = count * 4;
-    auto mine = encode(f32, inputs(f32, HPU_SUM, r, count));
-    std::vector<uint8_t> out(bytes * static_cast<size_t>(n));
-    auto everyone = [&](size_t first) {  // every rank's inputs [first, first + count), in rank order
-      std::vector<uint8_t> all;
-      for (int q = 0; q < n; ++q) {
-        auto part = encode(f32, inputs(f32, HPU_SUM, q, count, first));
-        all.insert(all.end(), part.begin(), part.end());
-      }
-      return all;
-    };
-    for (bool big : {false, true}) {
-      run(CollKind::broadcast, f32, count, 1, HPU_SUM, [&](Ctx &c) {
-        if (big) chain_broadcast(c, mine.data(), out.data(), bytes, 1);
-        else tree_broadcast(c, mine.data(), out.data(), bytes, 1);
-      });
-      if (std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(bytes)) != encode(f32, inputs(f32, HPU_SUM, 1, count)))
-        return 21;
-      run(CollKind::reduce, f32, count, 2, HPU_SUM, [&](Ctx &c) {
-        if (big) chain_reduce(c, mine.data(), out.data(), count, f32, HPU_SUM, 2);
-        else tree_reduce(c, mine.data(), out.data(), count, f32, HPU_SUM, 2);
-      });
-      if (r == 2 && std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(bytes)) != reference(f32, HPU_SUM, n, count))
-        return 22;
-    }
-    run(CollKind::allgather, f32, count, -1, HPU_SUM, [&](Ctx &c) { ring_allgather(c, mine.data(), out.data(), count, f32); });
-    if (out != everyone(0)) return 23;
-    auto wide = encode(f32, inputs(f32, HPU_SUM, r, count * static_cast<size_t>(n)));
-    std::vector<uint8_t> part(bytes);
-    run(CollKind::reducescatter, f32, count, -1, HPU_SUM,
-        [&](Ctx &c) { ring_reducescatter(c, wide.data(), part.data(), count, f32, HPU_SUM); });
-    if (part != reference(f32, HPU_SUM, n, count, static_cast<size_t>(r) * count)) return 24;
-    run(CollKind::alltoall, f32, count, -1, HPU_SUM, [&](Ctx &c) { pairwise_alltoall(c, wide.data(), out.data(), bytes); });
-    if (out != everyone(static_cast<size_t>(r) * count)) return 25;
-    run(CollKind::barrier, f32, 0, -1, HPU_SUM, [&](Ctx &c) { dissemination_barrier(c); });
-  }
-  return 0;
-}
-
-}  // namespace
 
 TEST(CommVerbs, CollectivesOverTheTestAdapter) {
   const int n = 3;

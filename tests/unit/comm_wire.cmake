@@ -1,7 +1,11 @@
 # White-box: the test compiles the sources of the process transports, the verbs
-# transport with its test adapter (and the core they use) into itself to reach
-# their internal classes. comm_verbs.cmake includes this file.
-target_sources(test_${name} PRIVATE
+# transport with its test adapter, the collective algorithms (and the core they
+# use) into itself to reach their internal classes. comm_verbs.cmake includes
+# this file.
+file(GLOB comm_algorithm_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/comm/algorithms/*.cpp)
+target_sources(test_${name} PRIVATE ${comm_algorithm_sources}
+  ${PROJECT_SOURCE_DIR}/src/comm/algorithm.cpp
+  ${PROJECT_SOURCE_DIR}/src/comm/reduce.cpp
   ${PROJECT_SOURCE_DIR}/src/core/error.cpp
   ${PROJECT_SOURCE_DIR}/src/core/fault.cpp
   ${PROJECT_SOURCE_DIR}/src/core/log.cpp

@@ -19,6 +19,7 @@
 #include "comm/bootstrap_socket.hpp"
 #include "comm/socket.hpp"
 #include "comm/transports/net_transport.hpp"
+#include "comm_collectives.hpp"
 #include "comm_harness.hpp"
 #include "core/error.hpp"
 
@@ -41,6 +42,26 @@ Connect net(const char *transport) {
 
 void run_exchange(const char *transport, int n) { expect_exchanges(net(transport), n, transport); }
 
+// Begins operation 1, an allreduce of `count` floats, on t.
+OpHeader begin_allreduce(Transport &t, size_t count) {
+  OpHeader h;
+  h.seq = 1;
+  h.coll = static_cast<uint32_t>(CollKind::allreduce);
+  h.dtype = HPU_FLOAT32;
+  h.count = count;
+  t.begin(h);
+  return h;
+}
+
+// Receives that add `local` (floats) to what arrives.
+Combine adding(const float *local) {
+  Combine add;
+  add.fn = add_f32;
+  add.local = local;
+  add.elem_size = 4;
+  return add;
+}
+
 // Two ranks send each other, all at once, messages of sizes around the
 // transport's thresholds (tcp: pieces of 64 KiB reduced as they arrive, 512 KiB
 // eager limit and data chunk), each twice on one tag (matched in posting
@@ -56,16 +77,8 @@ int many_in_flight(Transport &t) {
     mine[i] = wire_value(me, i);
     theirs[i] = wire_value(peer, i);
   }
-  OpHeader h;
-  h.seq = 1;
-  h.coll = static_cast<uint32_t>(CollKind::allreduce);
-  h.dtype = HPU_FLOAT32;
-  h.count = counts.back();
-  t.begin(h);
-  Combine add;
-  add.fn = add_f32;
-  add.local = mine.data();
-  add.elem_size = 4;
+  const OpHeader h = begin_allreduce(t, counts.back());
+  Combine add = adding(mine.data());
   // Message k of size i goes on tag 2i (plain) or 2i + 1 (reduced), starting
   // at element k of the data (so the two on one tag differ).
   struct Msg {
@@ -121,8 +134,98 @@ int many_in_flight(Transport &t) {
   return 0;
 }
 
+// Each rank passes values around the ring in chains of kSteps steps, one
+// chain per size (sizes around the thresholds, as above), all in flight at
+// once: step k receives from the left, adding this rank's data, and step
+// k + 1 sends that on to the right. Every receive and send but the first
+// sends is chained after the receive before it (isend_after, irecv_after), and
+// the first sends leave only once every rank has posted all the rest: were
+// posting to wait for a chained request, no rank would get past it. After
+// step k rank r holds the sum of the data of ranks r, r - 1, ..., r - k - 1.
+// 0 when every element is right.
+int ring_chains(Transport &t, JobPage &s) {
+  constexpr int kSteps = 6;
+  const int me = t.rank(), n = t.size(), right = (me + 1) % n, left = (me + n - 1) % n;
+  const std::vector<size_t> counts = {1000, 16383, 16385, 131071, 131073, 393219};
+  const Deadline deadline = in(30);
+  std::vector<float> mine(counts.back());
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = wire_value(me, i);
+  const OpHeader h = begin_allreduce(t, counts.back());
+  Combine add = adding(mine.data());
+  std::vector<std::vector<std::vector<float>>> got(counts.size());  // [size][step]
+  std::vector<RequestPtr> all;
+  for (size_t c = 0; c < counts.size(); ++c) {
+    got[c].assign(kSteps, std::vector<float>(counts[c], -1.0f));
+    RequestPtr before;
+    for (int k = 0; k < kSteps; ++k) {
+      RecvDesc rd;
+      rd.peer = left;
+      rd.tag = c * 100 + static_cast<uint64_t>(k);
+      rd.data = got[c][static_cast<size_t>(k)].data();
+      rd.bytes = counts[c] * 4;
+      rd.combine = &add;
+      RequestPtr recv = t.irecv_after(rd, {before.get()}, deadline);
+      all.push_back(recv);
+      if (k + 1 < kSteps) {
+        SendDesc sd;
+        sd.peer = right;
+        sd.tag = rd.tag + 1;
+        sd.data = rd.data;
+        sd.bytes = rd.bytes;
+        all.push_back(t.isend_after(sd, {recv.get()}, deadline));
+      }
+      before = recv;
+    }
+  }
+  s.ready.fetch_add(1);
+  while (s.ready.load() < n)
+    if (Clock::now() > deadline) return 12;
+    else std::this_thread::sleep_for(Ms(1));
+  for (size_t c = 0; c < counts.size(); ++c) {
+    SendDesc sd;
+    sd.peer = right;
+    sd.tag = c * 100;
+    sd.data = mine.data();
+    sd.bytes = counts[c] * 4;
+    if (c == 0) sd.header = &h;
+    all.push_back(t.isend(sd));
+  }
+  t.wait(all, deadline);
+  for (size_t c = 0; c < counts.size(); ++c)
+    for (int k = 0; k < kSteps; ++k)
+      for (size_t i = 0; i < counts[c]; ++i) {
+        float want = 0;
+        for (int j = 0; j <= k + 1; ++j) want += wire_value(((me - j) % n + n) % n, i);
+        if (got[c][static_cast<size_t>(k)][i] != want) return 10;
+      }
+  return 0;
+}
+
+void run_chains(const char *transport, int n) {
+  auto s = shared_page();
+  auto pids = fork_ranks(n, [&](int r) {
+    Endpoint e = net(transport)(job_id(*s, r, in(30)), r, n, in(30));
+    return ring_chains(*e.transport, *s);
+  });
+  auto codes = reap(pids);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << " of " << n;
+}
+
+void run_collectives(const char *transport, int n) {
+  auto s = shared_page();
+  auto pids = fork_ranks(n, [&](int r) {
+    Endpoint e = net(transport)(job_id(*s, r, in(30)), r, n, in(30));
+    return collectives(*e.transport);
+  });
+  auto codes = reap(pids);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << " of " << n;
+}
+
 }  // namespace
 
+TEST(CommWire, TcpChainsGoOnWithoutThePoster) { run_chains("tcp", 4); }
+TEST(CommWire, TcpCollectivesFourRanks) { run_collectives("tcp", 4); }
+TEST(CommWire, ShmCollectivesThreeRanks) { run_collectives("shm", 3); }
 TEST(CommWire, TcpExchangeTwoRanks) { run_exchange("tcp", 2); }
 TEST(CommWire, TcpExchangeFourRanks) { run_exchange("tcp", 4); }
 TEST(CommWire, TcpManyLargeMessagesInFlightPostedEarlyAndLate) {

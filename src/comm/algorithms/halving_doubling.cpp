@@ -53,33 +53,50 @@ void halving_doubling_allreduce(Ctx &c, const void *send, void *recv, size_t cou
     return blocks(v / m * m, m);
   };
 
-  std::vector<RequestPtr> sends;
+  // Every step is chained after what it needs (Ctx::send's `after`), all is
+  // posted at once and waited for at the end. Reduce-scatter round s sends
+  // and combines within what round s - 1 combined.
+  std::vector<RequestPtr> all, sends(static_cast<size_t>(rounds));
+  RequestPtr combined;  // the last round's receive so far
   for (int s = 0; s < rounds; ++s) {
     const int pv = vr ^ (p2 >> (s + 1));
     const int peer = real(pv);
     const Piece give = held(pv, s + 1), keep = held(vr, s + 1);
-    if (give.count) sends.push_back(c.send(peer, static_cast<uint32_t>(s), local + give.begin * esize, give.count * esize));
+    if (give.count) {
+      sends[s] = c.send(peer, static_cast<uint32_t>(s), local + give.begin * esize, give.count * esize, {combined.get()});
+      all.push_back(sends[s]);
+    }
     if (keep.count) {
       Combine cb = make_combine(dtype, op, local + keep.begin * esize, /*local_first=*/vr < pv);
-      c.wait(c.recv(peer, static_cast<uint32_t>(s), out + keep.begin * esize, keep.count * esize, &cb));
+      combined = c.recv(peer, static_cast<uint32_t>(s), out + keep.begin * esize, keep.count * esize, &cb,
+                        {combined.get()});
+      all.push_back(combined);
     }
     local = out;
   }
-  const Piece mine = held(vr, rounds);
-  finish_average(out + mine.begin * esize, mine.count, dtype, op, n);
-  // Allgather writes where the reduce-scatter's sends read.
-  c.wait(sends);
-  sends.clear();
+  if (op == HPU_AVG) {
+    if (combined) c.wait(combined);
+    const Piece mine = held(vr, rounds);
+    finish_average(out + mine.begin * esize, mine.count, dtype, op, n);
+  }
+  // Allgather round s sends all this rank holds by then (its block, and what
+  // the later rounds brought) and receives where round s of the
+  // reduce-scatter sent from.
+  std::vector<Request *> holds = {combined.get()};
   for (int s = rounds - 1; s >= 0; --s) {
     const int pv = vr ^ (p2 >> (s + 1));
     const int peer = real(pv);
     const Piece have = held(vr, s + 1), get = held(pv, s + 1);
     const auto step = static_cast<uint32_t>(rounds + s);
-    if (have.count) sends.push_back(c.send(peer, step, out + have.begin * esize, have.count * esize));
-    if (get.count) c.wait(c.recv(peer, step, out + get.begin * esize, get.count * esize));
+    if (have.count) all.push_back(c.send(peer, step, out + have.begin * esize, have.count * esize, holds));
+    if (get.count) {
+      all.push_back(c.recv(peer, step, out + get.begin * esize, get.count * esize, nullptr, {sends[s].get()}));
+      holds.push_back(all.back().get());
+    }
   }
-  if (r < 2 * extra) sends.push_back(c.send(r - 1, kResult, recv, bytes));
-  c.wait(sends);
+  c.wait(all);
+  all.clear();
+  if (r < 2 * extra) c.wait(c.send(r - 1, kResult, recv, bytes));
 }
 
 }  // namespace hpu::comm

@@ -100,6 +100,9 @@ class NetTransport final : public Transport {
   MemoryRegionPtr register_memory(void *base, size_t bytes) override;
   RequestPtr isend(const SendDesc &desc) override;
   RequestPtr irecv(const RecvDesc &desc) override;
+  bool chains() const override { return chains_; }
+  RequestPtr isend_after(const SendDesc &desc, const std::vector<Request *> &after, Deadline deadline) override;
+  RequestPtr irecv_after(const RecvDesc &desc, const std::vector<Request *> &after, Deadline deadline) override;
   void begin(const OpHeader &header) override;
   SharedArea shared_area() const override { return area_; }
   void wake_peers() override {
@@ -110,6 +113,9 @@ class NetTransport final : public Transport {
   void add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit);
   void set_name(std::string name) { name_ = std::move(name); }
   void set_few_steps_bytes(size_t bytes) { few_steps_bytes_ = bytes; }
+  // isend_after/irecv_after post from the thread that completes a chain's last
+  // step (else they wait in the caller, as Transport's do). Before add_engine.
+  void set_chains(bool on) { chains_ = on; }
 
   // From the links' threads.
   void on_frame(int peer, const Frame &f, const void *payload);
@@ -133,6 +139,7 @@ class NetTransport final : public Transport {
   void progress() override;
 
  private:
+  struct NetReq;
   struct SendReq;
   struct RecvReq;
   struct Arrival {
@@ -157,6 +164,18 @@ class NetTransport final : public Transport {
   std::string check_arrival(int peer, const Frame &f);  // header check; "" when fine
   std::string check_header(const RecvReq &r, int peer, const Frame &f) const;  // the same, for a frame in hand
   std::string match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a);
+  void check_peer(int peer) const;
+  void post_send(const std::shared_ptr<SendReq> &s);
+  void post_recv(const std::shared_ptr<RecvReq> &r);  // fails the endpoint on a mismatch
+  // Chains (isend_after): chain() makes r wait for the unfinished requests of
+  // `after` (true: none is left, post r now); finish() completes a request and
+  // readies the requests that waited for it last; post_ready() posts what is
+  // ready. Every path that finishes requests calls post_ready() once it holds
+  // no lock, so a chain goes on on the thread that finished its last step.
+  bool chain(const std::shared_ptr<NetReq> &r, const std::vector<Request *> &after);
+  void finish(NetReq &r);
+  void post_ready();
+  void send_failed(SendReq &s);
   void send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_t send_id);
   void start_data(const std::shared_ptr<SendReq> &s, const Frame &cts);
   void deliver(RecvReq &r, size_t offset, const void *data, size_t bytes);
@@ -177,6 +196,7 @@ class NetTransport final : public Transport {
 
   std::string name_ = "net";
   size_t few_steps_bytes_ = 0;
+  bool chains_ = false;
   SelfLink self_{*this};
   std::atomic<bool> quiet_{false};  // failed: deliver nothing more into user memory
   std::vector<std::unique_ptr<Engine>> engines_;
@@ -190,6 +210,8 @@ class NetTransport final : public Transport {
   OpHeader current_;
   bool has_current_ = false;
   std::vector<std::pair<int, OpHeader>> early_;  // headers of operations this rank has not begun
+  std::mutex chain_mu_;  // NetReq's chain fields and ready_; taken under mu_, never the other way
+  std::vector<std::shared_ptr<NetReq>> ready_;  // chained requests whose wait is over, to post
 };
 
 // The transport for a group some of whose ranks live in other processes: shm
