@@ -58,9 +58,10 @@ inline int collectives(hpu::comm::Transport &t) {
         allreduce(a, k, count, in.data(), out.data());
         if (out != reference(k.t, k.op, n, count)) return 20;
       }
-  // f32 in place, around the tcp thresholds: 64 KiB pieces, 512 KiB eager
-  // messages and chunks, 1 MiB ring segments (the last count makes two per
-  // chunk at up to 4 ranks).
+  // f32 in place, around the tcp thresholds: 64 KiB pieces, 512 KiB chunks,
+  // 1 MiB eager messages and ring segments (the last count makes two per
+  // chunk at up to 4 ranks, and halving-doubling's first messages clear to
+  // send).
   for (Algo a : {kRing, kHalvingDoubling})
     for (hpuRedOp_t op : {HPU_SUM, HPU_AVG})
       for (size_t count : {size_t(65537), size_t(262143), size_t(524289), size_t(1048583)}) {

@@ -701,9 +701,11 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
                                lists[kShm], 32 << 10);
   if (any[kVerbs])
     t->add_engine(make_verbs_engine(*t, bootstrap, lists[kVerbs], config().comm.ib, deadline), lists[kVerbs], 32 << 10);
-  // Over tcp a message of up to one data chunk (512 KiB) goes at once: a
-  // clear-to-send round trip costs more than copying its payload once more
-  // out of the link's buffer (1 MiB allreduce at 2 ranks: about 0.28 ms, not 0.42).
+  // Over tcp a message of up to one ring segment (1 MiB, kSegmentBytes) goes
+  // at once: a clear-to-send round trip costs more than copying its payload
+  // once more out of the link's buffer when its receive is not posted yet
+  // (1 MiB allreduce at 2 ranks: about 0.28 ms, not 0.42; 4 MiB, whose
+  // segments are 1 MiB: 4 ranks median 4957 -> 4124 us, 2 ranks 1594 -> 1344).
   // Every step of a ring over tcp passes through the libuv loop thread and the
   // waiting thread of each rank: at 4 ranks on 2 CPUs, halving-doubling's 4
   // larger steps beat the ring's 6 up to 1 MiB (1.06-1.25 ms instead of
@@ -711,7 +713,7 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   if (any[kTcp]) {
     t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, on_host <= cpus_together(all, here),
                                   deadline),
-                  lists[kTcp], 512 << 10);
+                  lists[kTcp], 1 << 20);
     t->set_few_steps_bytes(2 << 20);
   }
   static const char *const names[] = {"shm", "tcp", "verbs"};
