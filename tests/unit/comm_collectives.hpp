@@ -3,7 +3,7 @@
 // on host memory, checked against the references of comm_harness.hpp. The
 // algorithms post their steps chained (Ctx::send's `after`), so this also runs
 // the transports' chains: many steps in flight, sizes on both sides of the
-// eager limits, the 64 KiB pieces a tcp receive reduces as they arrive and
+// eager limits, the 256 KiB pieces a tcp receive reduces as they arrive and
 // the 1 MiB segments of the ring. The test compiles the comm sources it needs
 // into itself (comm_wire.cmake).
 #pragma once
@@ -58,7 +58,7 @@ inline int collectives(hpu::comm::Transport &t) {
         allreduce(a, k, count, in.data(), out.data());
         if (out != reference(k.t, k.op, n, count)) return 20;
       }
-  // f32 in place, around the tcp thresholds: 64 KiB pieces, 512 KiB chunks,
+  // f32 in place, around the tcp thresholds: 256 KiB pieces, 512 KiB chunks,
   // 1 MiB eager messages and ring segments (the last count makes two per
   // chunk at up to 4 ranks, and halving-doubling's first messages clear to
   // send).

@@ -63,15 +63,16 @@ Combine adding(const float *local) {
 }
 
 // Two ranks send each other, all at once, messages of sizes around the
-// transport's thresholds (tcp: pieces of 64 KiB reduced as they arrive, 512 KiB
-// data chunks, 1 MiB eager limit), each twice on one tag (matched in posting
+// transport's thresholds (tcp: pieces of 256 KiB reduced as they arrive, 512 KiB
+// data chunks, 1 MiB eager limit; and 64 KiB), each twice on one tag (matched in posting
 // order), into plain and reducing receives. Rank 0 posts its receives before
 // rank 1 sends; rank 1 posts its receives only after rank 0's messages have
 // arrived (eager ones wait in the queue, large ones at the sender). The first
 // message carries the operation's header. 0 when every byte is right.
 int many_in_flight(Transport &t) {
   const int me = t.rank(), peer = 1 - me;
-  const std::vector<size_t> counts = {16383, 16384, 16385, 131071, 131072, 131073, 262143, 262144, 262145, 393219};
+  const std::vector<size_t> counts = {16383, 16384, 16385, 65535, 65536, 65537, 131071, 131072, 131073,
+                                      262143, 262144, 262145, 393219};
   std::vector<float> mine(counts.back() + 2), theirs(mine.size());
   for (size_t i = 0; i < mine.size(); ++i) {
     mine[i] = wire_value(me, i);
@@ -146,7 +147,7 @@ int many_in_flight(Transport &t) {
 int ring_chains(Transport &t, JobPage &s) {
   constexpr int kSteps = 6;
   const int me = t.rank(), n = t.size(), right = (me + 1) % n, left = (me + n - 1) % n;
-  const std::vector<size_t> counts = {1000, 16383, 16385, 131073, 262143, 262145, 393219};
+  const std::vector<size_t> counts = {1000, 16385, 65535, 65537, 131073, 262143, 262145, 393219};
   const Deadline deadline = in(30);
   std::vector<float> mine(counts.back());
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = wire_value(me, i);

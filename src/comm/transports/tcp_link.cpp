@@ -35,7 +35,11 @@ namespace hpu::comm {
 namespace {
 
 constexpr size_t kChunk = 512 << 10;
-constexpr size_t kPiece = 64 << 10;  // a payload that is reduced on arrival is read this much at a time
+// A payload that is reduced on arrival is read this much at a time: pieces
+// that stay in the L2 cache until they are reduced, in few reads (256 instead
+// of 64 KiB: 2 ranks, 16 MiB median 7.9 -> 6.5 ms; 4 ranks 1 and 16 MiB 2-5%
+// faster).
+constexpr size_t kPiece = 256 << 10;
 constexpr auto kFlushTime = std::chrono::seconds(1);  // goodbye's patience with a stuck peer
 constexpr auto kLoopSpin = std::chrono::microseconds(20);  // see TcpEngine::run_loop
 
