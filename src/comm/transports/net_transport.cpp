@@ -677,9 +677,12 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   // waiters and loop threads outnumber the CPUs, a waiter that polls takes the
   // CPU from a loop thread, so it sleeps at once and the loop thread wakes it.
   // The loop threads poll a while before they block while the host's ranks
-  // have a CPU each, counting the CPUs they may use together (with more ranks
-  // they take the CPU from each other: 4 ranks on 2 CPUs, 64 KiB, 336 instead
-  // of 256 us).
+  // are at most twice the CPUs they may use together: with chains the waiting
+  // threads sleep through a collective, so the loop threads have the CPUs to
+  // themselves (4 ranks on 2 CPUs, 1 MiB: median 1131 -> 986 us, 10 of 10
+  // alternating pairs faster; 4 KiB to 16 MiB otherwise within the noise).
+  // With more ranks they take the CPU from each other (before chains: 4 ranks
+  // on 2 CPUs, 64 KiB, 336 instead of 256 us).
   std::vector<int> here;
   for (int j = 0; j < size; ++j)
     if (same_host(rank, j)) here.push_back(j);
@@ -711,7 +714,7 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   // larger steps beat the ring's 6 up to 1 MiB (1.06-1.25 ms instead of
   // 1.35-1.51), not at 4 MiB (5.2-6.0 instead of 4.5-5.1 ms).
   if (any[kTcp]) {
-    t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, on_host <= cpus_together(all, here),
+    t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, on_host <= 2 * cpus_together(all, here),
                                   deadline),
                   lists[kTcp], 1 << 20);
     t->set_few_steps_bytes(2 << 20);

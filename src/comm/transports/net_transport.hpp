@@ -223,7 +223,7 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
 
 // Engines (tcp_link.cpp, shm_link.cpp). Each is collective over the bootstrap
 // (every rank calls it, with or without peers of its kind). `spin`: the tcp
-// loop thread may poll a while before it blocks (when it has a CPU to itself).
+// loop thread may poll a while before it blocks (when it mostly has a CPU to itself).
 std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
                                         const uint8_t secret[16], bool spin, Deadline deadline);
 std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
