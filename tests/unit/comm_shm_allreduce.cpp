@@ -195,9 +195,11 @@ int mismatched_counts(Rank &self, Page *page, size_t small, size_t large) {
   const size_t count = self.rank == 0 ? small : large;
   void *buf = nullptr;
   RANK_CHECK(hpuMemAlloc(&buf, self.dev, large * 4) == HPU_SUCCESS, "alloc");
-  RANK_CHECK(hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, self.comm, self.stream) == HPU_SUCCESS, "enqueue");
+  // A rank that comes late may find the group failed already (a peer saw the
+  // mismatch first): then its enqueue reports the sticky error.
   const auto start = std::chrono::steady_clock::now();
-  hpuStatus_t s = hpuStreamSynchronize(self.stream);
+  hpuStatus_t s = hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, self.comm, self.stream);
+  if (s == HPU_SUCCESS) s = hpuStreamSynchronize(self.stream);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string message = hpuGetLastErrorMessage();
   hpuMemFree(self.dev, buf);
