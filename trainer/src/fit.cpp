@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -297,8 +298,10 @@ void Trainer::train_epoch(int64_t skip) {
       p.ctx.training = true;
       if (p.sync && step_now) p.sync->arm();
       // Nothing but the optimizer reads this step's gradients (one device, no
-      // accumulation, no clipping): layers may apply its update at once.
-      if (step_now && !p.sync && r.reps.size() == 1 && accum == 1 && options_.gradient_clip_val <= 0)
+      // accumulation, no clipping, no callback reading them): layers may apply
+      // its update at once.
+      if (step_now && !p.sync && r.reps.size() == 1 && accum == 1 && options_.gradient_clip_val <= 0 &&
+          std::none_of(callbacks_.begin(), callbacks_.end(), [](const Ref<Callback> &c) { return c->reads_gradients(); }))
         p.opt->offer_step_in_backward(step_lr(r));
       Tensor loss = p.model->training_step(p.ctx, p.batch.x, p.batch.y, logs[i]);
       if (!p.loss_grad || p.loss_grad.dtype() != loss.dtype())

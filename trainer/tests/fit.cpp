@@ -245,6 +245,7 @@ TEST(Fit, ALinearAndItsReluTrainAsOneOpBitForBit) {
 struct SteppedInBackward : hpu::Callback {
   explicit SteppedInBackward(hpu::LightningModule &m) : model(m) {}
   std::string state_key() const override { return "SteppedInBackward"; }
+  bool reads_gradients() const override { return false; }
   void on_before_optimizer_step(hpu::Trainer &) override {
     for (hpu::Parameter *p : model.parameters()) count += p->stepped_in_backward;
   }
@@ -288,6 +289,38 @@ TEST(Fit, AdamwStepsInTheBackwardGiveTheSeparateStepsWeights) {
       EXPECT_EQ(apart, 0);
     }
   }
+}
+
+// A callback that may read gradients (the default) keeps every step apart, so
+// that each parameter's gradient is stored when it runs.
+struct ReadsGradients : hpu::Callback {
+  explicit ReadsGradients(hpu::LightningModule &m) : model(m) {}
+  std::string state_key() const override { return "ReadsGradients"; }
+  void on_before_optimizer_step(hpu::Trainer &) override {
+    for (hpu::Parameter *p : model.parameters()) {
+      stepped += p->stepped_in_backward;
+      missing += !p->grad;
+    }
+    ++steps;
+  }
+  hpu::LightningModule &model;
+  int stepped = 0, missing = 0, steps = 0;
+};
+
+TEST(Fit, ACallbackThatReadsGradientsKeepsTheStepApart) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  hpu::TrainerOptions o = opts(dir);
+  o.precision = "bf16-mixed";
+  o.max_epochs = 1;
+  hpu::Classifier model(mlp(), adamw());
+  auto reader = std::make_shared<ReadsGradients>(model);
+  o.callbacks = {reader};
+  hpu::Trainer t(o);
+  t.fit(model, data);
+  EXPECT_EQ(reader->steps, 16);
+  EXPECT_EQ(reader->stepped, 0);
+  EXPECT_EQ(reader->missing, 0);
 }
 
 // Weights the caller writes between two runs are the ones the next run uses,

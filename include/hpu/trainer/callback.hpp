@@ -37,6 +37,12 @@ class Callback {
     (void)outputs, (void)batch_idx;
   }
   virtual void on_before_optimizer_step(Trainer &) {}
+  // Whether on_before_optimizer_step may read the parameters' gradients (true
+  // unless a callback says otherwise; the built-in callbacks read none). With
+  // one device, AdamW, no accumulation and no clipping, Linear weights take
+  // their step inside backward and their gradients are never stored
+  // (hpuLinearBackwardAdamwStep), but only while no callback reads gradients.
+  virtual bool reads_gradients() const { return true; }
   virtual void on_validation_start(Trainer &) {}
   virtual void on_validation_end(Trainer &) {}
   virtual void on_validation_epoch_start(Trainer &) {}
