@@ -89,8 +89,9 @@ std::string Request::describe() const {
 }
 
 void Transport::complete(Request &r) {
-  r.state_.store(Request::State::done, std::memory_order_release);
-  ring();
+  // Against wait_all's look: either it sees the request done, or this sees it awaited.
+  r.state_.store(Request::State::done, std::memory_order_seq_cst);
+  if (!wake_on_awaited_ || r.awaited_.load(std::memory_order_seq_cst)) ring();
 }
 
 void Transport::complete_with_error(Request &r, hpuStatus_t status, const std::string &message) {
@@ -217,8 +218,14 @@ void Transport::wait_all(Request *const *requests, size_t n, Deadline deadline) 
     throw_if_failed();
     for (size_t i = 0; i < n; ++i)
       if (requests[i]->state() == Request::State::failed) throw_request_error(*requests[i]);
-    for (size_t i = 0; i < n; ++i)
-      if (!requests[i]->done()) return false;
+    // The last request still pending is the one whose completion wakes this
+    // thread (set_wake_on_awaited): named before it is looked at once more.
+    for (size_t i = n; i-- > 0;) {
+      Request &r = *requests[i];
+      if (r.done()) continue;
+      r.awaited_.store(true, std::memory_order_seq_cst);
+      if (r.state_.load(std::memory_order_seq_cst) == Request::State::pending) return false;
+    }
     return true;
   };
   if (poll_until(ready, deadline)) return;

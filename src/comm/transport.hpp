@@ -181,6 +181,7 @@ class Request {
  private:
   friend class Transport;
   std::atomic<State> state_{State::pending};
+  std::atomic<bool> awaited_{false};  // a waiter sleeps until it is done (Transport::set_wake_on_awaited)
   hpuStatus_t status_ = HPU_SUCCESS;
   std::string message_;
 };
@@ -267,6 +268,12 @@ class Transport {
     busy_spin_ = busy;
     spin_ = total;
   }
+  // Whether a completion wakes a sleeping waiter only when it is the request
+  // the waiter named (the last one of its list still pending), not for every
+  // request (default: every one). For transports that complete requests on
+  // threads of their own, where a collective's many steps would otherwise
+  // wake the waiter once each. Set before any thread waits.
+  void set_wake_on_awaited(bool on) { wake_on_awaited_ = on; }
 
  protected:
   // Called by fail_all() once, after the sticky error is set: cancel what is in
@@ -300,6 +307,7 @@ class Transport {
   std::atomic<bool> shared_{false};
   Clock::duration busy_spin_ = Clock::duration::zero();
   Clock::duration spin_ = std::chrono::microseconds(50);
+  bool wake_on_awaited_ = false;
 };
 
 }  // namespace hpu::comm

@@ -239,6 +239,64 @@ TEST(CommWire, TcpManyLargeMessagesInFlightPostedEarlyAndLate) {
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
 }
+
+// A waiter sleeps until the last request of its list still pending is done
+// (Transport::set_wake_on_awaited), and is woken again when earlier ones come
+// later: rank 0 waits for receives A and B, rank 1 sends B, then A 30 ms
+// later. Rank 0 must see A at once, not at the end of its 100 ms sleep slice.
+int wait_out_of_order(Transport &t, JobPage &s) {
+  auto seconds = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+  float a = 0, b = 0, one = 1, two = 2;
+  if (t.rank() == 0) {
+    RecvDesc d;
+    d.peer = 1;
+    d.tag = 1;
+    d.data = &a;
+    d.bytes = sizeof a;
+    RequestPtr first = t.irecv(d);
+    d.tag = 2;
+    d.data = &b;
+    RequestPtr last = t.irecv(d);
+    s.ready.store(1);
+    t.wait({first.get(), last.get()}, in(30));
+    const double late = seconds() - s.seconds[1];  // after rank 1 sent A
+    if (a != 1 || b != 2) return 10;
+    return late < 0.05 ? 0 : 11;
+  }
+  for (auto until = in(30); s.ready.load() == 0;)
+    if (Clock::now() > until) return 12;
+    else std::this_thread::sleep_for(Ms(1));
+  std::this_thread::sleep_for(Ms(20));  // rank 0 is asleep by now
+  SendDesc d;
+  d.peer = 0;
+  d.tag = 2;
+  d.data = &two;
+  d.bytes = sizeof two;
+  RequestPtr sb = t.isend(d);
+  std::this_thread::sleep_for(Ms(30));
+  s.seconds[1] = seconds();
+  d.tag = 1;
+  d.data = &one;
+  RequestPtr sa = t.isend(d);
+  t.wait({sa.get(), sb.get()}, in(30));
+  return 0;
+}
+
+TEST(CommWire, TcpWaiterWakesForRequestsDoneOutOfOrder) {
+  auto s = shared_page();
+  auto pids = fork_ranks(2, [&](int r) {
+    Endpoint e = net("tcp")(job_id(*s, r, in(30)), r, 2, in(30));
+    int code = wait_out_of_order(*e.transport, *s);
+    // Stay until both are done: a rank that leaves closes the peer's links.
+    s->reported.fetch_add(1);
+    for (auto until = in(30); s->reported.load() < 2 && Clock::now() < until;) std::this_thread::sleep_for(Ms(1));
+    return code;
+  });
+  auto codes = reap(pids);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
 // The tcp links between two ranks of one host (one address at both ends) use
 // reno, whatever the system's default congestion control: HPU_TCP_LANES
 // connections per rank, found among the process's open sockets.
