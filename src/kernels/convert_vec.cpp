@@ -134,13 +134,13 @@ const ConvertPaths kPaths[] = {
 };
 
 const ConvertPaths &best() {
-  static const ConvertPaths &p = kPaths[static_cast<int>(best_isa())];
+  static const ConvertPaths &p = kPaths[static_cast<int>(vector_isa(best_isa()))];
   return p;
 }
 
 }  // namespace
 
-const ConvertPaths &convert_paths(Isa isa) { return kPaths[static_cast<int>(isa)]; }
+const ConvertPaths &convert_paths(Isa isa) { return kPaths[static_cast<int>(vector_isa(isa))]; }
 
 void f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) { best().f32_to_bf16(src, dst, n); }
 void bf16_to_f32_n(const uint16_t *src, float *dst, size_t n) { best().bf16_to_f32(src, dst, n); }

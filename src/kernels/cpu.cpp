@@ -1,11 +1,41 @@
 #include "kernels/cpu.hpp"
 
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/log.hpp"
 
 namespace hpu::kernels {
+
+namespace {
+
+// CPUID leaf 7: AMX-BF16 and AMX-TILE (EDX bits 22 and 24).
+bool cpu_has_amx_bf16() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (d >> 22 & 1) && (d >> 24 & 1);
+}
+
+// Linux hands out the tile data state (XTILEDATA, xstate component 18) only
+// to a process that asks for it (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16);
+// the grant covers every thread of the process and its forked children.
+bool os_grants_tile_data() {
+  static const bool granted = [] {
+    constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0) return true;
+    HPU_LOG(info, "kernels", "the CPU has AMX but the system refused its tile data (arch_prctl: %s); bf16 GEMM runs on AVX-512",
+            std::strerror(errno));
+    return false;
+  }();
+  return granted;
+}
+
+}  // namespace
 
 bool isa_supported(Isa isa) {
   switch (isa) {
@@ -15,6 +45,9 @@ bool isa_supported(Isa isa) {
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");
+    case Isa::amx:
+      return isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bf16") && cpu_has_amx_bf16() &&
+             os_grants_tile_data();
   }
   return false;
 }
@@ -24,28 +57,32 @@ const char *isa_name(Isa isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::amx: return "amx";
   }
   return "?";
 }
 
-static Isa detect() {
-  Isa best = isa_supported(Isa::avx512) ? Isa::avx512 : isa_supported(Isa::avx2) ? Isa::avx2 : Isa::scalar;
-  if (const char *want = std::getenv("HPU_KERNEL_ISA")) {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-      if (std::strcmp(want, isa_name(isa)) == 0) {
-        if (static_cast<int>(isa) <= static_cast<int>(best)) return isa;
-        HPU_LOG(warn, "kernels", "HPU_KERNEL_ISA=%s is not supported by this CPU; using %s", want, isa_name(best));
-        return best;
-      }
+Isa choose_isa(const char *want, Isa best) {
+  if (!want) return best;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
+    if (std::strcmp(want, isa_name(isa)) == 0) {
+      if (static_cast<int>(isa) <= static_cast<int>(best)) return isa;
+      HPU_LOG(warn, "kernels", "HPU_KERNEL_ISA=%s is not supported by this CPU; using %s", want, isa_name(best));
+      return best;
     }
-    HPU_LOG(warn, "kernels", "HPU_KERNEL_ISA=%s is not one of scalar, avx2, avx512; using %s", want,
-            isa_name(best));
   }
+  HPU_LOG(warn, "kernels", "HPU_KERNEL_ISA=%s is not one of scalar, avx2, avx512, amx; using %s", want,
+          isa_name(best));
   return best;
 }
 
 Isa best_isa() {
-  static const Isa isa = detect();
+  static const Isa isa = [] {
+    Isa best = Isa::scalar;
+    for (Isa level : {Isa::avx2, Isa::avx512, Isa::amx})
+      if (isa_supported(level)) best = level;
+    return choose_isa(std::getenv("HPU_KERNEL_ISA"), best);
+  }();
   return isa;
 }
 

@@ -16,7 +16,7 @@ static_assert(static_cast<int>(Binary::min) == 5 && static_cast<int>(Unary::relu
 #include "kernels/simd_paths.inc"
 #undef HPU_SIMD_LOOPS
 
-const ElementwisePaths &elementwise_paths(Isa isa) { return *kSimdPaths[static_cast<int>(isa)]; }
+const ElementwisePaths &elementwise_paths(Isa isa) { return *kSimdPaths[static_cast<int>(vector_isa(isa))]; }
 
 const ElementwisePaths &elementwise_vec() {
   static const ElementwisePaths &p = elementwise_paths(best_isa());

@@ -5,11 +5,13 @@
 //
 // dtypes: f32 runs on AVX-512 FMA where the CPU has it (gemm_f32.hpp), else
 // cblas_sgemm; f64 calls cblas_dgemm. bf16 runs on the CPU's
-// bf16 dot product where it has one (gemm_bf16.hpp: AVX-512 BF16), else, like
+// bf16 dot product where it has one (gemm_bf16.hpp: AMX tiles, else AVX-512
+// BF16), else, like
 // f16, widens blocks of A and B to f32, runs cblas_sgemm. Either way products
 // are summed in f32 and each result is rounded once (beta * C is added in f32
 // before that rounding). C may be f32 with bf16/f16 inputs (c_dt), which then
-// skips the rounding. HPU_KERNEL_ISA=avx2 forces OpenBLAS (and widening).
+// skips the rounding. HPU_KERNEL_ISA=avx512 keeps bf16 off AMX;
+// HPU_KERNEL_ISA=avx2 forces OpenBLAS (and widening).
 //
 // Threads: OpenBLAS and the bf16 kernel run single-threaded and gemm splits C
 // into row (or, for short wide C, column) blocks that run on the calling thread plus helper

@@ -9,6 +9,7 @@
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/convert_avx512.hpp"
 #include "kernels/cpu.hpp"
+#include "kernels/gemm_bf16_amx.hpp"
 #include "kernels/gemm_store.hpp"
 #include "kernels/simd.hpp"
 
@@ -40,7 +41,10 @@ constexpr int64_t kBlockK = 1024;
 // every row of A passes over it).
 constexpr int64_t kPanelBytes = 384 << 10;
 
-thread_local AlignedBuffer t_packed_b, t_packed_a, t_work;
+// k per step of the AMX path's row blocks (see run).
+constexpr int64_t kAmxStepK = 256;
+
+thread_local AlignedBuffer t_packed_b, t_packed_a, t_work, t_tiles;
 
 // Where a micro-tile's results go: c (row stride ldc, type dt) = alpha acc +
 // beta c; beta == 0 never reads c. Then, for a bf16 c only: relu, max(0, c);
@@ -130,43 +134,47 @@ __attribute__((always_inline)) HPU_BF16 inline void prefetch_adamw(const Out &o,
   _mm_prefetch(p + 128, _MM_HINT_T1);
 }
 
+// The AdamW step of cols elements of c from element `at` (row-major index)
+// whose gradient is alpha g, as adamw_step does it (GemmShape::adamw).
+__attribute__((always_inline)) HPU_BF16 inline void adamw_row(const Out &o, const simd::avx512::AdamwV &k,
+                                                               int64_t at, int cols, const float *g) {
+  namespace v16 = simd::avx512;
+  const GemmAdamw &u = *o.adamw;
+  float *w = static_cast<float *>(o.c) + at, *m = u.exp_avg + at, *v = u.exp_avg_sq + at;
+  uint16_t *copy = u.copy ? static_cast<uint16_t *>(u.copy) + at : nullptr;
+  for (int j = 0; j < cols; j += 16) {
+    __m512 gv = _mm512_load_ps(g + j);
+    if (o.alpha != 1.0f) gv = _mm512_mul_ps(gv, _mm512_set1_ps(o.alpha));
+    // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
+    const bool whole = cols - j >= 16;
+    const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << (cols - j)) - 1);
+    __m512 wv = whole ? _mm512_loadu_ps(w + j) : _mm512_maskz_loadu_ps(mask, w + j);
+    __m512 mv = whole ? _mm512_loadu_ps(m + j) : _mm512_maskz_loadu_ps(mask, m + j);
+    __m512 vv = whole ? _mm512_loadu_ps(v + j) : _mm512_maskz_loadu_ps(mask, v + j);
+    v16::adamw_update(gv, wv, mv, vv, k);
+    __m256i h = _mm256_setzero_si256();
+    if (copy) h = u.copy_dt == HPU_BFLOAT16 ? bf16_round16(_mm512_castps_si512(wv)) : f16_round16(wv);
+    if (whole) {
+      _mm512_storeu_ps(m + j, mv);
+      _mm512_storeu_ps(v + j, vv);
+      _mm512_storeu_ps(w + j, wv);
+      if (copy) _mm256_storeu_si256(reinterpret_cast<__m256i *>(copy + j), h);
+    } else {
+      _mm512_mask_storeu_ps(m + j, mask, mv);
+      _mm512_mask_storeu_ps(v + j, mask, vv);
+      _mm512_mask_storeu_ps(w + j, mask, wv);
+      if (copy) _mm256_mask_storeu_epi16(copy + j, mask, h);
+    }
+  }
+}
+
 // The AdamW step of rows x cols of c from row0, col0 whose gradient is alpha
-// tile (row stride 16 NV), as adamw_step does it (GemmShape::adamw).
+// tile (row stride 16 NV).
 template <int NV>
 __attribute__((noinline)) HPU_BF16 void adamw_tile(const Out &o, int64_t row0, int64_t col0, int rows, int cols,
                                                    const float *tile) {
-  namespace v16 = simd::avx512;
-  const GemmAdamw &u = *o.adamw;
-  const v16::AdamwV k(u.c);
-  for (int i = 0; i < rows; ++i) {
-    const int64_t at = (row0 + i) * o.ldc + col0;
-    float *w = static_cast<float *>(o.c) + at, *m = u.exp_avg + at, *v = u.exp_avg_sq + at;
-    uint16_t *copy = u.copy ? static_cast<uint16_t *>(u.copy) + at : nullptr;
-    for (int j = 0; j < cols; j += 16) {
-      __m512 g = _mm512_load_ps(tile + i * 16 * NV + j);
-      if (o.alpha != 1.0f) g = _mm512_mul_ps(g, _mm512_set1_ps(o.alpha));
-      // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
-      const bool whole = cols - j >= 16;
-      const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << (cols - j)) - 1);
-      __m512 wv = whole ? _mm512_loadu_ps(w + j) : _mm512_maskz_loadu_ps(mask, w + j);
-      __m512 mv = whole ? _mm512_loadu_ps(m + j) : _mm512_maskz_loadu_ps(mask, m + j);
-      __m512 vv = whole ? _mm512_loadu_ps(v + j) : _mm512_maskz_loadu_ps(mask, v + j);
-      v16::adamw_update(g, wv, mv, vv, k);
-      __m256i h = _mm256_setzero_si256();
-      if (copy) h = u.copy_dt == HPU_BFLOAT16 ? bf16_round16(_mm512_castps_si512(wv)) : f16_round16(wv);
-      if (whole) {
-        _mm512_storeu_ps(m + j, mv);
-        _mm512_storeu_ps(v + j, vv);
-        _mm512_storeu_ps(w + j, wv);
-        if (copy) _mm256_storeu_si256(reinterpret_cast<__m256i *>(copy + j), h);
-      } else {
-        _mm512_mask_storeu_ps(m + j, mask, mv);
-        _mm512_mask_storeu_ps(v + j, mask, vv);
-        _mm512_mask_storeu_ps(w + j, mask, wv);
-        if (copy) _mm256_mask_storeu_epi16(copy + j, mask, h);
-      }
-    }
-  }
+  const simd::avx512::AdamwV k(o.adamw->c);
+  for (int i = 0; i < rows; ++i) adamw_row(o, k, (row0 + i) * o.ldc + col0, cols, tile + i * 16 * NV);
 }
 
 // One MR x (16 NV) tile of C over kc values of k. Row i of op(A) starts at
@@ -226,6 +234,29 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
   }
 }
 
+// Stores rows x cols of C from row0, col0 from the AMX path's tiles of a row
+// block (tile t, columns 16 NV t.., at tiles + t MR 16 NV, row stride 16 NV),
+// as micro_kernel stores its registers, a row of C at a time: the AdamW
+// store's weights and moments are then read in whole rows, which the hardware
+// prefetchers follow.
+template <int MR, int NV>
+__attribute__((noinline)) HPU_BF16 void store_tiles(const Out &o, int64_t row0, int64_t col0, int rows, int64_t cols,
+                                                    const float *tiles) {
+  constexpr int nr = 16 * NV;
+  if (o.adamw) {
+    const simd::avx512::AdamwV k(o.adamw->c);
+    for (int i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; j += nr)
+        adamw_row(o, k, (row0 + i) * o.ldc + col0 + j, static_cast<int>(std::min<int64_t>(nr, cols - j)),
+                  tiles + j / nr * MR * nr + i * nr);
+    return;
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; j += 16)
+      store(o, row0 + i, col0 + j, static_cast<int>(std::min<int64_t>(16, cols - j)),
+            _mm512_load_ps(tiles + j / nr * MR * nr + i * nr + j % nr));
+}
+
 // r[i] lane c becomes r[c] lane i: a 16 x 16 transpose of 32-bit words.
 HPU_BF16 inline void transpose_16x16_epi32(__m512i r[16]) {
   __m512i t[16], u[16];
@@ -251,13 +282,15 @@ HPU_BF16 inline void transpose_16x16_epi32(__m512i r[16]) {
 }
 
 // Packs rows k0 .. k0+kc and columns j0 .. j0+nc of op(B) into slivers of
-// nr = 16 NV columns: sliver s, pair p, column j -> dst[(s pairs_padded + p) nr + j]
-// = B[k0+2p][j] | B[k0+2p+1][j] << 16. Missing columns and the odd k are zero.
+// nr = 16 NV columns: sliver s, pair p, column j -> dst[(s pairs_out + p) nr + j]
+// = B[k0+2p][j] | B[k0+2p+1][j] << 16. Missing columns, the odd k and the
+// pairs from (kc + 1) / 2 to pairs_out are zero.
 HPU_BF16 void pack_b(const uint16_t *b, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                     int nr, uint32_t *dst) {
+                     int nr, int64_t pairs_out, uint32_t *dst) {
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t s = 0; s * nr < nc; ++s) {
-    uint32_t *out = dst + s * pairs * nr;
+    uint32_t *out = dst + s * pairs_out * nr;
+    std::memset(out + pairs * nr, 0, static_cast<size_t>((pairs_out - pairs) * nr) * sizeof *out);
     const int64_t js = j0 + s * nr;
     const int width = static_cast<int>(std::min<int64_t>(nr, nc - s * nr));
     if (!trans) {
@@ -327,49 +360,83 @@ HPU_BF16 void pack_a_transposed(const uint16_t *a, int64_t lda, int64_t m, int64
   }
 }
 
-template <int MR, int NV>
+// Copies op(A) rows 0..m, k values k0..k0+kc, from A stored m x k into a
+// row-major rows x ld copy whose k values from kc on and rows from m on are 0.
+HPU_BF16 void pack_a_padded(const uint16_t *a, int64_t lda, int64_t m, int64_t k0, int64_t kc, int64_t rows,
+                            uint16_t *dst, int64_t ld) {
+  for (int64_t i = 0; i < m; ++i) {
+    std::memcpy(dst + i * ld, a + i * lda + k0, static_cast<size_t>(kc) * 2);
+    std::memset(dst + i * ld + kc, 0, static_cast<size_t>(ld - kc) * 2);
+  }
+  std::memset(dst + m * ld, 0, static_cast<size_t>((rows - m) * ld) * 2);
+}
+
+// The product in MR x 16 NV tiles of C, on the AVX-512 micro-kernel, or with
+// kAmx on the AMX tile unit (MR = 32; the packed operands padded to whole
+// tiles with zeros: k to a multiple of 32, rows of A to a multiple of 32).
+template <int MR, int NV, bool kAmx = false>
 HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
                   float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
+  static_assert(!kAmx || MR == 32, "AMX blocks are 32 rows");
   constexpr int nr = 16 * NV;
   const int64_t m = s.m, n = s.n, k = s.k;
   for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, k - k0);
-    const int64_t pairs = (kc + 1) / 2;
+    // Pairs per sliver of packed B: AMX loads them 16 at a time.
+    const int64_t pairs = kAmx ? (kc + 31) / 32 * 16 : (kc + 1) / 2;
     const bool last = c_dt == HPU_BFLOAT16 && k0 + kc >= k;  // the epilogue's block
     Out o{c,         ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && last,
           last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask, s.adamw};
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
-    if (s.trans_a) {
+    if (s.trans_a || (kAmx && (m % MR != 0 || 2 * pairs != kc))) {
       ld = 2 * pairs;
-      uint16_t *packed = t_packed_a.get<uint16_t>(static_cast<size_t>(m * ld));
-      pack_a_transposed(a, lda, m, k0, kc, packed, ld);
+      const int64_t rows = kAmx ? (m + MR - 1) / MR * MR : m;
+      uint16_t *packed = t_packed_a.get<uint16_t>(static_cast<size_t>(rows * ld));
+      if (!s.trans_a) {
+        pack_a_padded(a, lda, m, k0, kc, rows, packed, ld);
+      } else {
+        pack_a_transposed(a, lda, m, k0, kc, packed, ld);
+        std::memset(packed + m * ld, 0, static_cast<size_t>((rows - m) * ld) * 2);
+      }
       ab = packed;
     }
     const int64_t nc = std::max<int64_t>(nr, kPanelBytes / (pairs * 4 * nr) * nr);
     uint32_t *bp = t_packed_b.get<uint32_t>(static_cast<size_t>(pairs * std::min(nc, (n + nr - 1) / nr * nr)));
     for (int64_t j0 = 0; j0 < n; j0 += nc) {
       const int64_t ncur = std::min(nc, n - j0);
-      pack_b(b, ldb, s.trans_b, k0, kc, j0, ncur, nr, bp);
+      pack_b(b, ldb, s.trans_b, k0, kc, j0, ncur, nr, pairs, bp);
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         const int rows = static_cast<int>(std::min<int64_t>(MR, m - i0));
-        for (int64_t jr = 0; jr < ncur; jr += nr) {
-          NextTile next;
-          if (o.adamw) {  // kAdamwAhead tiles on, along the rows of tiles of this panel
-            const int64_t per_row = (ncur + nr - 1) / nr, t = (i0 / MR) * per_row + jr / nr + kAdamwAhead;
-            next.row = t / per_row * MR;
-            next.col = j0 + t % per_row * nr;
-            next.rows = static_cast<int>(std::clamp<int64_t>(m - next.row, 0, MR));
+        if constexpr (kAmx) {
+          // The row block's tiles of this panel summed kAmxStepK values of k
+          // at a time, so that its A stays in L1 while B passes.
+          float *tiles = t_tiles.get<float>(static_cast<size_t>((ncur + nr - 1) / nr * MR * nr));
+          for (int64_t ks = 0; ks < 2 * pairs; ks += kAmxStepK)
+            for (int64_t jr = 0; jr < ncur; jr += nr)
+              amx_block(NV, std::min(kAmxStepK, 2 * pairs - ks), ab + i0 * ld + ks, ld,
+                        bp + (jr / nr) * pairs * nr + ks / 2 * nr, tiles + jr / nr * MR * nr, ks > 0);
+          store_tiles<MR, NV>(o, i0, j0, rows, ncur, tiles);
+        } else {
+          for (int64_t jr = 0; jr < ncur; jr += nr) {
+            NextTile next;
+            if (o.adamw) {  // kAdamwAhead tiles on, along the rows of tiles of this panel
+              const int64_t per_row = (ncur + nr - 1) / nr, t = (i0 / MR) * per_row + jr / nr + kAdamwAhead;
+              next.row = t / per_row * MR;
+              next.col = j0 + t % per_row * nr;
+              next.rows = static_cast<int>(std::clamp<int64_t>(m - next.row, 0, MR));
+            }
+            micro_kernel<MR, NV>(kc, ab + i0 * ld, ld, rows, bp + (jr / nr) * pairs * nr, o, i0, j0 + jr,
+                                 static_cast<int>(std::min<int64_t>(nr, ncur - jr)), next);
           }
-          micro_kernel<MR, NV>(kc, ab + i0 * ld, ld, rows, bp + (jr / nr) * pairs * nr, o, i0, j0 + jr,
-                               static_cast<int>(std::min<int64_t>(nr, ncur - jr)), next);
         }
       }
     }
   }
   t_packed_a.trim();
   t_packed_b.trim();
+  t_tiles.trim();
 }
 
 // c (bf16) = work (f32, m x n dense) + beta c, rounded once, then s's
@@ -387,22 +454,22 @@ HPU_BF16 void round_into(const float *work, const GemmShape &s, float beta, uint
   }
 }
 
-template <int MR, int NV>
+template <int MR, int NV, bool kAmx = false>
 void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
                 float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
   if (s.adamw && s.k > kBlockK) {  // the gradient summed over the k blocks first
     GemmShape plain = s;
     plain.adamw = nullptr;
     float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
-    run<MR, NV>(plain, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
+    run<MR, NV, kAmx>(plain, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
     gemm_adamw_store(*s.adamw, static_cast<float *>(c), ldc, work, s.n, s.m, s.n);
     t_work.trim();
     return;
   }
-  if (c_dt == HPU_FLOAT32 || s.k <= kBlockK) return run<MR, NV>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
+  if (c_dt == HPU_FLOAT32 || s.k <= kBlockK) return run<MR, NV, kAmx>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
   // A bf16 C summed over several k blocks: sum in f32, round once.
   float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
-  run<MR, NV>(s, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
+  run<MR, NV, kAmx>(s, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
   round_into(work, s, beta, static_cast<uint16_t *>(c), ldc);
   t_work.trim();
 }
@@ -410,14 +477,28 @@ void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda,
 }  // namespace
 
 bool gemm_bf16_native_supported() {
-  static const bool ok = best_isa() == Isa::avx512 && __builtin_cpu_supports("avx512bf16");
+  static const bool ok = vector_isa(best_isa()) == Isa::avx512 && __builtin_cpu_supports("avx512bf16");
   return ok;
 }
 
-// Tile shapes: 8 x 48 for wide C (24 accumulators, 3 vectors of B per pair);
-// 12 rows when C is 32 or 16 wide.
+bool gemm_bf16_amx_supported() {
+  static const bool ok = best_isa() == Isa::amx;
+  return ok;
+}
+
+// Tile shapes: on AMX 32 x 32 (32 x 16 when C is 16 wide); else 8 x 48 for
+// wide C (24 accumulators, 3 vectors of B per pair), 12 rows when C is 32 or
+// 16 wide.
 void gemm_bf16_native(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
                       int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
+  if (gemm_bf16_amx_supported()) {
+    struct Tiles {  // released however the product ends
+      Tiles() { amx_tiles_begin(); }
+      ~Tiles() { amx_tiles_end(); }
+    } tiles;
+    if (s.n <= 16) return run_blocks<32, 1, true>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
+    return run_blocks<32, 2, true>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
+  }
   if (s.n <= 16) return run_blocks<12, 1>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
   if (s.n <= 32) return run_blocks<12, 2>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
   run_blocks<8, 3>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);

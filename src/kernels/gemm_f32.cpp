@@ -166,7 +166,7 @@ HPU_F32 void run(const GemmShape &s, float alpha, const float *a, int64_t lda, c
 }  // namespace
 
 bool gemm_f32_native_supported() {
-  static const bool ok = best_isa() == Isa::avx512;
+  static const bool ok = vector_isa(best_isa()) == Isa::avx512;
   return ok;
 }
 

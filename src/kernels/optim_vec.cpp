@@ -12,7 +12,7 @@ namespace hpu::kernels {
 #include "kernels/simd_paths.inc"
 #undef HPU_SIMD_LOOPS
 
-const OptimPaths &optim_paths(Isa isa) { return *kSimdPaths[static_cast<int>(isa)]; }
+const OptimPaths &optim_paths(Isa isa) { return *kSimdPaths[static_cast<int>(vector_isa(isa))]; }
 
 const OptimPaths &optim_vec() {
   static const OptimPaths &p = optim_paths(best_isa());

@@ -1,9 +1,11 @@
 // GEMM against a double-precision reference written here, per dtype, with
 // transposes, leading dimensions, alpha/beta, f32 results from 16-bit inputs,
 // batches, and the parallel row and column splits. bf16 runs on the native
-// vdpbf16ps kernel and f32 on the native AVX-512 one where the CPU has them;
-// CTest runs this file a second time with HPU_KERNEL_ISA=avx2
-// (GemmFallback.*), which selects OpenBLAS's sgemm (bf16: widen-and-sgemm).
+// kernel where the CPU has one (AMX tiles, else vdpbf16ps) and f32 on the
+// native AVX-512 one; CTest runs this file again with HPU_KERNEL_ISA=avx512
+// (GemmAvx512.*: bf16 on vdpbf16ps where AMX would be used) and with
+// HPU_KERNEL_ISA=avx2 (GemmFallback.*), which selects OpenBLAS's sgemm (bf16:
+// widen-and-sgemm).
 //
 // Tolerance: |got - want| <= u(C) |want| + 4 u32 (k + 2) (|alpha| sum|a b| +
 // |beta c|), u(C) the unit roundoff of C's type (one final rounding) and u32
@@ -11,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -20,6 +25,7 @@
 #include "kernels/cpu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_bf16.hpp"
+#include "kernels/optim.hpp"
 
 using namespace hpu::kernels;
 
@@ -252,6 +258,111 @@ TEST(Gemm, Bf16InfinityAndNanPropagate) {
 }
 
 TEST(Gemm, Bf16PathFollowsTheCpuAndIsaKnob) {
-  // Native exactly when AVX-512 is allowed (HPU_KERNEL_ISA) and the CPU has BF16.
-  EXPECT_EQ(gemm_bf16_native_supported(), best_isa() == Isa::avx512 && __builtin_cpu_supports("avx512bf16"));
+  // Native exactly when AVX-512 is allowed (HPU_KERNEL_ISA) and the CPU has
+  // BF16; on AMX tiles exactly when amx is.
+  EXPECT_EQ(gemm_bf16_native_supported(),
+            (best_isa() == Isa::avx512 || best_isa() == Isa::amx) && __builtin_cpu_supports("avx512bf16"));
+  EXPECT_EQ(gemm_bf16_amx_supported(), best_isa() == Isa::amx);
+  if (!std::getenv("HPU_KERNEL_ISA")) {
+    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx}) {
+      if (isa_supported(isa)) {
+        EXPECT_GE(static_cast<int>(best_isa()), static_cast<int>(isa)) << isa_name(isa);
+      }
+    }
+  }
+}
+
+TEST(Gemm, IsaKnobFallsBackToTheBestSupportedLevel) {
+  EXPECT_EQ(choose_isa(nullptr, Isa::amx), Isa::amx);
+  EXPECT_EQ(choose_isa("avx512", Isa::amx), Isa::avx512);
+  EXPECT_EQ(choose_isa("scalar", Isa::avx512), Isa::scalar);
+  // Above what the CPU (or the system) allows, or unknown: the best, with a warning.
+  EXPECT_EQ(choose_isa("amx", Isa::avx512), Isa::avx512);
+  EXPECT_EQ(choose_isa("amx", Isa::avx2), Isa::avx2);
+  EXPECT_EQ(choose_isa("sse", Isa::amx), Isa::amx);
+  EXPECT_STREQ(isa_name(Isa::amx), "amx");
+  EXPECT_EQ(vector_isa(Isa::amx), Isa::avx512);
+  EXPECT_EQ(vector_isa(Isa::avx2), Isa::avx2);
+}
+
+namespace {
+
+std::vector<uint16_t> random_bf16(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<uint16_t> v(n);
+  for (auto &x : v) x = f32_to_bf16(u(rng));
+  return v;
+}
+
+}  // namespace
+
+TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
+  // relu, relu mask and AdamW as the kernel stores each tile against the same
+  // product stored plainly and then the pass: odd sizes around the tiles
+  // (AMX 32 x 32, AVX-512 8 x 48), every transpose, k over one block (1024:
+  // AdamW from an f32 sum, bf16 rounded once), on 1 and 2 threads.
+  hpu::ComputeBudget::instance().configure(2);
+  const int64_t shapes[][3] = {{1, 1, 1}, {33, 17, 31}, {70, 50, 33}, {31, 100, 64}, {257, 130, 300},
+                               {40, 33, 1100}, {600, 70, 200}, {5, 1000, 80}};
+  const AdamwConstants k = adamw_constants({1e-3, 0.9, 0.999, 1e-8, 0.01}, 3);
+  for (auto &sh : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t m = sh[0], n = sh[1], kk = sh[2];
+        const unsigned seed = static_cast<unsigned>(m * 7 + n * 3 + kk + ta * 2 + tb);
+        std::vector<uint16_t> a = random_bf16(m * kk, seed), b = random_bf16(kk * n, seed + 1),
+                              mask = random_bf16(m * n, seed + 2), plain(m * n), fused(m * n);
+        const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
+        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) + " ta " +
+                                 std::to_string(ta) + " tb " + std::to_string(tb);
+        GemmShape s{m, n, kk, ta, tb};
+        gemm(HPU_BFLOAT16, s, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, plain.data(), n, HPU_BFLOAT16);
+        GemmShape relu = s;
+        relu.relu = true;
+        gemm(HPU_BFLOAT16, relu, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(fused[i], 0.0f > bf16_to_f32(plain[i]) ? 0 : plain[i]) << what << " relu at " << i;
+        GemmShape masked = s;
+        masked.relu_mask = mask.data();
+        masked.ld_mask = n;
+        gemm(HPU_BFLOAT16, masked, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(fused[i], f32_to_bf16(bf16_to_f32(plain[i]) * (bf16_to_f32(mask[i]) > 0 ? 1.0f : 0.0f)))
+              << what << " relu mask at " << i;
+        // AdamW: weights and moments stepped by the product (alpha -1/3) as the
+        // gradient, with a bf16 copy.
+        std::vector<float> grad(m * n), w(m * n), mo(m * n), v(m * n);
+        for (int64_t i = 0; i < m * n; ++i)
+          w[i] = bf16_to_f32(mask[i]), mo[i] = 0.01f * bf16_to_f32(a[i % a.size()]), v[i] = 1e-4f * (i % 7);
+        std::vector<float> w2 = w, mo2 = mo, v2 = v;
+        std::vector<uint16_t> copy(m * n), copy2(m * n);
+        gemm(HPU_BFLOAT16, s, -1.0f / 3, a.data(), lda, b.data(), ldb, 0.0f, grad.data(), n, HPU_FLOAT32);
+        adamw_step(w.data(), HPU_FLOAT32, grad.data(), mo.data(), v.data(), m * n, k, HPU_BFLOAT16, copy.data(),
+                   false);
+        GemmAdamw u;
+        u.exp_avg = mo2.data(), u.exp_avg_sq = v2.data(), u.copy = copy2.data(), u.c = k;
+        GemmShape stepped = s;
+        stepped.adamw = &u;
+        gemm(HPU_BFLOAT16, stepped, -1.0f / 3, a.data(), lda, b.data(), ldb, 0.0f, w2.data(), n, HPU_FLOAT32);
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_EQ(std::memcmp(&w[i], &w2[i], 4), 0) << what << " AdamW weight at " << i;
+          ASSERT_EQ(std::memcmp(&mo[i], &mo2[i], 4), 0) << what << " AdamW exp_avg at " << i;
+          ASSERT_EQ(std::memcmp(&v[i], &v2[i], 4), 0) << what << " AdamW exp_avg_sq at " << i;
+          ASSERT_EQ(copy[i], copy2[i]) << what << " AdamW copy at " << i;
+        }
+      }
+}
+
+TEST(Gemm, Bf16TrainingShapes) {
+  // The MLP 784-1024-1024-10 at batch 256 (hpu-bench train): forward (B
+  // transposed), input gradient, weight gradient (A transposed), in bf16 and
+  // into f32.
+  hpu::ComputeBudget::instance().configure(2);
+  const int64_t shapes[][5] = {{256, 1024, 784, 0, 1}, {256, 10, 1024, 0, 1}, {256, 784, 1024, 0, 0},
+                               {1024, 784, 256, 1, 0}, {10, 1024, 256, 1, 0},  {256, 1024, 10, 0, 0}};
+  for (auto &sh : shapes) {
+    check({HPU_BFLOAT16, HPU_BFLOAT16, sh[0], sh[1], sh[2], sh[3] != 0, sh[4] != 0, 1.0f, 0.0f});
+    check({HPU_BFLOAT16, HPU_FLOAT32, sh[0], sh[1], sh[2], sh[3] != 0, sh[4] != 0, 1.0f, 0.0f});
+  }
 }

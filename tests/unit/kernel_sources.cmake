@@ -12,6 +12,7 @@ target_sources(test_${name} PRIVATE
   ${PROJECT_SOURCE_DIR}/src/kernels/reduce.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm_bf16.cpp
+  ${PROJECT_SOURCE_DIR}/src/kernels/gemm_bf16_amx.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/gemm_f32.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/random.cpp
   ${PROJECT_SOURCE_DIR}/src/kernels/parallel.cpp
@@ -23,3 +24,4 @@ target_sources(test_${name} PRIVATE
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 target_link_libraries(test_${name} PRIVATE PkgConfig::OPENBLAS PkgConfig::JANSSON)
 set_source_files_properties(${HPU_EXACT_FP_SOURCES} PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+set_source_files_properties(${HPU_AMX_SOURCES} PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-bf16")
