@@ -146,8 +146,9 @@ void chain_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataTyp
 void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_rank);
 
 // shared_memory.cpp: ranks that map one area (Ctx::shared_area) meet there:
-// each deposits its input, the last to arrive combines them in recursive
-// doubling's order, every rank copies the result out. shared_allreduce_fits
+// each deposits its input; on up to 4 ranks each then combines all inputs
+// itself, on more the last to arrive combines them and every rank copies the
+// result out (recursive doubling's order either way). shared_allreduce_fits
 // says whether `bytes` fit (false without an area).
 bool shared_allreduce_fits(const Ctx &c, size_t bytes);
 // Says which call this rank runs, for the mismatch check of ranks waiting in

@@ -187,6 +187,9 @@ bool Transport::poll_until(const std::function<bool()> &ready, Deadline deadline
     // makes the futex wait return at once.
     sleepers->fetch_add(1, std::memory_order_seq_cst);
     uint32_t seen = word->load(std::memory_order_seq_cst);
+    // A waker that rings only when it sees a sleeper (the shm bell) fences
+    // between its write and that look; this one pairs with it.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     bool done = false;
     try {
       progress();

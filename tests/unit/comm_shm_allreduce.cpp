@@ -1,13 +1,14 @@
 // Small allreduces between processes of one host meet in the shm transport's
 // shared area (algorithms/shared_memory.cpp). Through the public API, with
 // ranks forked before the library starts (each a process with a device of its
-// own), 2 and 4 of them: every data type and reduction at sizes on both sides
-// of the shared path's limit (16 KiB), queued back to back so that calls
+// own), 2 to 4 of them (where every rank combines every input) and 6 (where
+// one rank combines for all): every data type and reduction at sizes on both
+// sides of the shared path's limit (16 KiB), queued back to back so that calls
 // switch between the shared path and the message algorithms, in place and
 // not, against the references; random floats with the bits of recursive
 // doubling's order; mismatched counts fail every rank at once, also when
 // only some of them take the shared path. comm_proc kills and stops a
-// process mid-allreduce of this size.
+// process of three mid-allreduce of this size.
 #include <gtest/gtest.h>
 #include <hpu/hpu.h>
 
@@ -125,7 +126,9 @@ int every_type_and_reduction(Rank &self, Page *page) {
 }
 
 TEST(CommShmAllreduce, EveryTypeAndReductionTwoRanks) { run_ranks(2, every_type_and_reduction); }
+TEST(CommShmAllreduce, EveryTypeAndReductionThreeRanks) { run_ranks(3, every_type_and_reduction); }
 TEST(CommShmAllreduce, EveryTypeAndReductionFourRanks) { run_ranks(4, every_type_and_reduction); }
+TEST(CommShmAllreduce, EveryTypeAndReductionSixRanks) { run_ranks(6, every_type_and_reduction); }
 
 // 600 allreduces queued back to back, each of other values and sizes cycling
 // through the shared path and recursive doubling, so that a rank that reads a
@@ -161,9 +164,11 @@ int many_calls(Rank &self, Page *page) {
 
 TEST(CommShmAllreduce, ManyCallsBackToBackTwoRanks) { run_ranks(2, many_calls); }
 TEST(CommShmAllreduce, ManyCallsBackToBackFourRanks) { run_ranks(4, many_calls); }
+TEST(CommShmAllreduce, ManyCallsBackToBackSixRanks) { run_ranks(6, many_calls); }
 
 // Random floats whose sum depends on the order: every rank gets the bits of
-// recursive doubling's order (what the message algorithms give), 3 and 4 ranks.
+// recursive doubling's order (what the message algorithms give), 2 to 4 ranks
+// and 6 (two pairs folded first).
 int bits_follow_recursive_doubling(Rank &self, Page *page) {
   std::mt19937 gen(11);
   for (hpuDataType_t t : {HPU_FLOAT32, HPU_BFLOAT16})
@@ -185,8 +190,10 @@ int bits_follow_recursive_doubling(Rank &self, Page *page) {
   return 0;
 }
 
+TEST(CommShmAllreduce, BitsFollowRecursiveDoublingTwoRanks) { run_ranks(2, bits_follow_recursive_doubling); }
 TEST(CommShmAllreduce, BitsFollowRecursiveDoublingThreeRanks) { run_ranks(3, bits_follow_recursive_doubling); }
 TEST(CommShmAllreduce, BitsFollowRecursiveDoublingFourRanks) { run_ranks(4, bits_follow_recursive_doubling); }
+TEST(CommShmAllreduce, BitsFollowRecursiveDoublingSixRanks) { run_ranks(6, bits_follow_recursive_doubling); }
 
 // Rank 0 reduces `small` floats, the others `large`: every rank fails with
 // HPU_ERROR_INVALID_USAGE naming the calls, well before the deadline (20 s),

@@ -74,10 +74,17 @@ size_t payload_bytes(const Frame &f) {
 }
 size_t record_bytes(size_t payload) { return (kFrame + payload + 7) & ~size_t(7); }
 
+// Wakes the owner's threads asleep on its bell. The caller has made what it
+// rings for visible; the fence orders that before the look at `sleeping`, as
+// the sleeper counts itself in before it looks for it (Transport::poll_until):
+// either the sleeper sees it, or this sees the sleeper. So a ring costs one
+// read of a line that rarely changes while no one sleeps (the bell's line
+// would move to this CPU and back with every ring).
 void ring_bell(Segment *s) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!s->sleeping.load(std::memory_order_seq_cst)) return;
   s->bell.fetch_add(1, std::memory_order_seq_cst);
-  if (s->sleeping.load(std::memory_order_seq_cst))
-    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&s->bell), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&s->bell), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 std::string segment_name(const uint8_t secret[16], int rank) {
