@@ -107,26 +107,30 @@ void NetTransport::check_peer(int peer) const {
     hpu::fail(HPU_ERROR_INTERNAL, "%s transport of rank %d: no link to rank %d", name(), rank(), peer);
 }
 
-RequestPtr NetTransport::isend(const SendDesc &d) {
-  throw_if_failed();
-  check_peer(d.peer);
-  auto s = std::make_shared<SendReq>(d);
-  post_send(s);
-  post_ready();
-  return s;
-}
+RequestPtr NetTransport::isend(const SendDesc &d) { return start<SendReq>(d, {}); }
 
 RequestPtr NetTransport::isend_after(const SendDesc &d, const std::vector<Request *> &after, Deadline deadline) {
-  if (!chains_) return Transport::isend_after(d, after, deadline);
-  throw_if_failed();
-  check_peer(d.peer);
-  auto s = std::make_shared<SendReq>(d);
-  if (chain(s, after)) post_send(s);
-  post_ready();
-  return s;
+  return chains_ ? start<SendReq>(d, after) : Transport::isend_after(d, after, deadline);
 }
 
-void NetTransport::post_send(const std::shared_ptr<SendReq> &s) {
+RequestPtr NetTransport::irecv(const RecvDesc &d) { return start<RecvReq>(d, {}); }
+
+RequestPtr NetTransport::irecv_after(const RecvDesc &d, const std::vector<Request *> &after, Deadline deadline) {
+  return chains_ ? start<RecvReq>(d, after) : Transport::irecv_after(d, after, deadline);
+}
+
+template <class Req, class Desc>
+RequestPtr NetTransport::start(const Desc &d, const std::vector<Request *> &after) {
+  throw_if_failed();
+  check_peer(d.peer);
+  auto r = std::make_shared<Req>(d);
+  if (after.empty() || chain(r, after)) post(r);
+  post_ready();
+  throw_if_failed();  // a receive that met a mismatched message failed the endpoint
+  return r;
+}
+
+void NetTransport::post(const std::shared_ptr<SendReq> &s) {
   Peer &p = peers_[static_cast<size_t>(s->peer)];
   Frame f;
   f.tag = s->tag;
@@ -166,28 +170,7 @@ void NetTransport::send_failed(SendReq &s) {
   if (chained) fail_all(HPU_ERROR_REMOTE, why);
 }
 
-RequestPtr NetTransport::irecv(const RecvDesc &d) {
-  throw_if_failed();
-  check_peer(d.peer);
-  auto r = std::make_shared<RecvReq>(d);
-  post_recv(r);
-  post_ready();
-  throw_if_failed();
-  return r;
-}
-
-RequestPtr NetTransport::irecv_after(const RecvDesc &d, const std::vector<Request *> &after, Deadline deadline) {
-  if (!chains_) return Transport::irecv_after(d, after, deadline);
-  throw_if_failed();
-  check_peer(d.peer);
-  auto r = std::make_shared<RecvReq>(d);
-  if (chain(r, after)) post_recv(r);
-  post_ready();
-  throw_if_failed();
-  return r;
-}
-
-void NetTransport::post_recv(const std::shared_ptr<RecvReq> &r) {
+void NetTransport::post(const std::shared_ptr<RecvReq> &r) {
   std::string err;
   hpuStatus_t status = HPU_ERROR_INVALID_USAGE;
   {
@@ -241,9 +224,9 @@ void NetTransport::post_ready() {
     if (quiet_) return;  // failed: nothing more moves (the waiters see the sticky error)
     for (auto &q : batch) {
       if (q->is_send)
-        post_send(std::static_pointer_cast<SendReq>(q));
+        post(std::static_pointer_cast<SendReq>(q));
       else
-        post_recv(std::static_pointer_cast<RecvReq>(q));
+        post(std::static_pointer_cast<RecvReq>(q));
     }
   }
 }

@@ -165,8 +165,12 @@ class NetTransport final : public Transport {
   std::string check_header(const RecvReq &r, int peer, const Frame &f) const;  // the same, for a frame in hand
   std::string match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a);
   void check_peer(int peer) const;
-  void post_send(const std::shared_ptr<SendReq> &s);
-  void post_recv(const std::shared_ptr<RecvReq> &r);  // fails the endpoint on a mismatch
+  // isend, irecv and their *_after: a request of type Req posted now, or
+  // chained after `after` (chain()).
+  template <class Req, class Desc>
+  RequestPtr start(const Desc &d, const std::vector<Request *> &after);
+  void post(const std::shared_ptr<SendReq> &s);
+  void post(const std::shared_ptr<RecvReq> &r);  // fails the endpoint on a mismatch
   // Chains (isend_after): chain() makes r wait for the unfinished requests of
   // `after` (true: none is left, post r now); finish() completes a request and
   // readies the requests that waited for it last; post_ready() posts what is
