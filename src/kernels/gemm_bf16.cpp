@@ -390,8 +390,15 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
-    if (s.trans_a || (kAmx && (m % MR != 0 || 2 * pairs != kc))) {
-      ld = 2 * pairs;
+    // AMX reads op(A) in place when it is whole tiles (m and kc multiples of
+    // 32) and its rows spread over L1's sets: rows 1 KiB apart share a few
+    // sets, so a block's 32 rows (its k step, kAmxStepK values each) would
+    // not stay in L1 while B passes (13-15% slower at k = 1024), unless C is
+    // one sliver wide and reads A once. A copy's rows are 64 bytes longer,
+    // for the same reason.
+    const bool copy_a = s.trans_a || (kAmx && (m % MR != 0 || 2 * pairs != kc || (lda % 512 == 0 && n > nr)));
+    if (copy_a) {
+      ld = kAmx ? 2 * pairs + 32 : 2 * pairs;
       const int64_t rows = kAmx ? (m + MR - 1) / MR * MR : m;
       uint16_t *packed = t_packed_a.get<uint16_t>(static_cast<size_t>(rows * ld));
       if (!s.trans_a) {

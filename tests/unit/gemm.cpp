@@ -301,10 +301,11 @@ TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
   // relu, relu mask and AdamW as the kernel stores each tile against the same
   // product stored plainly and then the pass: odd sizes around the tiles
   // (AMX 32 x 32, AVX-512 8 x 48), every transpose, k over one block (1024:
-  // AdamW from an f32 sum, bf16 rounded once), on 1 and 2 threads.
+  // AdamW from an f32 sum, bf16 rounded once), A read in place and copied
+  // (AMX: whole tiles, rows 1 KiB apart or not), on 1 and 2 threads.
   hpu::ComputeBudget::instance().configure(2);
   const int64_t shapes[][3] = {{1, 1, 1}, {33, 17, 31}, {70, 50, 33}, {31, 100, 64}, {257, 130, 300},
-                               {40, 33, 1100}, {600, 70, 200}, {5, 1000, 80}};
+                               {40, 33, 1100}, {600, 70, 200}, {5, 1000, 80}, {64, 100, 1024}, {64, 100, 256}};
   const AdamwConstants k = adamw_constants({1e-3, 0.9, 0.999, 1e-8, 0.01}, 3);
   for (auto &sh : shapes)
     for (bool ta : {false, true})
