@@ -26,8 +26,7 @@ Ctx::Ctx(Transport &transport, const OpHeader &header, double timeout_seconds, S
       rank_(transport.rank()),
       size_(transport.size()),
       timeout_(timeout_seconds),
-      scratch_(scratch),
-      header_sent_(static_cast<size_t>(transport.size()), false) {}
+      scratch_(scratch) {}
 
 namespace {
 uint64_t tag_of(uint64_t seq, uint32_t step) {
@@ -48,6 +47,7 @@ RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes, co
   d.tag = tag_of(header_.seq, step);
   d.data = data;
   d.bytes = bytes;
+  if (header_sent_.empty()) header_sent_.assign(static_cast<size_t>(size_), false);
   if (!header_sent_[static_cast<size_t>(peer)]) {
     header_sent_[static_cast<size_t>(peer)] = true;
     d.header = &header_;

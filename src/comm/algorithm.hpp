@@ -89,7 +89,7 @@ class Ctx {
   int rank_, size_;
   double timeout_;
   Scratch &scratch_;
-  std::vector<bool> header_sent_;
+  std::vector<bool> header_sent_;  // per peer; sized at the first send (shared-area calls send none)
 };
 
 // Elements [begin, begin + count) of a buffer split into `parts` nearly equal
