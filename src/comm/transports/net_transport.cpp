@@ -181,6 +181,7 @@ void NetTransport::post(const std::shared_ptr<RecvReq> &r) {
       Arrival a = std::move(*q);
       p.arrived.erase(q);
       err = match(p, r->peer, r, a);
+      if (a.data.capacity() && spare_.size() < kSpareBuffers) spare_.push_back(std::move(a.data));
     } else if (p.left) {
       err = strf("rank %d has left the group; rank %d cannot receive from it", r->peer, rank());
       status = HPU_ERROR_REMOTE;
@@ -452,7 +453,13 @@ void NetTransport::on_frame(int peer, const Frame &f, const void *payload) {
       Peer &p = peers_[static_cast<size_t>(peer)];
       auto q = first_with_tag(p.posted, f.tag);
       if (q == p.posted.end()) {
-        if (a.eager) a.data.assign(static_cast<const uint8_t *>(payload), static_cast<const uint8_t *>(payload) + f.size);
+        if (a.eager) {
+          if (!spare_.empty()) {
+            a.data = std::move(spare_.back());
+            spare_.pop_back();
+          }
+          a.data.assign(static_cast<const uint8_t *>(payload), static_cast<const uint8_t *>(payload) + f.size);
+        }
         p.arrived.push_back(std::move(a));
         break;
       }
