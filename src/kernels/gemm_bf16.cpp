@@ -488,10 +488,7 @@ bool gemm_bf16_native_supported() {
   return ok;
 }
 
-bool gemm_bf16_amx_supported() {
-  static const bool ok = best_isa() == Isa::amx;
-  return ok;
-}
+bool gemm_bf16_amx_supported() { return best_isa() == Isa::amx; }
 
 // Tile shapes: on AMX 32 x 32 (32 x 16 when C is 16 wide); else 8 x 48 for
 // wide C (24 accumulators, 3 vectors of B per pair), 12 rows when C is 32 or

@@ -100,27 +100,12 @@ struct Layout {
   char *data_ = nullptr;
 };
 
-// Combines the n inputs of `bank` into `out` in recursive doubling's order:
-// ranks 2v and 2v + 1 first while n exceeds a power of two p, then the p
-// values pairwise, lower first, level by level. Intermediate values overwrite
-// the inputs (only the combining rank reads them).
-void combine_all(const Layout &l, int bank, char *out, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
-  int p = 1;
-  while (p * 2 <= l.n) p *= 2;
-  const int extra = l.n - p;
-  const Combine cb = make_combine(dtype, op, nullptr, /*local_first=*/true);  // out = op(local, in)
-  auto combine = [&](char *dst, const char *first, const char *second) { cb.fn(dst, second, first, count, cb.ctx); };
-  // Value v of the p lives in rank 2v's input (folded) or rank v + extra's.
-  auto value = [&](int v) { return l.input(bank, v < extra ? 2 * v : v + extra); };
-  for (int v = 0; v < extra; ++v) combine(value(v), value(v), l.input(bank, 2 * v + 1));
-  for (int stride = 1; stride < p; stride *= 2)
-    for (int v = 0; v < p; v += 2 * stride) combine(2 * stride == p ? out : value(v), value(v), value(v + stride));
-}
-
-// The value of the inputs of `bank` that are values [lo, hi) of the p in
-// combine_all, combined in the same order: in `dst`, or the input itself for
-// a single value that was not folded. The right half goes to tmp[0] (its own
-// right half to tmp[1], ...), so the inputs are only read.
+// The value of the inputs of `bank` that are values [lo, hi) of recursive
+// doubling's p (value v is ranks 2v and 2v + 1 combined for v < extra, else
+// rank v + extra's input), combined pairwise, lower first, level by level: in
+// `dst`, or the input itself for a single value that was not folded. The
+// right half goes to tmp[0] (its own right half to tmp[1], ...), so the
+// inputs are only read.
 const char *tree_value(const Layout &l, int bank, int lo, int hi, int extra, char *dst, char *const *tmp,
                        const Combine &cb, size_t count) {
   auto combine = [&](char *out, const char *first, const char *second) { cb.fn(out, second, first, count, cb.ctx); };
@@ -134,6 +119,23 @@ const char *tree_value(const Layout &l, int bank, int lo, int hi, int extra, cha
   const char *right = tree_value(l, bank, mid, hi, extra, tmp[0], tmp + 1, cb, count);
   combine(dst, left, right);
   return dst;
+}
+
+// Combines the n inputs of `bank` into `out` in recursive doubling's order
+// (so the result has the bits the message algorithms give), reading them only.
+void combine_all(Ctx &c, const Layout &l, int bank, char *out, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
+  // The tree's right halves need log2(p) - 1 buffers, and one more when a
+  // right leaf is folded (value 1, so extra > 1): none for 2 or 3 ranks, one
+  // for 4, two for 6.
+  int p = 1, levels = -1;
+  while (p * 2 <= l.n) p *= 2, ++levels;
+  if (l.n - p > 1) ++levels;
+  const size_t stride = (count * dtype_bytes(dtype) + 63) & ~size_t(63);
+  char *tmp[32] = {};
+  auto *scratch = levels > 0 ? static_cast<char *>(c.scratch(0, stride * static_cast<size_t>(levels))) : nullptr;
+  for (int d = 0; d < levels; ++d) tmp[d] = scratch + static_cast<size_t>(d) * stride;
+  const Combine cb = make_combine(dtype, op, nullptr, /*local_first=*/true);  // out = op(local, in)
+  tree_value(l, bank, 0, p, l.n - p, out, tmp, cb, count);
 }
 
 // The header rank q announced for call `seq`, when it did (a consistent copy).
@@ -292,24 +294,14 @@ void shared_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDat
       wait_in_area(c, l, a.bank, a.call, [&] { return ctl.arrived.load(std::memory_order_acquire) >= all; });
     check_deposits(c, l, a.bank);
     claim_next_slot(l, a.bank, c.rank(), bytes);
-    // The tree's right halves need log2(p) - 1 buffers (a rightmost value
-    // is never folded): none for 2 or 3 ranks, one for 4.
-    int p = 1, levels = -1;
-    while (p * 2 <= n) p *= 2, ++levels;
-    const size_t stride = (bytes + 63) & ~size_t(63);
-    char *tmp[4] = {nullptr, nullptr, nullptr, nullptr};
-    static_assert(kAllCombineRanks <= 16, "tmp holds log2(16) buffers");
-    auto *scratch = levels > 0 ? static_cast<char *>(c.scratch(0, stride * static_cast<size_t>(levels))) : nullptr;
-    for (int d = 0; d < levels; ++d) tmp[d] = scratch + static_cast<size_t>(d) * stride;
-    const Combine cb = make_combine(dtype, op, nullptr, /*local_first=*/true);
-    tree_value(l, a.bank, 0, p, n - p, static_cast<char *>(recv), tmp, cb, count);
+    combine_all(c, l, a.bank, static_cast<char *>(recv), count, dtype, op);
     finish_average(recv, count, dtype, op, n);
     return;
   }
 
   if (a.last) {
     check_deposits(c, l, a.bank);
-    combine_all(l, a.bank, l.result(a.bank), count, dtype, op);
+    combine_all(c, l, a.bank, l.result(a.bank), count, dtype, op);
     finish_average(l.result(a.bank), count, dtype, op, n);
     ctl.published[a.bank].store(a.call, std::memory_order_release);
     c.wake_peers();
