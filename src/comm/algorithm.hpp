@@ -145,11 +145,15 @@ void chain_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataTyp
 // pairwise.cpp: every rank sends each peer its block directly.
 void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_rank);
 
-// shared_memory.cpp: ranks that map one area (Ctx::shared_area) meet there:
-// each deposits its input; on up to 4 ranks each then combines all inputs
-// itself, on more the last to arrive combines them and every rank copies the
-// result out (recursive doubling's order either way). shared_allreduce_fits
-// says whether `bytes` fit (false without an area).
+// shared_memory.cpp: ranks that map one area (Ctx::shared_area) meet there.
+// Up to 16 KiB each deposits its input; on up to 4 ranks each then combines
+// all inputs itself, on more the last to arrive combines them and every rank
+// copies the result out. Larger allreduces go chunk by chunk: each rank
+// combines its piece of every input and copies the others' pieces out.
+// Recursive doubling's order in every case. shared_allreduce_fits says
+// whether `bytes` go through the area (false without one);
+// shared_area_bytes(n) is the area n ranks need.
+size_t shared_area_bytes(int n);
 bool shared_allreduce_fits(const Ctx &c, size_t bytes);
 // Says which call this rank runs, for the mismatch check of ranks waiting in
 // the area; every collective calls it first (nothing without an area).

@@ -1,14 +1,16 @@
-// Small allreduces between processes of one host meet in the shm transport's
-// shared area (algorithms/shared_memory.cpp). Through the public API, with
-// ranks forked before the library starts (each a process with a device of its
-// own), 2 to 4 of them (where every rank combines every input) and 6 (where
-// one rank combines for all): every data type and reduction at sizes on both
-// sides of the shared path's limit (16 KiB), queued back to back so that calls
-// switch between the shared path and the message algorithms, in place and
-// not, against the references; random floats with the bits of recursive
-// doubling's order; mismatched counts fail every rank at once, also when
-// only some of them take the shared path. comm_proc kills and stops a
-// process of three mid-allreduce of this size.
+// Allreduces between processes of one host meet in the shm transport's
+// shared area (algorithms/shared_memory.cpp): up to 16 KiB in one meeting,
+// larger ones chunk by chunk (256 KiB per rank), each rank combining its piece.
+// Through the public API, with ranks forked before the library starts (each a
+// process with a device of its own), 2 to 4 of them (where every rank combines
+// every small input) and 6 (where one rank combines them for all): every data
+// type and reduction at sizes on both sides of the small path's limit and over
+// several chunks (counts that no rank count divides), queued back to back so
+// that calls switch between the paths, in place and not, against the
+// references; random floats with the bits of recursive doubling's order at
+// every size; mismatched counts fail every rank at once, also when they take
+// different paths. comm_proc kills and stops a process of three mid-allreduce
+// on both paths.
 #include <gtest/gtest.h>
 #include <hpu/hpu.h>
 
@@ -83,10 +85,11 @@ struct Call {
 };
 
 // Every type and reduction: per pair, allreduces of each count queued back to
-// back (16 KiB and less go through the shared area, the others not), in place
-// and not, checked after one synchronize.
+// back (16 KiB and less in one meeting, the others chunk by chunk: 140001
+// 8-byte elements are 5 chunks, the last a part), in place and not, checked
+// after one synchronize.
 int every_type_and_reduction(Rank &self, Page *page) {
-  const size_t counts[] = {1, 7, 1021, 16, 4096, 4097, 20000, 2048, 3};
+  const size_t counts[] = {1, 7, 1021, 16, 4096, 4097, 20000, 2048, 140001, 3};
   for (int t = 0; t < HPU_NUM_DATA_TYPES; ++t)
     for (int o = 0; o < HPU_NUM_RED_OPS; ++o) {
       auto dt = static_cast<hpuDataType_t>(t);
@@ -131,25 +134,27 @@ TEST(CommShmAllreduce, EveryTypeAndReductionFourRanks) { run_ranks(4, every_type
 TEST(CommShmAllreduce, EveryTypeAndReductionSixRanks) { run_ranks(6, every_type_and_reduction); }
 
 // 600 allreduces queued back to back, each of other values and sizes cycling
-// through the shared path and recursive doubling, so that a rank that reads a
-// bank too early or too late gets another call's numbers.
+// through both paths (70001 floats are two chunks), so that a rank that reads
+// a bank too early or too late gets another call's numbers.
 int many_calls(Rank &self, Page *page) {
-  const size_t counts[] = {1021, 5000, 13, 4096, 1};
+  const size_t counts[] = {1021, 5000, 13, 70001, 4096, 1};
+  const size_t kinds = sizeof counts / sizeof counts[0];
   const int calls = 600;
   std::vector<void *> buf(calls);
   for (int i = 0; i < calls; ++i) {
-    size_t count = counts[i % 5];
+    size_t count = counts[i % kinds];
     std::vector<float> v(count);
     for (size_t j = 0; j < count; ++j) v[j] = static_cast<float>((self.rank * 7 + i * 3 + static_cast<int>(j)) % 101);
     RANK_CHECK(hpuMemAlloc(&buf[i], self.dev, count * 4) == HPU_SUCCESS, "alloc");
     hpuMemcpy(buf[i], v.data(), count * 4, HPU_MEMCPY_HOST_TO_DEVICE);
   }
   for (int i = 0; i < calls; ++i)
-    RANK_CHECK(hpuAllreduce(buf[i], buf[i], counts[i % 5], HPU_FLOAT32, HPU_SUM, self.comm, self.stream) == HPU_SUCCESS,
+    RANK_CHECK(hpuAllreduce(buf[i], buf[i], counts[i % kinds], HPU_FLOAT32, HPU_SUM, self.comm, self.stream) ==
+                   HPU_SUCCESS,
                "%s", hpuGetLastErrorMessage());
   RANK_CHECK(hpuStreamSynchronize(self.stream) == HPU_SUCCESS, "%s", hpuGetLastErrorMessage());
   for (int i = 0; i < calls; ++i) {
-    size_t count = counts[i % 5];
+    size_t count = counts[i % kinds];
     std::vector<float> got(count);
     hpuMemcpy(got.data(), buf[i], count * 4, HPU_MEMCPY_DEVICE_TO_HOST);
     for (size_t j = 0; j < count; ++j) {
@@ -167,12 +172,13 @@ TEST(CommShmAllreduce, ManyCallsBackToBackFourRanks) { run_ranks(4, many_calls);
 TEST(CommShmAllreduce, ManyCallsBackToBackSixRanks) { run_ranks(6, many_calls); }
 
 // Random floats whose sum depends on the order: every rank gets the bits of
-// recursive doubling's order (what the message algorithms give), 2 to 4 ranks
-// and 6 (two pairs folded first).
+// recursive doubling's order (what the message algorithms give for small
+// sizes), 2 to 4 ranks and 6 (two pairs folded first), in one meeting and
+// chunk by chunk (200003 floats are 4 chunks, bf16 2).
 int bits_follow_recursive_doubling(Rank &self, Page *page) {
   std::mt19937 gen(11);
   for (hpuDataType_t t : {HPU_FLOAT32, HPU_BFLOAT16})
-    for (size_t count : {size_t(1000), (size_t(16) << 10) / dtype_size(t)}) {
+    for (size_t count : {size_t(1000), (size_t(16) << 10) / dtype_size(t), size_t(200003)}) {
       auto x = random_floats(t, self.n, count, gen);  // the same on every rank
       auto want = tree_order_sum(t, x);
       auto in = encode_floats(t, x[static_cast<size_t>(self.rank)]);
@@ -224,9 +230,13 @@ int mismatched_counts(Rank &self, Page *page, size_t small, size_t large) {
 TEST(CommShmAllreduce, MismatchedCountsFailEveryRank) {
   run_ranks(3, [](Rank &self, Page *page) { return mismatched_counts(self, page, 100, 200); });
 }
-// Rank 0's call takes the shared path, the others' the message algorithms.
+// Rank 0's call meets once, the others' chunk by chunk.
 TEST(CommShmAllreduce, CountsOnBothSidesOfTheLimitFailEveryRank) {
   run_ranks(3, [](Rank &self, Page *page) { return mismatched_counts(self, page, 1000, 8000); });
+}
+// Both chunk by chunk, rank 0 in fewer chunks than the others.
+TEST(CommShmAllreduce, MismatchedCountsOfChunksFailEveryRank) {
+  run_ranks(3, [](Rank &self, Page *page) { return mismatched_counts(self, page, 100000, 300000); });
 }
 
 }  // namespace

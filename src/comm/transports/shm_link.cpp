@@ -14,9 +14,9 @@
 // when no one waits (error reports, goodbyes).
 //
 // Rank 0's segment ends with the group's shared area (Transport::shared_area),
-// which every rank maps with it when all ranks are on this host: room for two
-// banks of a 32 KiB slot per rank and one more (algorithms/shared_memory.cpp),
-// plus 64 KiB of control. Pages cost memory only once touched.
+// which every rank maps with it when all ranks are on this host
+// (shared_area_bytes: algorithms/shared_memory.cpp). Pages cost memory only
+// once touched.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -31,6 +31,7 @@
 #include <deque>
 #include <thread>
 
+#include "comm/algorithm.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
@@ -58,13 +59,11 @@ struct alignas(64) Segment {
   // Ring rings[size] follows, one per possible sender.
 };
 
-constexpr size_t kAreaSlot = 32 << 10;
-
 size_t rings_bytes(int size) { return sizeof(Segment) + static_cast<size_t>(size) * sizeof(Ring); }
 // The shared area starts on a page of its own, so that a slot of a few KiB
 // spans as few pages as it can.
 size_t area_offset(int size) { return (rings_bytes(size) + 4095) & ~size_t(4095); }
-size_t area_bytes(int size) { return 2 * (static_cast<size_t>(size) + 1) * kAreaSlot + (64 << 10); }
+size_t area_bytes(int size) { return shared_area_bytes(size); }
 // The segment of rank `owner`: rank 0's ends with the shared area.
 size_t segment_bytes(int size, int owner) { return owner == 0 ? area_offset(size) + area_bytes(size) : rings_bytes(size); }
 Ring *ring_of(Segment *s, int sender) { return reinterpret_cast<Ring *>(s + 1) + sender; }
