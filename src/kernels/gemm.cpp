@@ -25,11 +25,6 @@ namespace {
 // does ~3x the flops of sgemm in that time.
 constexpr double kFlopsPerChunk = 2e6;
 constexpr double kFlopsPerChunkBf16 = 1.6e7;
-// What storing one element of C costs the native bf16 kernel, in products:
-// with a short k the stores are most of its time, so they count towards a
-// chunk's work too (256 x 1024 of C at k = 10, the relu-masked input gradient
-// of the 10-wide layer, ran on one thread: 85 -> 46 us on two).
-constexpr double kStoreFlopsBf16 = 512;
 
 // OpenBLAS must run single-threaded inside libhpu (see gemm.hpp). A process
 // that also calls OpenBLAS itself may change the setting; set it back.
@@ -240,8 +235,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   // chunks worth at least kFlopsPerChunk.
   const bool split_cols = n > 2 * m;
   const int64_t len = split_cols ? n : m;
-  const double flops_per_line = static_cast<double>(split_cols ? m : n) *
-                                (2.0 * static_cast<double>(k) + (native_bf16 ? kStoreFlopsBf16 : 0.0));
+  const double flops_per_line = 2.0 * static_cast<double>(split_cols ? m : n) * static_cast<double>(k);
   const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);

@@ -129,22 +129,15 @@ void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *ou
       for (int64_t row = b; row < e; ++row) res[static_cast<size_t>(row)] = reduce_row<OP>(in + row * n, n);
     });
   } else if (n > 0) {
-    // Columns: accumulate n rows of a span of `inner` into the results. Spans
-    // of up to kBlock columns, narrower while fewer than 4 would each hold
-    // more than kChunk elements, so that the threads share a wide sum (a
-    // linear's bias gradient, 256 x 1024 bf16, took 50 us of the bf16
-    // training step on one thread); a column's sum is the same whatever its
-    // span.
-    int64_t width = static_cast<int64_t>(kBlock);
-    while (width > 64 && outer * ((inner + width - 1) / width) < 4 && n * width > kChunk) width /= 2;
-    const int64_t spans = (inner + width - 1) / width;
-    parallel_for(outer * spans, std::max<int64_t>(1, kChunk / (n * width)),
+    // Columns: accumulate n rows of a span of `inner` into the results.
+    const int64_t spans = (inner + kBlock - 1) / static_cast<int64_t>(kBlock);
+    parallel_for(outer * spans, std::max<int64_t>(1, kChunk / (n * static_cast<int64_t>(kBlock))),
                  [&](int64_t b, int64_t e) {
                    float buf[kBlock];
                    const auto add = elementwise_vec().binary[static_cast<int>(Binary::add)];
                    for (int64_t t = b; t < e; ++t) {
-                     int64_t o = t / spans, at = (t % spans) * width;
-                     size_t m = static_cast<size_t>(std::min<int64_t>(width, inner - at));
+                     int64_t o = t / spans, at = (t % spans) * static_cast<int64_t>(kBlock);
+                     size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, inner - at));
                      A *r = res.data() + o * inner + at;
                      for (int64_t i = 0; i < n; ++i) {
                        const T *src = in + (o * n + i) * inner + at;
