@@ -1,6 +1,6 @@
 // Allreduces between processes of one host meet in the shm transport's
 // shared area (algorithms/shared_memory.cpp): up to 16 KiB in one meeting,
-// larger ones chunk by chunk (256 KiB per rank), each rank combining its piece.
+// larger ones chunk by chunk (512 KiB per rank), each rank combining its piece.
 // Through the public API, with ranks forked before the library starts (each a
 // process with a device of its own), 2 to 4 of them (where every rank combines
 // every small input) and 6 (where one rank combines them for all): every data
@@ -86,7 +86,7 @@ struct Call {
 
 // Every type and reduction: per pair, allreduces of each count queued back to
 // back (16 KiB and less in one meeting, the others chunk by chunk: 140001
-// 8-byte elements are 5 chunks, the last a part), in place and not, checked
+// elements are 3 chunks of 8-byte ones and 2 of 4-byte ones, the last a part), in place and not, checked
 // after one synchronize.
 int every_type_and_reduction(Rank &self, Page *page) {
   const size_t counts[] = {1, 7, 1021, 16, 4096, 4097, 20000, 2048, 140001, 3};
@@ -134,7 +134,7 @@ TEST(CommShmAllreduce, EveryTypeAndReductionFourRanks) { run_ranks(4, every_type
 TEST(CommShmAllreduce, EveryTypeAndReductionSixRanks) { run_ranks(6, every_type_and_reduction); }
 
 // 600 allreduces queued back to back, each of other values and sizes cycling
-// through both paths (70001 floats are two chunks), so that a rank that reads
+// through both paths (70001 floats are one chunk), so that a rank that reads
 // a bank too early or too late gets another call's numbers.
 int many_calls(Rank &self, Page *page) {
   const size_t counts[] = {1021, 5000, 13, 70001, 4096, 1};
@@ -174,7 +174,7 @@ TEST(CommShmAllreduce, ManyCallsBackToBackSixRanks) { run_ranks(6, many_calls); 
 // Random floats whose sum depends on the order: every rank gets the bits of
 // recursive doubling's order (what the message algorithms give for small
 // sizes), 2 to 4 ranks and 6 (two pairs folded first), in one meeting and
-// chunk by chunk (200003 floats are 4 chunks, bf16 2).
+// chunk by chunk (200003 floats are 2 chunks, bf16 1).
 int bits_follow_recursive_doubling(Rank &self, Page *page) {
   std::mt19937 gen(11);
   for (hpuDataType_t t : {HPU_FLOAT32, HPU_BFLOAT16})
