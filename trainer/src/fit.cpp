@@ -313,6 +313,8 @@ void Trainer::train_epoch(int64_t skip) {
     r.batches_done = b + 1;
     const bool log_now = should_update_logs();
     if (step_now) optimizer_step();
+    // The next batch's samples are gathered while the stream runs this step.
+    if (b + 1 < nb) in_parallel(r, [&](size_t i, Replica &p) { p.batch.prefetch(set, orders[i], b + 1, B); });
     for (size_t i = 0; i < r.reps.size(); ++i) losses[i] = r.reps[i].loss.wait();
     if (log_now) {
       Metrics m = logs[0];

@@ -18,7 +18,12 @@ size_t DeviceBatch::load(const TensorDataset &set, const std::vector<size_t> &or
                          hpuDevice_t dev, hpuStream_t stream) {
   const size_t lo = size_t(b) * B, hi = std::min(lo + B, order.size());
   if (copied_) copied_->synchronize();  // the host buffer is free again
-  set.gather(order.data() + lo, hi - lo, host_);
+  if (ahead_set_ == &set && std::equal(order.begin() + lo, order.begin() + hi, ahead_indices_.begin(),
+                                       ahead_indices_.end()))
+    std::swap(host_, ahead_);  // ahead_ now holds the buffer the copy above read
+  else
+    set.gather(order.data() + lo, hi - lo, host_);
+  ahead_set_ = nullptr;
   const size_t n = host_.size;
   std::vector<int64_t> shape = host_.x_shape();
   shape[0] = int64_t(std::max(n, B));
@@ -37,6 +42,14 @@ size_t DeviceBatch::load(const TensorDataset &set, const std::vector<size_t> &or
                        stream));
   copied_->record(stream);
   return n;
+}
+
+void DeviceBatch::prefetch(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B) {
+  const size_t lo = std::min(size_t(b) * B, order.size()), hi = std::min(lo + B, order.size());
+  ahead_set_ = nullptr;  // no queued copy reads ahead_: load() waited for its last one
+  set.gather(order.data() + lo, hi - lo, ahead_);
+  ahead_indices_.assign(order.begin() + lo, order.begin() + hi);
+  ahead_set_ = &set;
 }
 
 void LossReadback::start(const Tensor &loss, hpuComm_t comm, hpuStream_t stream) {

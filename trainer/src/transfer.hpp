@@ -21,7 +21,8 @@ inline void settle(const std::unique_ptr<Event> &event) {
 // shorter last batch uses their leading rows): no allocation and no wait per
 // step. The next load() waits for the previous copy before it refills the
 // host buffer; queued work that still reads the device tensors comes before
-// the next copy on the same stream.
+// the next copy on the same stream. prefetch() gathers a batch ahead into a
+// second host buffer, which the load() of the same samples then copies from.
 class DeviceBatch {
  public:
   DeviceBatch() = default;
@@ -34,10 +35,16 @@ class DeviceBatch {
   // Batch b (of size B) of `order` onto `stream`; returns its sample count.
   size_t load(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B, hpuDevice_t dev,
               hpuStream_t stream);
+  // Gathers batch b of `order` now, while the stream still runs earlier work,
+  // for a later load() of the same samples from the same set.
+  void prefetch(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B);
   Tensor x, y;  // the loaded samples: x f32 {n, sample_shape...}, y i32 {n}
 
  private:
   Batch host_;
+  Batch ahead_;  // prefetch()'s samples: indices ahead_indices_ of *ahead_set_
+  const TensorDataset *ahead_set_ = nullptr;
+  std::vector<size_t> ahead_indices_;
   Tensor x_all_, y_all_;  // device buffers of capacity rows
   size_t rows_ = 0;
   std::unique_ptr<Event> copied_;

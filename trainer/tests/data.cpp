@@ -2,6 +2,7 @@
 #include <hpu/trainer/idx.hpp>
 
 #include "test_util.hpp"
+#include "transfer.hpp"
 
 #include <cmath>
 
@@ -96,4 +97,32 @@ TEST(TensorDataset, GathersAndChecks) {
   EXPECT_HPU_ERROR(d.gather(bad, 1, b), HPU_ERROR_INVALID_ARGUMENT, "sample index 3");
   EXPECT_HPU_ERROR(hpu::TensorDataset({0, 1, 2}, {1, 2}, {2}), HPU_ERROR_INVALID_ARGUMENT, "x has 3 values");
   EXPECT_HPU_ERROR(d.slice(2, 4), HPU_ERROR_INVALID_ARGUMENT, "slice [2, 4)");
+}
+
+// A prefetched batch is the one load() copies when it asks for the same
+// samples of the same set; any other load() gathers its own.
+TEST(DeviceBatch, LoadsPrefetchedSamplesOnlyWhenTheyMatch) {
+  hpu::Device dev(0);
+  hpuStream_t s = dev.default_stream();
+  hpu::TensorDataset a({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10, 11, 12, 13, 14}, {2});
+  hpu::TensorDataset b({50, 51, 52, 53, 54, 55, 56, 57, 58, 59}, {20, 21, 22, 23, 24}, {2});
+  const std::vector<size_t> order{4, 1, 3, 0, 2};
+  hpu::DeviceBatch batch;
+  auto loaded = [&](const hpu::TensorDataset &set, int64_t i) {
+    EXPECT_EQ(batch.load(set, order, i, 2, dev.get(), s), i < 2 ? 2u : 1u);
+    return std::make_pair(batch.x.to_vector<float>(s), batch.y.to_vector<int32_t>(s));
+  };
+  using V = std::pair<std::vector<float>, std::vector<int32_t>>;
+  EXPECT_EQ(loaded(a, 0), (V{{8, 9, 2, 3}, {14, 11}}));
+  batch.prefetch(a, order, 1, 2);
+  EXPECT_EQ(loaded(a, 1), (V{{6, 7, 0, 1}, {13, 10}}));
+  batch.prefetch(a, order, 2, 2);  // the last, short batch
+  EXPECT_EQ(loaded(a, 2), (V{{4, 5}, {12}}));
+  batch.prefetch(a, order, 1, 2);
+  EXPECT_EQ(loaded(a, 0), (V{{8, 9, 2, 3}, {14, 11}}));  // other samples
+  batch.prefetch(a, order, 1, 2);
+  EXPECT_EQ(loaded(b, 1), (V{{56, 57, 50, 51}, {23, 20}}));  // another set
+  batch.prefetch(a, order, 0, 2);
+  EXPECT_EQ(loaded(a, 0), (V{{8, 9, 2, 3}, {14, 11}}));
+  EXPECT_EQ(loaded(a, 0), (V{{8, 9, 2, 3}, {14, 11}}));  // a prefetch serves one load
 }
