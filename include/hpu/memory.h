@@ -48,6 +48,14 @@ HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcp
  * memory must stay valid until the copy completes. */
 HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes,
                                    hpuMemcpyKind_t kind, hpuStream_t stream);
+/* Queued gather: count rows of row_bytes bytes, row i of dst (dst + i
+ * row_bytes) from row rows[i] of src (src + rows[i] row_bytes): a batch's
+ * samples straight from a dataset, with no copy of them gathered first.
+ * kind and stream as hpuMemcpyAsync; rows is read before the call returns;
+ * src's rows must stay valid until the copy completes, and dst must not
+ * overlap them. */
+HPU_API hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows,
+                                       size_t count, hpuMemcpyKind_t kind, hpuStream_t stream);
 /* Sets `bytes` of device memory to the byte `value` (0..255), synchronously. */
 HPU_API hpuStatus_t hpuMemset(void *dst, int value, size_t bytes);
 HPU_API hpuStatus_t hpuMemsetAsync(void *dst, int value, size_t bytes, hpuStream_t stream);

@@ -1,10 +1,14 @@
 // Device memory at the C boundary.
 #include <jansson.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "api/api.hpp"
 #include "device/device.hpp"
+#include "kernels/parallel.hpp"
 
 using namespace hpu;
 
@@ -19,21 +23,22 @@ const char *kind_name(hpuMemcpyKind_t kind) {
   return "?";
 }
 
-// Checks a copy's pointers against its kind; returns the device whose stream runs it.
-Device &copy_device(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind) {
+// Checks a copy's pointers against its kind (dst_bytes from dst, src_bytes
+// from src); returns the device whose stream runs it.
+Device &copy_device(void *dst, size_t dst_bytes, const void *src, size_t src_bytes, hpuMemcpyKind_t kind) {
   HPU_CHECK_ARG(kind == HPU_MEMCPY_HOST_TO_DEVICE || kind == HPU_MEMCPY_DEVICE_TO_HOST ||
                     kind == HPU_MEMCPY_DEVICE_TO_DEVICE,
                 "kind %d is not an hpuMemcpyKind_t", static_cast<int>(kind));
   HPU_CHECK_ARG(dst != nullptr, "dst is NULL");
   HPU_CHECK_ARG(src != nullptr, "src is NULL");
-  Device *dd = device_of(dst, bytes);
-  Device *sd = device_of(src, bytes);
+  Device *dd = device_of(dst, dst_bytes);
+  Device *sd = device_of(src, src_bytes);
   bool dst_dev = kind != HPU_MEMCPY_DEVICE_TO_HOST, src_dev = kind != HPU_MEMCPY_HOST_TO_DEVICE;
   if (dst_dev && !dd)
-    fail(HPU_ERROR_INVALID_HANDLE, "dst %p (+%zu bytes) is not device memory, as %s requires", dst, bytes,
+    fail(HPU_ERROR_INVALID_HANDLE, "dst %p (+%zu bytes) is not device memory, as %s requires", dst, dst_bytes,
          kind_name(kind));
   if (src_dev && !sd)
-    fail(HPU_ERROR_INVALID_HANDLE, "src %p (+%zu bytes) is not device memory, as %s requires", src, bytes,
+    fail(HPU_ERROR_INVALID_HANDLE, "src %p (+%zu bytes) is not device memory, as %s requires", src, src_bytes,
          kind_name(kind));
   if (!dst_dev && dd)
     fail(HPU_ERROR_INVALID_ARGUMENT, "dst %p is device memory but kind is %s; use HPU_MEMCPY_DEVICE_TO_DEVICE",
@@ -78,6 +83,20 @@ void queue_copy(Stream &s, void *dst, const void *src, size_t bytes) {
   s.enqueue([=] { std::memmove(dst, src, bytes); });
 }
 
+// The queued work of hpuMemcpyRowsAsync: row i of dst is row rows[i] of src,
+// in parallel chunks of at least 64 KiB.
+void queue_rows(Stream &s, void *dst, const void *src, size_t row_bytes, std::vector<int64_t> rows) {
+  prof::annotate(rows.size() * row_bytes, 0);
+  s.enqueue([dst, src, row_bytes, rows = std::move(rows)] {
+    const int64_t grain = std::max<int64_t>(1, int64_t((size_t(64) << 10) / row_bytes));
+    kernels::parallel_for(int64_t(rows.size()), grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        std::memcpy(static_cast<char *>(dst) + size_t(i) * row_bytes,
+                    static_cast<const char *>(src) + size_t(rows[size_t(i)]) * row_bytes, row_bytes);
+    });
+  });
+}
+
 void queue_set(Stream &s, void *dst, int value, size_t bytes) {
   prof::annotate(bytes, 0);
   s.enqueue([=] { std::memset(dst, value, bytes); });
@@ -106,15 +125,39 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpu
                                    hpuStream_t stream) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
-  Device &d = copy_device(dst, src, bytes, kind);
+  Device &d = copy_device(dst, bytes, src, bytes, kind);
   queue_copy(*stream_from_handle(stream, &d), dst, src, bytes);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows,
+                                       size_t count, hpuMemcpyKind_t kind, hpuStream_t stream) {
+  HPU_API_BEGIN
+  if (count == 0 || row_bytes == 0) return HPU_SUCCESS;
+  HPU_CHECK_ARG(count <= SIZE_MAX / row_bytes, "count %zu rows of row_bytes %zu overflow size_t", count, row_bytes);
+  const size_t bytes = count * row_bytes;
+  copy_device(dst, bytes, src, row_bytes, kind);  // all of dst before rows is read; src's span below
+  HPU_CHECK_ARG(rows != nullptr, "rows is NULL");
+  int64_t top = 0;
+  for (size_t i = 0; i < count; ++i) {
+    HPU_CHECK_ARG(rows[i] >= 0, "rows[%zu] is %lld; row numbers are >= 0", i, static_cast<long long>(rows[i]));
+    top = std::max(top, rows[i]);
+  }
+  // The rows read lie in src's first (top + 1) row_bytes bytes.
+  HPU_CHECK_ARG(static_cast<uint64_t>(top) < SIZE_MAX / row_bytes &&
+                    (static_cast<size_t>(top) + 1) * row_bytes <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(src),
+                "rows holds %lld; that row of row_bytes %zu is past the end of the address space",
+                static_cast<long long>(top), row_bytes);
+  const size_t span = (static_cast<size_t>(top) + 1) * row_bytes;
+  Device &d = copy_device(dst, bytes, src, span, kind);
+  queue_rows(*stream_from_handle(stream, &d), dst, src, row_bytes, std::vector<int64_t>(rows, rows + count));
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
-  Device &d = copy_device(dst, src, bytes, kind);
+  Device &d = copy_device(dst, bytes, src, bytes, kind);
   auto s = d.default_stream();
   queue_copy(*s, dst, src, bytes);
   s->synchronize();

@@ -540,6 +540,83 @@ TEST_F(Memory, CopyKindsAreChecked) {
   free(d);
 }
 
+// Row i of dst is row rows[i] of src, in every direction; rows may repeat and
+// come in any order, the caller's list may change once the call returns, and a
+// long list is copied by several threads.
+TEST_F(Memory, RowGathersInEveryDirection) {
+  const size_t row = 1000, n_src = 300, n = 2000;  // 2 MB of rows: chunks of 65 rows
+  std::vector<unsigned char> host(row * n_src), back(row * n, 0);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 131 + i / row);
+  std::vector<int64_t> rows(n);
+  for (size_t i = 0; i < n; ++i) rows[i] = int64_t((i * 7919 + 13) % n_src);
+  auto expect_rows = [&](const std::vector<unsigned char> &got, const std::vector<int64_t> &list) {
+    for (size_t i = 0; i < list.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(got.data() + i * row, host.data() + size_t(list[i]) * row, row)) << "row " << i;
+  };
+  char *src = static_cast<char *>(alloc(host.size())), *dst = static_cast<char *>(alloc(back.size()));
+  ASSERT_HPU_OK(hpuMemcpy(src, host.data(), host.size(), HPU_MEMCPY_HOST_TO_DEVICE));
+  hpuStream_t s;
+  ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
+  // Host to device, the list overwritten before the copy has run.
+  std::vector<int64_t> list = rows;
+  ASSERT_HPU_OK(hpuMemcpyRowsAsync(dst, host.data(), row, list.data(), n, HPU_MEMCPY_HOST_TO_DEVICE, s));
+  std::fill(list.begin(), list.end(), 0);
+  ASSERT_HPU_OK(hpuMemcpyAsync(back.data(), dst, back.size(), HPU_MEMCPY_DEVICE_TO_HOST, s));
+  ASSERT_HPU_OK(hpuStreamSynchronize(s));
+  expect_rows(back, rows);
+  // Device to host and device to device (the default stream), a few rows.
+  const std::vector<int64_t> few{299, 0, 299, 5};
+  std::fill(back.begin(), back.end(), 0);
+  ASSERT_HPU_OK(hpuMemcpyRowsAsync(back.data(), src, row, few.data(), few.size(), HPU_MEMCPY_DEVICE_TO_HOST, s));
+  ASSERT_HPU_OK(hpuStreamSynchronize(s));
+  expect_rows(back, few);
+  EXPECT_EQ(back[few.size() * row], 0);  // nothing past the rows asked for
+  ASSERT_HPU_OK(hpuMemcpyRowsAsync(dst, src, row, few.data(), few.size(), HPU_MEMCPY_DEVICE_TO_DEVICE, nullptr));
+  ASSERT_HPU_OK(hpuMemcpy(back.data(), dst, few.size() * row, HPU_MEMCPY_DEVICE_TO_HOST));
+  expect_rows(back, few);
+  // No rows, or rows of no bytes: nothing is checked or copied.
+  EXPECT_HPU_OK(hpuMemcpyRowsAsync(dst, host.data(), row, nullptr, 0, HPU_MEMCPY_HOST_TO_DEVICE, s));
+  EXPECT_HPU_OK(hpuMemcpyRowsAsync(dst, host.data(), 0, nullptr, 5, HPU_MEMCPY_HOST_TO_DEVICE, s));
+  EXPECT_HPU_OK(hpuStreamDestroy(s));
+  free(src);
+  free(dst);
+}
+
+TEST_F(Memory, RowGatherBadInput) {
+  const size_t n = 4096;
+  char *d = static_cast<char *>(alloc(n));
+  std::vector<char> host(n);
+  char *h = host.data();
+  const std::string ds = ptr_text(d), hs = ptr_text(h);
+  const hpuMemcpyKind_t H2D = HPU_MEMCPY_HOST_TO_DEVICE, D2D = HPU_MEMCPY_DEVICE_TO_DEVICE;
+  const int64_t ok[] = {3, 1}, negative[] = {2, -7}, far[] = {0, 100000}, huge[] = {0, INT64_MAX / 2};
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, nullptr, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "rows is NULL");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, negative, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "rows[1] is -7");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, SIZE_MAX / 2, ok, 4, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "count 4 rows of row_bytes", "overflow");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 2048, huge, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "rows holds 4611686018427387903; that row of row_bytes 2048 is past the end of the address space");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 2, static_cast<hpuMemcpyKind_t>(9), nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "kind 9");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, h, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, nullptr, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
+  // dst must hold count rows; a device src must hold every row asked for.
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(h, h, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_HANDLE, ("dst " + hs).c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 70000, H2D, nullptr), HPU_ERROR_INVALID_HANDLE,
+                  ("dst " + ds + " (+4480000 bytes)").c_str());  // checked before rows is read
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, ("src " + ds).c_str(),
+                  "use HPU_MEMCPY_DEVICE_TO_DEVICE");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d + 2048, 64, far, 2, D2D, nullptr), HPU_ERROR_INVALID_HANDLE,
+                  ("src " + ptr_text(d + 2048) + " (+6400064 bytes)").c_str());
+  hpuEvent_t e;
+  ASSERT_HPU_OK(hpuEventCreate(&e));
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 2, H2D, reinterpret_cast<hpuStream_t>(e)),
+                  HPU_ERROR_INVALID_HANDLE, ptr_text(e).c_str());
+  EXPECT_HPU_OK(hpuEventDestroy(e));
+  free(d);
+}
+
 TEST_F(Memory, SetBadInput) {
   char *d = static_cast<char *>(alloc(4096));
   std::vector<char> host(4096);

@@ -117,6 +117,21 @@ void in_parallel(Trainer::Run &r, F f) {
   if (first) std::rethrow_exception(first);
 }
 
+// Waits, however a loop ends, until no queued gather reads the data module's
+// samples: the caller may destroy it once fit, validate or test returns.
+class SettleBatches {
+ public:
+  explicit SettleBatches(Trainer::Run &r) : r_(r) {}
+  ~SettleBatches() {
+    for (Replica &p : r_.reps) p.batch.settle();
+  }
+  SettleBatches(const SettleBatches &) = delete;
+  SettleBatches &operator=(const SettleBatches &) = delete;
+
+ private:
+  Trainer::Run &r_;
+};
+
 // Every replica's metric sums become the sums over all ranks (f64 allreduces;
 // each rank holds the same keys).
 void sum_over_ranks(Trainer::Run &r, std::vector<Metrics> &sums) {
@@ -223,6 +238,7 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   start(model, data, Stage::fit);
   ProfileScope profile(config_, is_global_zero());
   Run &r = *run_;
+  SettleBatches settled(r);
   const TensorDataset &train = data.train_data();
   if (train.size() == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "the data module's training set is empty");
   for (Replica &p : r.reps) {
@@ -313,8 +329,6 @@ void Trainer::train_epoch(int64_t skip) {
     r.batches_done = b + 1;
     const bool log_now = should_update_logs();
     if (step_now) optimizer_step();
-    // The next batch's samples are gathered while the stream runs this step.
-    if (b + 1 < nb) in_parallel(r, [&](size_t i, Replica &p) { p.batch.prefetch(set, orders[i], b + 1, B); });
     for (size_t i = 0; i < r.reps.size(); ++i) losses[i] = r.reps[i].loss.wait();
     if (log_now) {
       Metrics m = logs[0];
@@ -396,6 +410,7 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
 
 Metrics Trainer::validate(LightningModule &model, DataModule &data) {
   start(model, data, Stage::validate);
+  SettleBatches settled(*run_);
   Metrics m = evaluate(Stage::validate, data.val_data(), options_.limit_val_batches);
   finish(Stage::validate);
   return m;
@@ -403,6 +418,7 @@ Metrics Trainer::validate(LightningModule &model, DataModule &data) {
 
 Metrics Trainer::test(LightningModule &model, DataModule &data) {
   start(model, data, Stage::test);
+  SettleBatches settled(*run_);
   Metrics m = evaluate(Stage::test, data.test_data(), options_.limit_test_batches);
   finish(Stage::test);
   return m;

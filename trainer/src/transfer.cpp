@@ -1,8 +1,12 @@
 #include "transfer.hpp"
 
+#include "error.hpp"
+
 #include <algorithm>
 
 namespace hpu {
+
+using detail::fail;
 
 namespace {
 
@@ -16,40 +20,29 @@ void *data_of(const Tensor &t) {
 
 size_t DeviceBatch::load(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B,
                          hpuDevice_t dev, hpuStream_t stream) {
-  const size_t lo = size_t(b) * B, hi = std::min(lo + B, order.size());
-  if (copied_) copied_->synchronize();  // the host buffer is free again
-  if (ahead_set_ == &set && std::equal(order.begin() + lo, order.begin() + hi, ahead_indices_.begin(),
-                                       ahead_indices_.end()))
-    std::swap(host_, ahead_);  // ahead_ now holds the buffer the copy above read
-  else
-    set.gather(order.data() + lo, hi - lo, host_);
-  ahead_set_ = nullptr;
-  const size_t n = host_.size;
-  std::vector<int64_t> shape = host_.x_shape();
-  shape[0] = int64_t(std::max(n, B));
+  const size_t lo = std::min(size_t(b) * B, order.size()), hi = std::min(lo + B, order.size()), n = hi - lo;
+  rows_.assign(order.begin() + lo, order.begin() + hi);
+  for (int64_t k : rows_)
+    if (size_t(k) >= set.size())
+      fail(HPU_ERROR_INVALID_ARGUMENT, "sample index %zu out of range (dataset has %zu)", size_t(k), set.size());
+  std::vector<int64_t> shape{int64_t(std::max(n, B))};
+  shape.insert(shape.end(), set.sample_shape().begin(), set.sample_shape().end());
   if (!x_all_ || x_all_.device() != dev || x_all_.shape() != shape) {
+    settle();  // copied_ is replaced: it must not leave a gather from `set` behind
     x_all_ = Tensor::empty(dev, HPU_FLOAT32, shape);
     y_all_ = Tensor::empty(dev, HPU_INT32, {shape[0]});
-    rows_ = size_t(shape[0]);
+    capacity_ = size_t(shape[0]);
     copied_ = std::make_unique<Event>();
   }
   shape[0] = int64_t(n);
-  x = n == rows_ ? x_all_ : x_all_.window(0, shape);
-  y = n == rows_ ? y_all_ : y_all_.window(0, {int64_t(n)});
-  check(hpuMemcpyAsync(data_of(x_all_), host_.x.data(), host_.x.size() * sizeof(float), HPU_MEMCPY_HOST_TO_DEVICE,
-                       stream));
-  check(hpuMemcpyAsync(data_of(y_all_), host_.y.data(), host_.y.size() * sizeof(int32_t), HPU_MEMCPY_HOST_TO_DEVICE,
-                       stream));
+  x = n == capacity_ ? x_all_ : x_all_.window(0, shape);
+  y = n == capacity_ ? y_all_ : y_all_.window(0, {int64_t(n)});
+  check(hpuMemcpyRowsAsync(data_of(x_all_), set.features().data(), set.sample_numel() * sizeof(float), rows_.data(),
+                           n, HPU_MEMCPY_HOST_TO_DEVICE, stream));
+  check(hpuMemcpyRowsAsync(data_of(y_all_), set.labels().data(), sizeof(int32_t), rows_.data(), n,
+                           HPU_MEMCPY_HOST_TO_DEVICE, stream));
   copied_->record(stream);
   return n;
-}
-
-void DeviceBatch::prefetch(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B) {
-  const size_t lo = std::min(size_t(b) * B, order.size()), hi = std::min(lo + B, order.size());
-  ahead_set_ = nullptr;  // no queued copy reads ahead_: load() waited for its last one
-  set.gather(order.data() + lo, hi - lo, ahead_);
-  ahead_indices_.assign(order.begin() + lo, order.begin() + hi);
-  ahead_set_ = &set;
 }
 
 void LossReadback::start(const Tensor &loss, hpuComm_t comm, hpuStream_t stream) {

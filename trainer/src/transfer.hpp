@@ -16,37 +16,31 @@ inline void settle(const std::unique_ptr<Event> &event) {
   if (event) hpuEventSynchronize(event->get());
 }
 
-// A replica's batch on its device. load() gathers the samples into a host
-// buffer and queues one copy into device tensors allocated on first use (a
-// shorter last batch uses their leading rows): no allocation and no wait per
-// step. The next load() waits for the previous copy before it refills the
-// host buffer; queued work that still reads the device tensors comes before
-// the next copy on the same stream. prefetch() gathers a batch ahead into a
-// second host buffer, which the load() of the same samples then copies from.
+// A replica's batch on its device. load() queues a gather of the batch's
+// samples and labels straight from the dataset into device tensors allocated
+// on first use (a shorter last batch uses their leading rows): no allocation,
+// no host-side copy and no wait per step. Queued work that still reads the
+// device tensors comes before the next gather on the same stream. The
+// dataset must stay alive and unchanged until the gathers have run: settle()
+// waits for them.
 class DeviceBatch {
  public:
   DeviceBatch() = default;
   DeviceBatch(DeviceBatch &&) = default;
   DeviceBatch &operator=(DeviceBatch &&) = default;
-  // Waits for a copy still queued from the host buffer (a failed fit may end
-  // with one in flight).
-  ~DeviceBatch() { settle(copied_); }
+  ~DeviceBatch() { settle(); }
 
   // Batch b (of size B) of `order` onto `stream`; returns its sample count.
   size_t load(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B, hpuDevice_t dev,
               hpuStream_t stream);
-  // Gathers batch b of `order` now, while the stream still runs earlier work,
-  // for a later load() of the same samples from the same set.
-  void prefetch(const TensorDataset &set, const std::vector<size_t> &order, int64_t b, size_t B);
+  // Waits, ignoring the stream's error, until no queued gather reads a dataset.
+  void settle() { hpu::settle(copied_); }
   Tensor x, y;  // the loaded samples: x f32 {n, sample_shape...}, y i32 {n}
 
  private:
-  Batch host_;
-  Batch ahead_;  // prefetch()'s samples: indices ahead_indices_ of *ahead_set_
-  const TensorDataset *ahead_set_ = nullptr;
-  std::vector<size_t> ahead_indices_;
-  Tensor x_all_, y_all_;  // device buffers of capacity rows
-  size_t rows_ = 0;
+  std::vector<int64_t> rows_;  // the batch's sample numbers
+  Tensor x_all_, y_all_;       // device buffers of capacity rows
+  size_t capacity_ = 0;
   std::unique_ptr<Event> copied_;
 };
 
