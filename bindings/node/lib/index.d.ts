@@ -78,6 +78,7 @@ export declare class DeviceMemory {
   readonly nbytes: number;
   readonly ptr: bigint;
   copyFromHost(data: HostData, offset?: number): void;
+  copyRowsFromHost(data: HostData, rowBytes: number, rows: readonly number[], offset?: number): void;
   copyToHost<T extends HostData = Buffer>(target?: T, offset?: number): T;
   copyFrom(src: DeviceMemory, options?: { nbytes?: number; offset?: number; srcOffset?: number; stream?: Stream }): void;
   fill(value: number, options?: { nbytes?: number; offset?: number; stream?: Stream }): void;

@@ -117,6 +117,26 @@ class DeviceMemory {
   }
 
   /**
+   * Gathers rows of `data` (read as rows of `rowBytes` bytes) into this memory at
+   * `offset`, one after another: row i here is row rows[i] of `data`
+   * (hpuMemcpyRowsAsync, waited for like the other host copies).
+   */
+  copyRowsFromHost(data, rowBytes, rows, offset = 0) {
+    const src = bytesOf(data, 'data');
+    checkCount(rowBytes, 'rowBytes');
+    const held = rowBytes ? Math.floor(src.byteLength / rowBytes) : 0;
+    rows.forEach((r, i) => {
+      if (!Number.isSafeInteger(r) || r < 0 || r >= held) {
+        throw invalidArgument(`rows[${i}] is ${r}; data holds ${held} rows of ${rowBytes} bytes`);
+      }
+    });
+    const dst = this._at(offset, rows.length * rowBytes, 'copyRowsFromHost');
+    if (!rows.length || !rowBytes) return;
+    C.hpuMemcpyRowsAsync(dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE, null);
+    this.device.synchronize();
+  }
+
+  /**
    * Copies device bytes from `offset` into `target` (all of it is filled) and
    * returns it; without `target`, returns a new Buffer of the rest of the memory.
    */

@@ -137,6 +137,8 @@ const C = declare({
   hpuMemFree: 'int hpuMemFree(hpuHandle dev, hpuHandle ptr)',
   hpuMemcpy: 'int hpuMemcpy(void *dst, const void *src, size_t bytes, int kind)',
   hpuMemcpyAsync: 'int hpuMemcpyAsync(void *dst, const void *src, size_t bytes, int kind, hpuHandle stream)',
+  hpuMemcpyRowsAsync:
+    'int hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows, size_t count, int kind, hpuHandle stream)',
   hpuMemset: 'int hpuMemset(void *dst, int value, size_t bytes)',
   hpuMemsetAsync: 'int hpuMemsetAsync(void *dst, int value, size_t bytes, hpuHandle stream)',
   hpuMemGetInfo: 'int hpuMemGetInfo(hpuHandle dev, _Out_ size_t *free_bytes, _Out_ size_t *total_bytes)',

@@ -127,6 +127,22 @@ test('device to device across devices', () => {
   b.free();
 });
 
+test('row gather from the host', () => {
+  const table = Buffer.from(Array.from({ length: 40 }, (_, i) => i)); // 10 rows of 4 bytes
+  const mem = hpu.memAlloc(20);
+  mem.fill(0xab);
+  mem.copyRowsFromHost(table, 4, [9, 0, 9, 3]);
+  assert.deepEqual(mem.copyToHost(), Buffer.concat([table.subarray(36), table.subarray(0, 4), table.subarray(36),
+    table.subarray(12, 16), Buffer.alloc(4, 0xab)]));
+  mem.copyRowsFromHost(new Int32Array([5, 6, 7]), 4, [2], 16);
+  assert.deepEqual(mem.copyToHost(new Int32Array(1), 16), new Int32Array([7]));
+  mem.copyRowsFromHost(table, 4, []);
+  assert.throws(() => mem.copyRowsFromHost(table, 4, [1, 10]), /rows\[1\] is 10; data holds 10 rows of 4 bytes/);
+  assert.throws(() => mem.copyRowsFromHost(table, 4, [0, 0, 0, 0, 0, 0]), /24 bytes at offset 0 do not fit in 20/);
+  assert.throws(() => mem.copyRowsFromHost(table, -4, [0]), /rowBytes -4 is not a non-negative integer/);
+  mem.free();
+});
+
 test('zero bytes', () => {
   const m = hpu.memAlloc(0);
   assert.equal(m.ptr, 0n);

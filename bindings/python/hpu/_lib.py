@@ -86,6 +86,7 @@ PROTOTYPES = {
     "hpuMemFree": (Status, [Handle, c_void_p]),
     "hpuMemcpy": (Status, [c_void_p, c_void_p, c_size_t, c_int]),
     "hpuMemcpyAsync": (Status, [c_void_p, c_void_p, c_size_t, c_int, Handle]),
+    "hpuMemcpyRowsAsync": (Status, [c_void_p, c_void_p, c_size_t, POINTER(c_int64), c_size_t, c_int, Handle]),
     "hpuMemset": (Status, [c_void_p, c_int, c_size_t]),
     "hpuMemsetAsync": (Status, [c_void_p, c_int, c_size_t, Handle]),
     "hpuMemGetInfo": (Status, [Handle, POINTER(c_size_t), POINTER(c_size_t)]),

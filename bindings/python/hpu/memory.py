@@ -8,7 +8,7 @@ MaxAllocSize and sets MaxInUse to InUse.
 from __future__ import annotations
 
 import ctypes
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from . import _lib
 from ._buffer import host_buffer
@@ -125,6 +125,24 @@ class DeviceMemory:
             dst = self._range(offset, n, "copy_from_host")
             if n:
                 _lib.hpuMemcpy(dst, addr, n, _lib.HOST_TO_DEVICE)
+
+    def copy_rows_from_host(self, src: object, row_bytes: int, rows: Sequence[int], offset: int = 0) -> None:
+        """Gathers rows of `src` (any buffer, read as rows of `row_bytes` bytes) into this memory
+        at `offset`, one after another: row i here is row ``rows[i]`` of `src`
+        (``hpuMemcpyRowsAsync``, waited for like the other host copies)."""
+        if not isinstance(row_bytes, int) or row_bytes < 0:
+            raise InvalidArgumentError(f"row_bytes {row_bytes!r} is not a non-negative int")
+        rows = list(rows)
+        with host_buffer(src, name="src") as (addr, n):
+            held = n // row_bytes if row_bytes else 0
+            for i, r in enumerate(rows):
+                if not isinstance(r, int) or not 0 <= r < held:
+                    raise InvalidArgumentError(f"rows[{i}] is {r!r}; src holds {held} rows of {row_bytes} bytes")
+            dst = self._range(offset, len(rows) * row_bytes, "copy_rows_from_host")
+            if rows and row_bytes:
+                _lib.hpuMemcpyRowsAsync(dst, addr, row_bytes, (ctypes.c_int64 * len(rows))(*rows), len(rows),
+                                        _lib.HOST_TO_DEVICE, None)
+                self.device.synchronize()
 
     def copy_to_host(self, dst: object = None, offset: int = 0) -> object:
         """Copies device bytes from `offset` into `dst` (a writable buffer; all of it is filled)

@@ -146,6 +146,24 @@ class Copies(unittest.TestCase):
             b.copy_from(a, nbytes=50, src_offset=150, offset=0)
             self.assertEqual(bytes(b.copy_to_host(bytearray(50))), data[150:])
 
+    def test_row_gather_from_host(self):
+        table = bytes(range(40))  # 10 rows of 4 bytes
+        with hpu.mem_alloc(20) as mem:
+            mem.fill(0xAB)
+            mem.copy_rows_from_host(table, 4, [9, 0, 9, 3])
+            self.assertEqual(bytes(mem.copy_to_host()), table[36:] + table[:4] + table[36:] + table[12:16] + b"\xab" * 4)
+            mem.copy_rows_from_host(array.array("i", [5, 6, 7]), 4, (2,), offset=16)
+            self.assertEqual(bytes(mem.copy_to_host(offset=16)), array.array("i", [7]).tobytes())
+            mem.copy_rows_from_host(table, 4, [])
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                mem.copy_rows_from_host(table, 4, [1, 10])
+            self.assertIn("rows[1] is 10; src holds 10 rows of 4 bytes", cm.exception.message)
+            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                mem.copy_rows_from_host(table, 4, [0] * 6)
+            self.assertIn("24 bytes at offset 0 do not fit in 20 bytes", cm.exception.message)
+            with self.assertRaises(hpu.InvalidArgumentError):
+                mem.copy_rows_from_host(table, -4, [0])
+
     def test_zero_bytes(self):
         with hpu.mem_alloc(0) as mem:
             self.assertEqual(mem.ptr, 0)
