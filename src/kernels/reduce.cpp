@@ -1,5 +1,10 @@
 #include "kernels/reduce.hpp"
 
+// GCC 12 warns about the deliberately undefined lanes inside the AVX-512 intrinsics.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cast.hpp"
+#include "kernels/cpu.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/elementwise_vec.hpp"
@@ -105,6 +111,60 @@ template <Reduce OP, class T>
 constexpr bool kVectorSum = (OP == Reduce::sum || OP == Reduce::mean) &&
                             (std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
 
+#define HPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+// The lanes of `live` of 16 values of T (f32, bf16 or f16) from p, as f32
+// (exact); the other lanes 0.
+template <class T>
+HPU_AVX512 inline __m512 load16(const T *p, __mmask16 live) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_maskz_loadu_ps(live, p);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(live, p);
+    if constexpr (std::is_same_v<T, bf16>) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else return _mm512_cvtph_ps(h);
+  }
+}
+
+// r[0 .. 16 (NV - 1) + last) = the column sums of n > 0 rows of T (row stride
+// ld) from in: row 0, plus row 1, plus row 2 ... in f32, the scalar loop's
+// bits, with NV vectors of sums held in registers while the rows pass.
+template <class T, int NV>
+HPU_AVX512 void column_strip(const T *in, int64_t n, int64_t ld, float *r, int last) {
+  const __mmask16 all = 0xFFFF, tail = static_cast<__mmask16>((1u << last) - 1);
+  __m512 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = load16(in + 16 * v, v + 1 < NV ? all : tail);
+  for (int64_t i = 1; i < n; ++i) {
+    const T *row = in + i * ld;
+    for (int v = 0; v < NV; ++v) acc[v] = _mm512_add_ps(acc[v], load16(row + 16 * v, v + 1 < NV ? all : tail));
+  }
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(r + 16 * v, v + 1 < NV ? all : tail, acc[v]);
+}
+
+// Column sums of cols columns of n > 0 rows (row stride ld) into r, 256
+// columns at a time (then 128, then what is left). A linear's bias gradient,
+// 256 x 1024 bf16, on one thread: 27 -> 12.6 us (each row was widened into a
+// block, then added to the sums there); 256 x 10: 6.7 -> 0.4 us.
+template <class T>
+HPU_AVX512 void column_sums_avx512(const T *in, int64_t n, int64_t ld, int64_t cols, float *r) {
+  int64_t j = 0;
+  for (; j + 256 <= cols; j += 256) column_strip<T, 16>(in + j, n, ld, r + j, 16);
+  for (; j + 128 <= cols; j += 128) column_strip<T, 8>(in + j, n, ld, r + j, 16);
+  if (j == cols) return;
+  const int64_t vectors = (cols - j + 15) / 16;
+  const int last = static_cast<int>(cols - j - 16 * (vectors - 1));
+  switch (vectors) {
+    case 1: return column_strip<T, 1>(in + j, n, ld, r + j, last);
+    case 2: return column_strip<T, 2>(in + j, n, ld, r + j, last);
+    case 3: return column_strip<T, 3>(in + j, n, ld, r + j, last);
+    case 4: return column_strip<T, 4>(in + j, n, ld, r + j, last);
+    case 5: return column_strip<T, 5>(in + j, n, ld, r + j, last);
+    case 6: return column_strip<T, 6>(in + j, n, ld, r + j, last);
+    case 7: return column_strip<T, 7>(in + j, n, ld, r + j, last);
+    default: return column_strip<T, 8>(in + j, n, ld, r + j, last);
+  }
+}
+
 template <Reduce OP, class T>
 void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *out, hpuDataType_t out_dt) {
   using A = Acc<T>;
@@ -130,6 +190,7 @@ void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *ou
     });
   } else if (n > 0) {
     // Columns: accumulate n rows of a span of `inner` into the results.
+    const bool avx512 = vector_isa(best_isa()) == Isa::avx512;
     const int64_t spans = (inner + kBlock - 1) / static_cast<int64_t>(kBlock);
     parallel_for(outer * spans, std::max<int64_t>(1, kChunk / (n * static_cast<int64_t>(kBlock))),
                  [&](int64_t b, int64_t e) {
@@ -139,6 +200,12 @@ void reduce_typed(const T *in, int64_t outer, int64_t n, int64_t inner, void *ou
                      int64_t o = t / spans, at = (t % spans) * static_cast<int64_t>(kBlock);
                      size_t m = static_cast<size_t>(std::min<int64_t>(kBlock, inner - at));
                      A *r = res.data() + o * inner + at;
+                     if constexpr (kVectorSum<OP, T>) {
+                       if (avx512) {
+                         column_sums_avx512(in + o * n * inner + at, n, inner, static_cast<int64_t>(m), r);
+                         continue;
+                       }
+                     }
                      for (int64_t i = 0; i < n; ++i) {
                        const T *src = in + (o * n + i) * inner + at;
                        if constexpr (kVectorSum<OP, T>) {

@@ -568,17 +568,25 @@ TEST_F(Kernels, ReduceAgainstReference) {
 // Column sums (bias gradients) add row after row in f32 on the vector path:
 // every column is the sequential f32 sum, bit for bit.
 TEST_F(Kernels, ReduceColumnSumsAreSequentialF32Sums) {
-  const int64_t outer = 2, n = 37, inner = 1500;  // more than one widening block, a ragged end
-  for (hpuDataType_t dt : {HPU_FLOAT32, HPU_BFLOAT16, HPU_FLOAT16}) {
-    Buf in = random_buf(dt, static_cast<size_t>(outer * n * inner), -1, 1, 18);
-    std::vector<float> out(static_cast<size_t>(outer * inner));
-    reduce(Reduce::sum, dt, in.data(), outer, n, inner, out.data(), HPU_FLOAT32);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < inner; ++j) {
-        float want = 0;
-        for (int64_t i = 0; i < n; ++i) want += static_cast<float>(in.at(static_cast<size_t>((o * n + i) * inner + j)));
-        ASSERT_EQ(out[static_cast<size_t>(o * inner + j)], want) << "dtype " << dt << " column " << o << "," << j;
-      }
+  // More than one widening block and a ragged end (1500: spans of 1024 and
+  // 476, on AVX-512 strips of 256 and 128 columns, then 6 vectors, the last
+  // of 12 lanes), 10 columns, one row.
+  struct Shape3 { int64_t outer, n, inner; };
+  for (const Shape3 &sh : {Shape3{2, 37, 1500}, Shape3{1, 256, 10}, Shape3{3, 1, 300}}) {
+    const int64_t outer = sh.outer, n = sh.n, inner = sh.inner;
+    for (hpuDataType_t dt : {HPU_FLOAT32, HPU_BFLOAT16, HPU_FLOAT16}) {
+      Buf in = random_buf(dt, static_cast<size_t>(outer * n * inner), -1, 1, 18);
+      std::vector<float> out(static_cast<size_t>(outer * inner));
+      reduce(Reduce::sum, dt, in.data(), outer, n, inner, out.data(), HPU_FLOAT32);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < inner; ++j) {
+          float want = 0;
+          for (int64_t i = 0; i < n; ++i)
+            want += static_cast<float>(in.at(static_cast<size_t>((o * n + i) * inner + j)));
+          ASSERT_EQ(out[static_cast<size_t>(o * inner + j)], want)
+              << "dtype " << dt << " shape " << outer << "x" << n << "x" << inner << " column " << o << "," << j;
+        }
+    }
   }
 }
 
