@@ -24,7 +24,9 @@
 // op(A) in place, or of a copy padded with zeros to whole tiles; 2 x 2 tiles of
 // C (32 x 32) sum in the tile unit over a k block, go to a scratch tile and
 // from there through the same stores (and fused relu, relu mask or AdamW) as
-// the registers of the AVX-512 micro-kernel. The products of an element are
+// the registers of the AVX-512 micro-kernel (with k <= 32, one tile product
+// per block, a row block goes 256 columns at a time through a scratch of rows
+// in L1 instead). The products of an element are
 // summed in another order than there, so results may differ in the last bits
 // of the f32 sum from the AVX-512 path's.
 // Runs on the calling thread; gemm() splits C over threads.

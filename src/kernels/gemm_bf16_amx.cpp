@@ -21,15 +21,15 @@ constexpr TileConfig kTiles = {1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 
 // rows 0-15 and 16-31 in tmm4 and tmm5; B columns 0-15 and 16-31 in tmm6 and
 // tmm7.
 template <int NT>
-void block(int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float *acc, bool add) {
-  constexpr int64_t ldb_bytes = 64 * NT, ldc_bytes = 64 * NT;
-  const int64_t lda_bytes = 2 * lda;
+void block(int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float *acc, int64_t ldacc, bool add) {
+  constexpr int64_t ldb_bytes = 64 * NT;
+  const int64_t lda_bytes = 2 * lda, ldc_bytes = 4 * ldacc;
   if (add) {
     _tile_loadd(0, acc, ldc_bytes);
-    _tile_loadd(2, acc + 16 * 16 * NT, ldc_bytes);
+    _tile_loadd(2, acc + 16 * ldacc, ldc_bytes);
     if constexpr (NT == 2) {
       _tile_loadd(1, acc + 16, ldc_bytes);
-      _tile_loadd(3, acc + 16 * 32 + 16, ldc_bytes);
+      _tile_loadd(3, acc + 16 * ldacc + 16, ldc_bytes);
     }
   } else {
     _tile_zero(0);
@@ -53,10 +53,10 @@ void block(int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float 
     }
   }
   _tile_stored(0, acc, ldc_bytes);
-  _tile_stored(2, acc + 16 * 16 * NT, ldc_bytes);
+  _tile_stored(2, acc + 16 * ldacc, ldc_bytes);
   if constexpr (NT == 2) {
     _tile_stored(1, acc + 16, ldc_bytes);
-    _tile_stored(3, acc + 16 * 32 + 16, ldc_bytes);
+    _tile_stored(3, acc + 16 * ldacc + 16, ldc_bytes);
   }
 }
 
@@ -66,11 +66,13 @@ void amx_tiles_begin() { _tile_loadconfig(&kTiles); }
 
 void amx_tiles_end() { _tile_release(); }
 
-void amx_block(int nt, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float *acc, bool add) {
+void amx_block(int nt, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float *acc, bool add,
+               int64_t ldacc) {
+  if (ldacc == 0) ldacc = 16 * nt;
   if (nt == 1)
-    block<1>(kp, a, lda, b, acc, add);
+    block<1>(kp, a, lda, b, acc, ldacc, add);
   else
-    block<2>(kp, a, lda, b, acc, add);
+    block<2>(kp, a, lda, b, acc, ldacc, add);
 }
 
 }  // namespace hpu::kernels

@@ -17,11 +17,12 @@ namespace hpu::kernels {
 void amx_tiles_begin();
 void amx_tiles_end();
 
-// acc (32 x 16 nt f32, row stride 16 nt; nt 1 or 2) = A B, or acc + A B
-// when `add` (summed in the tiles, as if in one call), over kp values of k,
-// kp a positive multiple of 32. A: 32 rows of kp bf16 values, row stride
-// lda elements. B: kp / 2 pairs, each 16 nt 32-bit words B[2p][j] | B[2p+1][j]
-// << 16 (a sliver of gemm_bf16.cpp's packed B).
-void amx_block(int nt, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float *acc, bool add);
+// acc (32 x 16 nt f32, row stride ldacc, 0 for 16 nt; nt 1 or 2) = A B, or
+// acc + A B when `add` (summed in the tiles, as if in one call), over kp
+// values of k, kp a positive multiple of 32. A: 32 rows of kp bf16 values,
+// row stride lda elements. B: kp / 2 pairs, each 16 nt 32-bit words
+// B[2p][j] | B[2p+1][j] << 16 (a sliver of gemm_bf16.cpp's packed B).
+void amx_block(int nt, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b, float *acc, bool add,
+               int64_t ldacc = 0);
 
 }  // namespace hpu::kernels

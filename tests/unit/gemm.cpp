@@ -287,6 +287,28 @@ TEST(Gemm, IsaKnobFallsBackToTheBestSupportedLevel) {
 
 namespace {
 
+// relu and the relu mask as the kernel stores C (bf16, s.n wide) against the
+// same product stored plainly and then each pass over it.
+void expect_epilogues_are_the_passes(const GemmShape &s, const std::vector<uint16_t> &a, int64_t lda,
+                                     const std::vector<uint16_t> &b, int64_t ldb, const std::vector<uint16_t> &mask,
+                                     const std::string &what) {
+  const int64_t m = s.m, n = s.n;
+  std::vector<uint16_t> plain(m * n), fused(m * n);
+  gemm(HPU_BFLOAT16, s, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, plain.data(), n, HPU_BFLOAT16);
+  GemmShape relu = s;
+  relu.relu = true;
+  gemm(HPU_BFLOAT16, relu, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
+  for (int64_t i = 0; i < m * n; ++i)
+    ASSERT_EQ(fused[i], 0.0f > bf16_to_f32(plain[i]) ? 0 : plain[i]) << what << " relu on " << plain[i] << " at " << i;
+  GemmShape masked = s;
+  masked.relu_mask = mask.data();
+  masked.ld_mask = n;
+  gemm(HPU_BFLOAT16, masked, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
+  for (int64_t i = 0; i < m * n; ++i)
+    ASSERT_EQ(fused[i], f32_to_bf16(bf16_to_f32(plain[i]) * (bf16_to_f32(mask[i]) > 0 ? 1.0f : 0.0f)))
+        << what << " relu mask " << mask[i] << " on " << plain[i] << " at " << i;
+}
+
 std::vector<uint16_t> random_bf16(size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -302,10 +324,12 @@ TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
   // product stored plainly and then the pass: odd sizes around the tiles
   // (AMX 32 x 32, AVX-512 8 x 48), every transpose, k over one block (1024:
   // AdamW from an f32 sum, bf16 rounded once), A read in place and copied
-  // (AMX: whole tiles, rows 1 KiB apart or not), on 1 and 2 threads.
+  // (AMX: whole tiles, rows 1 KiB apart or not), k <= 32 (AMX: panels of 256
+  // columns and a ragged one, 16 wide C), on 1 and 2 threads.
   hpu::ComputeBudget::instance().configure(2);
-  const int64_t shapes[][3] = {{1, 1, 1}, {33, 17, 31}, {70, 50, 33}, {31, 100, 64}, {257, 130, 300},
-                               {40, 33, 1100}, {600, 70, 200}, {5, 1000, 80}, {64, 100, 1024}, {64, 100, 256}};
+  const int64_t shapes[][3] = {{1, 1, 1},      {33, 17, 31},   {70, 50, 33},  {31, 100, 64},  {257, 130, 300},
+                               {40, 33, 1100}, {600, 70, 200}, {5, 1000, 80}, {64, 100, 1024}, {64, 100, 256},
+                               {70, 600, 10},  {40, 16, 20},   {33, 300, 32}};
   const AdamwConstants k = adamw_constants({1e-3, 0.9, 0.999, 1e-8, 0.01}, 3);
   for (auto &sh : shapes)
     for (bool ta : {false, true})
@@ -313,24 +337,13 @@ TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
         const int64_t m = sh[0], n = sh[1], kk = sh[2];
         const unsigned seed = static_cast<unsigned>(m * 7 + n * 3 + kk + ta * 2 + tb);
         std::vector<uint16_t> a = random_bf16(m * kk, seed), b = random_bf16(kk * n, seed + 1),
-                              mask = random_bf16(m * n, seed + 2), plain(m * n), fused(m * n);
+                              mask = random_bf16(m * n, seed + 2);
         const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
         const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) + " ta " +
                                  std::to_string(ta) + " tb " + std::to_string(tb);
         GemmShape s{m, n, kk, ta, tb};
-        gemm(HPU_BFLOAT16, s, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, plain.data(), n, HPU_BFLOAT16);
-        GemmShape relu = s;
-        relu.relu = true;
-        gemm(HPU_BFLOAT16, relu, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
-        for (int64_t i = 0; i < m * n; ++i)
-          ASSERT_EQ(fused[i], 0.0f > bf16_to_f32(plain[i]) ? 0 : plain[i]) << what << " relu at " << i;
-        GemmShape masked = s;
-        masked.relu_mask = mask.data();
-        masked.ld_mask = n;
-        gemm(HPU_BFLOAT16, masked, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
-        for (int64_t i = 0; i < m * n; ++i)
-          ASSERT_EQ(fused[i], f32_to_bf16(bf16_to_f32(plain[i]) * (bf16_to_f32(mask[i]) > 0 ? 1.0f : 0.0f)))
-              << what << " relu mask at " << i;
+        expect_epilogues_are_the_passes(s, a, lda, b, ldb, mask, what);
+        if (HasFatalFailure()) return;
         // AdamW: weights and moments stepped by the product (alpha -1/3) as the
         // gradient, with a bf16 copy.
         std::vector<float> grad(m * n), w(m * n), mo(m * n), v(m * n);
@@ -353,6 +366,33 @@ TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
           ASSERT_EQ(copy[i], copy2[i]) << what << " AdamW copy at " << i;
         }
       }
+}
+
+TEST(Gemm, Bf16FusedEpiloguesKeepSpecialValues) {
+  // relu and the relu mask on infinities, NaNs, signed zeros and a sum that
+  // overflows only when rounded to bf16, against the mask values at the edges
+  // of > 0 (zeros, the smallest subnormals, infinities, NaNs of either sign):
+  // the bits of the separate passes, for k <= 32 and k > 32, C 69 wide (whole
+  // groups of 32 and 16 columns and a ragged end). C = B's row 0 + row 1.
+  hpu::ComputeBudget::instance().configure(2);
+  const float big = bf16_to_f32(0x7F7F), nan = bf16_to_f32(0x7FC0);
+  const float values[][2] = {{1.5f, 0},   {-1.5f, 0},     {0, 0},          {-0.0f, -0.0f}, {INFINITY, 0},
+                             {-INFINITY, 0}, {nan, 0},    {-nan, 0},       {big, 1e36f},   {-big, -1e36f},
+                             {3.0f, -3.0f}, {-2.0f, 0.5f}};
+  const uint16_t masks[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x7F80, 0xFF80, 0x7FC0,
+                            0xFFC0, 0x7F81, 0x3F80, 0xBF80, 0x7F7F, 0x0080};
+  const int64_t m = 3, n = 69;
+  for (int64_t k : {2, 40}) {
+    std::vector<uint16_t> a(m * k, 0), b(k * n, 0), mask(m * n);
+    for (int64_t i = 0; i < m; ++i) a[i * k] = a[i * k + 1] = f32_to_bf16(1.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto &v = values[(j + j / 13) % std::size(values)];
+      b[j] = f32_to_bf16(v[0]);
+      b[n + j] = f32_to_bf16(v[1]);
+    }
+    for (int64_t i = 0; i < m * n; ++i) mask[i] = masks[(i * 5 + i / 7) % std::size(masks)];
+    expect_epilogues_are_the_passes({m, n, k}, a, k, b, n, mask, "k " + std::to_string(k));
+  }
 }
 
 TEST(Gemm, Bf16TrainingShapes) {
