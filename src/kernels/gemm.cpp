@@ -221,9 +221,18 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
   const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
+  if (s.bias && (beta != 0.0f || s.adamw)) fail(HPU_ERROR_INTERNAL, "gemm's bias needs beta 0 and no AdamW store");
   if (s.adamw) {
     if (c_dt != HPU_FLOAT32 || beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's AdamW store needs an f32 C and beta 0");
     if (!native_bf16 || k <= 0) return gemm_then_adamw(dt, s, alpha, a, lda, b, ldb, static_cast<float *>(c), ldc);
+  }
+  if (s.bias && !(native_bf16 && k > 0)) {  // C filled with the bias, then beta 1
+    const size_t cs = dtype_size(c_dt);
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(static_cast<char *>(c) + r * ldc * static_cast<int64_t>(cs), s.bias, static_cast<size_t>(n) * cs);
+    GemmShape t = s;
+    t.bias = nullptr;
+    return gemm(dt, t, alpha, a, lda, b, ldb, 1.0f, c, ldc, c_dt);
   }
   const bool epilogue = s.relu || s.relu_mask;
   if (k <= 0) {
@@ -259,6 +268,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
       bp += (s.trans_b ? lo * ldb : lo) * es;
       cp += lo * cs;
       if (mp) part.relu_mask = mp + lo * cs;
+      if (s.bias) part.bias = static_cast<const char *>(s.bias) + lo * cs;
       if (s.adamw) adamw = s.adamw->at(lo);
     } else {
       part.m = hi - lo;

@@ -67,6 +67,11 @@ struct GemmShape {
   // native bf16 kernel applies it as it stores each tile (k <= 1024); the
   // other paths from the product in a scratch buffer. One product only.
   const GemmAdamw *adamw = nullptr;
+  // C = alpha op(A) op(B) + bias before the rounding and the epilogues above:
+  // n values of C's type (c_dt), one per column; beta must be 0, no AdamW
+  // store. The bits of C filled with the bias row by row and beta 1: the
+  // native bf16 kernel adds it as it stores C, the other paths fill C first.
+  const void *bias = nullptr;
 };
 
 // The AdamW step of rows x cols of C (row stride ldc) from their gradient

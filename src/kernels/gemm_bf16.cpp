@@ -59,6 +59,8 @@ struct Out {
   int64_t ld_mask = 0;
   // For an f32 c: an AdamW step of c in place of the store (GemmShape::adamw).
   const GemmAdamw *adamw = nullptr;
+  // c's type, a value per column of c, added to alpha acc (GemmShape::bias).
+  const void *bias = nullptr;
 };
 
 inline uint32_t load_pair(const uint16_t *p) {
@@ -74,12 +76,22 @@ HPU_BF16 inline __m512 widen_bf16(__m256i h) {
 // Writes row i, vector v of a tile: 16 columns at most, `cols` of them valid.
 // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
 // vcvtneps2bf16 rounds to nearest even and keeps NaN a NaN, as f32_to_bf16.
+// The bias is added to alpha acc in f32, as beta = 1 adds a C that holds it.
 HPU_BF16 inline void store(const Out &o, int64_t row, int64_t col, int cols, __m512 acc) {
-  if (o.dt == HPU_FLOAT32)
-    return store_f32_row(static_cast<float *>(o.c) + row * o.ldc + col, cols, o.alpha, o.beta, acc);
   const bool whole = cols >= 16;
   const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   __m512 r = o.alpha == 1.0f ? acc : _mm512_mul_ps(acc, _mm512_set1_ps(o.alpha));
+  if (o.bias) {
+    if (o.dt == HPU_FLOAT32) {
+      const float *q = static_cast<const float *>(o.bias) + col;
+      r = _mm512_add_ps(r, whole ? _mm512_loadu_ps(q) : _mm512_maskz_loadu_ps(mask, q));
+    } else {
+      const uint16_t *q = static_cast<const uint16_t *>(o.bias) + col;
+      r = _mm512_add_ps(r, widen_bf16(whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q))
+                                            : _mm256_maskz_loadu_epi16(mask, q)));
+    }
+  }
+  if (o.dt == HPU_FLOAT32) return store_f32_row(static_cast<float *>(o.c) + row * o.ldc + col, cols, 1.0f, o.beta, r);
   uint16_t *p = static_cast<uint16_t *>(o.c) + row * o.ldc + col;
   if (o.beta != 0.0f) {
     __m256i old = whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)) : _mm256_maskz_loadu_epi16(mask, p);
@@ -130,14 +142,21 @@ HPU_BF16 inline __m512i mask_bf16x32(__m512i h, __m512i x) {
 // columns at a time in integer lanes, one 64-byte store each, without
 // store()'s tests per vector. at(i, j): the f32 results of row i, columns j
 // to j + 15 (64-byte aligned).
-template <bool kRelu, bool kMask, class At>
+template <bool kRelu, bool kMask, bool kBias, class At>
 HPU_BF16 void store_rows_bf16(const Out &o, int64_t row0, int64_t col0, int rows, int64_t cols, const At &at) {
   const int64_t whole = cols / 32 * 32;
+  const uint16_t *bias = kBias ? static_cast<const uint16_t *>(o.bias) + col0 : nullptr;
   for (int i = 0; i < rows; ++i) {
     uint16_t *p = static_cast<uint16_t *>(o.c) + (row0 + i) * o.ldc + col0;
     const uint16_t *q = kMask ? o.mask + (row0 + i) * o.ld_mask + col0 : nullptr;
     for (int64_t j = 0; j < whole; j += 32) {
-      __m512i h = (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(at(i, j + 16)), _mm512_load_ps(at(i, j)));
+      __m512 lo = _mm512_load_ps(at(i, j)), hi = _mm512_load_ps(at(i, j + 16));
+      if (kBias) {  // as store() adds it
+        const __m512i b = _mm512_loadu_si512(bias + j);
+        lo = _mm512_add_ps(lo, widen_bf16(_mm512_castsi512_si256(b)));
+        hi = _mm512_add_ps(hi, widen_bf16(_mm512_extracti64x4_epi64(b, 1)));
+      }
+      __m512i h = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
       if (kRelu) h = relu_bf16x32(h);
       if (kMask) h = mask_bf16x32(h, _mm512_loadu_si512(q + j));
       _mm512_storeu_si512(p + j, h);
@@ -153,10 +172,15 @@ HPU_BF16 void store_rows_bf16(const Out &o, int64_t row0, int64_t col0, int rows
 // 1024 with the relu mask 713 -> 648 us.
 template <class At>
 HPU_BF16 void store_block(const Out &o, int64_t row0, int64_t col0, int rows, int64_t cols, const At &at) {
+  if (o.dt == HPU_BFLOAT16 && o.alpha == 1.0f && o.beta == 0.0f && o.bias) {
+    if (o.mask) return store_rows_bf16<false, true, true>(o, row0, col0, rows, cols, at);
+    if (o.relu) return store_rows_bf16<true, false, true>(o, row0, col0, rows, cols, at);
+    return store_rows_bf16<false, false, true>(o, row0, col0, rows, cols, at);
+  }
   if (o.dt == HPU_BFLOAT16 && o.alpha == 1.0f && o.beta == 0.0f) {
-    if (o.mask) return store_rows_bf16<false, true>(o, row0, col0, rows, cols, at);
-    if (o.relu) return store_rows_bf16<true, false>(o, row0, col0, rows, cols, at);
-    return store_rows_bf16<false, false>(o, row0, col0, rows, cols, at);
+    if (o.mask) return store_rows_bf16<false, true, false>(o, row0, col0, rows, cols, at);
+    if (o.relu) return store_rows_bf16<true, false, false>(o, row0, col0, rows, cols, at);
+    return store_rows_bf16<false, false, false>(o, row0, col0, rows, cols, at);
   }
   for (int i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; j += 16)
@@ -471,7 +495,7 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
     const int64_t pairs = kAmx ? (kc + 31) / 32 * 16 : (kc + 1) / 2;
     const bool last = c_dt == HPU_BFLOAT16 && k0 + kc >= k;  // the epilogue's block
     Out o{c,         ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && last,
-          last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask, s.adamw};
+          last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask, s.adamw, k0 == 0 ? s.bias : nullptr};
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
@@ -544,13 +568,13 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
   t_tiles.trim();
 }
 
-// c (bf16) = work (f32, m x n dense) + beta c, rounded once, then s's
-// epilogue (relu, relu_mask).
+// c (bf16) = work (f32, m x n dense) + s's bias + beta c, rounded once, then
+// s's epilogue (relu, relu_mask).
 HPU_BF16 void round_into(const float *work, const GemmShape &s, float beta, uint16_t *c, int64_t ldc) {
   const int64_t m = s.m, n = s.n;
   const auto *mask = static_cast<const uint16_t *>(s.relu_mask);
   for (int64_t i = 0; i < m; ++i) {
-    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, s.relu, mask ? mask + i * s.ld_mask : nullptr, 0};
+    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, s.relu, mask ? mask + i * s.ld_mask : nullptr, 0, nullptr, s.bias};
     for (int64_t j = 0; j < n; j += 16) {
       int cols = static_cast<int>(std::min<int64_t>(16, n - j));
       __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
@@ -589,7 +613,8 @@ HPU_BF16 void run_amx_short(const GemmShape &s, float alpha, const uint16_t *a, 
   uint32_t *bp = t_packed_b.get<uint32_t>(static_cast<size_t>(slivers * pairs * nr));
   pack_b(b, ldb, s.trans_b, 0, k, 0, n, nr, pairs, bp);
   float *tiles = t_tiles.get<float>(static_cast<size_t>(MR * kShortLd));
-  const Out o{c, ldc, c_dt, alpha, beta, s.relu, static_cast<const uint16_t *>(s.relu_mask), s.ld_mask, nullptr};
+  const Out o{c,         ldc, c_dt, alpha, beta, s.relu, static_cast<const uint16_t *>(s.relu_mask), s.ld_mask, nullptr,
+              s.bias};
   for (int64_t i0 = 0; i0 < m; i0 += MR)
     for (int64_t j0 = 0; j0 < n; j0 += kShortPanel) {
       const int64_t cols = std::min(kShortPanel, n - j0);
@@ -616,9 +641,12 @@ void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda,
     return;
   }
   if (c_dt == HPU_FLOAT32 || s.k <= kBlockK) return run<MR, NV, kAmx>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
-  // A bf16 C summed over several k blocks: sum in f32, round once.
+  // A bf16 C summed over several k blocks: sum in f32, round once (adding
+  // the bias then).
+  GemmShape plain = s;
+  plain.bias = nullptr;
   float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
-  run<MR, NV, kAmx>(s, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
+  run<MR, NV, kAmx>(plain, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
   round_into(work, s, beta, static_cast<uint16_t *>(c), ldc);
   t_work.trim();
 }

@@ -48,8 +48,9 @@ bool gemm_bf16_native_supported();
 bool gemm_bf16_amx_supported();
 
 // C (c_dt: bf16 or f32) = alpha op(A) op(B) + beta C for bf16 A and B, with
-// m, n, k > 0; s.relu and s.relu_mask are applied to a bf16 C only (gemm()
-// does the others); s.adamw to an f32 C, as each tile is stored when k <= 1024.
+// m, n, k > 0; s.bias (of c_dt) with beta 0; s.relu and s.relu_mask are
+// applied to a bf16 C only (gemm() does the others); s.adamw to an f32 C, as
+// each tile is stored when k <= 1024.
 // Requires gemm_bf16_native_supported().
 void gemm_bf16_native(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
                       int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt);

@@ -65,10 +65,12 @@ const char *elem(const TensorPtr &t, int64_t i) {
 // With sum_batches the batch products are added into one m x n result.
 // relu_mask (one product of type want, computed in it directly; contiguous,
 // of the result's type and shape): then C * (relu_mask > 0 ? 1 : 0).
+// bias (contiguous, of the type C is computed in, one value per column; one
+// product, k > 0, beta 0): added as the product is stored (GemmShape::bias).
 TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t batch, float alpha, const Operand &a,
                   const Operand &b, hpuDataType_t want, const Dims &out_shape, bool sum_batches = false,
                   std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0,
-                  const TensorPtr &relu_mask = nullptr) {
+                  const TensorPtr &relu_mask = nullptr, const TensorPtr &bias = nullptr) {
   hpuDataType_t cdt = direct_type(dt, want);
   if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
   GemmShape g = shape;
@@ -85,6 +87,7 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
     enqueue(s, [=] {
       GemmShape gm = g;
       if (relu_mask) gm.relu_mask = relu_mask->data(), gm.ld_mask = g.n;
+      if (bias) gm.bias = bias->data();
       if (init) init(c->data(), cdt);
       if (g.k == 0 || batch == 0) {
         if (init)
@@ -334,10 +337,16 @@ void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, 
   out[out.n - 1] = outf;
   int64_t rows = leading(xb->shape());
   Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
+  // The bias added as the product is stored (C's type is dt), or C filled
+  // with it first.
+  TensorPtr bd = bb ? as(*s, bb, dt) : nullptr, fused;
   std::function<void(void *, hpuDataType_t)> init;
-  if (bb) init = bias_init(as(*s, bb, dt), rows, outf);
+  if (bd && bd->contiguous() && in > 0)
+    fused = bd;
+  else if (bd)
+    init = bias_init(bd, rows, outf);
   give(y, product(*s, dt, {rows, outf, in, false, true, relu}, 1, 1.0f, X, W, dt, out, false, init,
-                  bb ? 1.0f : 0.0f));
+                  init ? 1.0f : 0.0f, nullptr, fused));
 }
 
 // dz = (dy w) (x > 0) for x of shape [..., in], in x's type: the bits of

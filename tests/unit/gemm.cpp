@@ -407,3 +407,45 @@ TEST(Gemm, Bf16TrainingShapes) {
     check({HPU_BFLOAT16, HPU_FLOAT32, sh[0], sh[1], sh[2], sh[3] != 0, sh[4] != 0, 1.0f, 0.0f});
   }
 }
+
+TEST(Gemm, FusedBiasIsTheBiasFilledCBitForBit) {
+  // GemmShape::bias against C filled with the bias row by row and beta 1, bit
+  // for bit: every type, bf16 and f16 into f32, odd sizes around the tiles,
+  // k = 0 and 1, k <= 32 (AMX's short path), k over one block (1100), every
+  // transpose, alpha 0.75 and 1 (the bf16 stores' fast path), with relu and
+  // the relu mask, on 1 and 2 threads (row and column splits).
+  hpu::ComputeBudget::instance().configure(2);
+  const int64_t shapes[][3] = {{1, 1, 1},      {7, 1, 5},       {33, 17, 31},   {3, 4, 0},
+                               {64, 10, 1},    {70, 300, 20},   {257, 130, 300}, {40, 33, 1100},
+                               {5, 1000, 80},  {600, 70, 200},  {300, 1024, 784}};
+  struct Types {
+    hpuDataType_t dt, c_dt;
+  };
+  const Types types[] = {{HPU_BFLOAT16, HPU_BFLOAT16}, {HPU_BFLOAT16, HPU_FLOAT32}, {HPU_FLOAT32, HPU_FLOAT32},
+                         {HPU_FLOAT64, HPU_FLOAT64},   {HPU_FLOAT16, HPU_FLOAT16},   {HPU_FLOAT16, HPU_FLOAT32}};
+  for (const Types &t : types)
+    for (auto &sh : shapes)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (int epilogue = 0; epilogue < 3; ++epilogue) {  // none, relu, relu mask
+            const int64_t m = sh[0], n = sh[1], kk = sh[2];
+            if (epilogue && t.dt != HPU_BFLOAT16) continue;
+            std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + kk + ta * 2 + tb + epilogue * 11));
+            Mat a(t.dt, ta ? kk : m, ta ? m : kk, 2, rng), b(t.dt, tb ? n : kk, tb ? kk : n, 1, rng);
+            Mat bias(t.c_dt, 1, n, 0, rng), mask(t.c_dt, m, n, 0, rng), filled(t.c_dt, m, n, 3, rng);
+            Mat fused = filled;
+            for (int64_t i = 0; i < m; ++i)
+              std::memcpy(filled.bytes.data() + i * filled.ld * filled.es(), bias.data(), n * filled.es());
+            GemmShape s{m, n, kk, ta, tb};
+            s.relu = epilogue == 1;
+            if (epilogue == 2) s.relu_mask = mask.data(), s.ld_mask = n;
+            const int64_t lda = a.ld, ldb = b.ld;
+            const float alpha = (m + n) % 2 ? 0.75f : 1.0f;
+            gemm(t.dt, s, alpha, a.data(), lda, b.data(), ldb, 1.0f, filled.data(), filled.ld, t.c_dt);
+            s.bias = bias.data();
+            gemm(t.dt, s, alpha, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), fused.ld, t.c_dt);
+            ASSERT_EQ(fused.bytes, filled.bytes) << "dtype " << t.dt << " into " << t.c_dt << " " << m << "x" << n
+                                                 << "x" << kk << " ta " << ta << " tb " << tb << " epilogue "
+                                                 << epilogue;
+          }
+}
