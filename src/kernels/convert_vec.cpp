@@ -83,8 +83,6 @@ HPU_AVX2 void f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n) {
 
 // ---- AVX-512 ------------------------------------------------------------------
 
-#define HPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-
 // Full vectors in the main loops; only the tail uses masked loads and stores
 // (masked stores are slow on some CPUs, AMD Zen 4 among them).
 HPU_AVX512 inline __mmask16 tail_mask(size_t left) { return __mmask16((1u << left) - 1); }
@@ -97,8 +95,6 @@ HPU_AVX512 void f32_to_bf16_avx512(const float *src, uint16_t *dst, size_t n) {
   __mmask16 live = tail_mask(n - i);
   _mm256_mask_storeu_epi16(dst + i, live, bf16_round16(_mm512_maskz_loadu_epi32(live, src + i)));
 }
-
-HPU_AVX512 inline __m512i bf16_widen16(__m256i h) { return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16); }
 
 HPU_AVX512 void bf16_to_f32_avx512(const uint16_t *src, float *dst, size_t n) {
   size_t i = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/convert_avx512.hpp"
@@ -70,7 +71,7 @@ inline uint32_t load_pair(const uint16_t *p) {
 }
 
 HPU_BF16 inline __m512 widen_bf16(__m256i h) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return _mm512_castsi512_ps(bf16_widen16(h));
 }
 
 // Writes row i, vector v of a tile: 16 columns at most, `cols` of them valid.
@@ -172,15 +173,14 @@ HPU_BF16 void store_rows_bf16(const Out &o, int64_t row0, int64_t col0, int rows
 // 1024 with the relu mask 713 -> 648 us.
 template <class At>
 HPU_BF16 void store_block(const Out &o, int64_t row0, int64_t col0, int rows, int64_t cols, const At &at) {
-  if (o.dt == HPU_BFLOAT16 && o.alpha == 1.0f && o.beta == 0.0f && o.bias) {
-    if (o.mask) return store_rows_bf16<false, true, true>(o, row0, col0, rows, cols, at);
-    if (o.relu) return store_rows_bf16<true, false, true>(o, row0, col0, rows, cols, at);
-    return store_rows_bf16<false, false, true>(o, row0, col0, rows, cols, at);
-  }
   if (o.dt == HPU_BFLOAT16 && o.alpha == 1.0f && o.beta == 0.0f) {
-    if (o.mask) return store_rows_bf16<false, true, false>(o, row0, col0, rows, cols, at);
-    if (o.relu) return store_rows_bf16<true, false, false>(o, row0, col0, rows, cols, at);
-    return store_rows_bf16<false, false, false>(o, row0, col0, rows, cols, at);
+    auto rows_of = [&](auto bias) HPU_BF16 {
+      constexpr bool kBias = decltype(bias)::value;
+      if (o.mask) return store_rows_bf16<false, true, kBias>(o, row0, col0, rows, cols, at);
+      if (o.relu) return store_rows_bf16<true, false, kBias>(o, row0, col0, rows, cols, at);
+      return store_rows_bf16<false, false, kBias>(o, row0, col0, rows, cols, at);
+    };
+    return o.bias ? rows_of(std::true_type{}) : rows_of(std::false_type{});
   }
   for (int i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; j += 16)
@@ -661,9 +661,8 @@ bool gemm_bf16_native_supported() {
 bool gemm_bf16_amx_supported() { return best_isa() == Isa::amx; }
 
 // Tile shapes: on AMX 32 x 32 (32 x 16 when C is 16 wide; k <= 32 in
-// run_amx_short); else 8 x 48 for
-// wide C (24 accumulators, 3 vectors of B per pair), 12 rows when C is 32 or
-// 16 wide.
+// run_amx_short); else 8 x 48 for wide C (24 accumulators, 3 vectors of B per
+// pair), 12 rows when C is 32 or 16 wide.
 void gemm_bf16_native(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
                       int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
   if (gemm_bf16_amx_supported()) {

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cast.hpp"
+#include "kernels/convert_avx512.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/elementwise.hpp"
@@ -111,8 +112,6 @@ template <Reduce OP, class T>
 constexpr bool kVectorSum = (OP == Reduce::sum || OP == Reduce::mean) &&
                             (std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
 
-#define HPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-
 // The lanes of `live` of 16 values of T (f32, bf16 or f16) from p, as f32
 // (exact); the other lanes 0.
 template <class T>
@@ -121,7 +120,7 @@ HPU_AVX512 inline __m512 load16(const T *p, __mmask16 live) {
     return _mm512_maskz_loadu_ps(live, p);
   } else {
     const __m256i h = _mm256_maskz_loadu_epi16(live, p);
-    if constexpr (std::is_same_v<T, bf16>) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    if constexpr (std::is_same_v<T, bf16>) return _mm512_castsi512_ps(bf16_widen16(h));
     else return _mm512_cvtph_ps(h);
   }
 }

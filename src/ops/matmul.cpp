@@ -337,16 +337,13 @@ void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, 
   out[out.n - 1] = outf;
   int64_t rows = leading(xb->shape());
   Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
-  // The bias added as the product is stored (C's type is dt), or C filled
-  // with it first.
-  TensorPtr bd = bb ? as(*s, bb, dt) : nullptr, fused;
+  // The bias (contiguous, of C's type dt) added as the product is stored; with
+  // in == 0 there is no product to add it to, and C is filled with it.
+  TensorPtr bd = bb ? as(*s, bb, dt) : nullptr;
   std::function<void(void *, hpuDataType_t)> init;
-  if (bd && bd->contiguous() && in > 0)
-    fused = bd;
-  else if (bd)
-    init = bias_init(bd, rows, outf);
+  if (bd && in == 0) init = bias_init(bd, rows, outf);
   give(y, product(*s, dt, {rows, outf, in, false, true, relu}, 1, 1.0f, X, W, dt, out, false, init,
-                  init ? 1.0f : 0.0f, nullptr, fused));
+                  init ? 1.0f : 0.0f, nullptr, in > 0 ? bd : nullptr));
 }
 
 // dz = (dy w) (x > 0) for x of shape [..., in], in x's type: the bits of
