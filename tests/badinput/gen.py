@@ -3,8 +3,10 @@
 golden export lists (abi/symbols.txt, abi/trainer-symbols.txt): every exported function that returns
 hpuStatus_t is called once per parameter with that parameter made bad (NULL,
 a closed handle, a handle of another kind, an out-of-range enum, a huge or
-negative number) and every other parameter plausible. A new exported
-function is covered the moment it is in the list.
+negative number; device memory one past its end, overrun, freed or of a
+closed device; shapes and strides that overflow; row numbers past the end of
+memory) and every other parameter plausible. A new exported function is
+covered the moment it is in the list.
 
 usage: gen.py SOURCE_DIR OUTPUT.cpp
 """
@@ -18,6 +20,22 @@ HANDLES = {"hpuDevice_t": "device", "hpuStream_t": "stream", "hpuEvent_t": "even
 ENUMS = {"hpuDataType_t": "HPU_FLOAT32", "hpuRedOp_t": "(hpuRedOp_t)0", "hpuMemcpyKind_t": "HPU_MEMCPY_HOST_TO_DEVICE",
          "hpuLogLevel_t": "HPU_LOG_WARN", "hpuAutocastList_t": "(hpuAutocastList_t)0",
          "hpuReduction_t": "(hpuReduction_t)0", "hpuStatus_t": "HPU_SUCCESS"}
+# Parameters that take device memory (the plausible call passes fx.dev_mem,
+# a live allocation of kDevBytes on the fixture's device), and the arguments
+# that make the plausible call touch at least 2 bytes of it.
+DEVICE_MEMORY = {
+    "hpuMemcpy": ["dst"], "hpuMemcpyAsync": ["dst"], "hpuMemcpyRowsAsync": ["dst"],
+    "hpuMemset": ["dst"], "hpuMemsetAsync": ["dst"],
+    "hpuAllreduce": ["send", "recv"], "hpuBroadcast": ["send", "recv"], "hpuReduce": ["send", "recv"],
+    "hpuAllgather": ["send", "recv"], "hpuReduceScatter": ["send", "recv"], "hpuAlltoall": ["send", "recv"],
+    "hpuSend": ["send"], "hpuRecv": ["recv"], "hpuTensorWrap": ["data"],
+}
+TWO_BYTES = {"hpuMemcpy": {"bytes": "2"}, "hpuMemcpyAsync": {"bytes": "2"}, "hpuMemset": {"bytes": "2"},
+             "hpuMemsetAsync": {"bytes": "2"}, "hpuMemcpyRowsAsync": {"count": "2"},
+             "hpuTensorWrap": {"shape": "fx.shape4", "strides": "NULL"}}
+# Collectives take memory of the communicator's device only.
+COLLECTIVES = {"hpuAllreduce", "hpuBroadcast", "hpuReduce", "hpuAllgather", "hpuReduceScatter", "hpuAlltoall",
+               "hpuSend", "hpuRecv"}
 INTS = {"int", "int32_t", "int64_t", "long", "unsigned", "uint32_t", "uint64_t", "size_t", "float", "double"}
 
 
@@ -60,8 +78,10 @@ def kind_of(ptype):
     return "other", base
 
 
-def plausible(ptype):
+def plausible(fn, pname, ptype):
     kind, base = kind_of(ptype)
+    if pname in DEVICE_MEMORY.get(fn, ()):
+        return f"({ptype})fx.dev_mem"
     if kind == "pointer":
         return f"({ptype})scratch()"
     if kind == "handle":
@@ -75,26 +95,53 @@ def plausible(ptype):
     return "1"
 
 
-def bad_values(ptype):
-    """(expression, description, strict): strict means the call must fail."""
+def bad_values(fn, pname, ptype):
+    """(expression, description, strict, {other parameter: expression}):
+    strict means the call must fail."""
     kind, base = kind_of(ptype)
+    if pname in DEVICE_MEMORY.get(fn, ()):
+        two = TWO_BYTES.get(fn, {})
+        return [("NULL", "NULL", True, {}),
+                ("(char *)fx.dev_mem + kDevBytes", "one past the end of an allocation", True, {}),
+                ("(char *)fx.dev_mem + kDevBytes - 1", "a range that overruns its allocation", True, two),
+                ("fx.freed_mem", "freed memory", True, {}),
+                ("fx.closed_mem", "memory of a closed device", True, {}),
+                ("fx.other_mem", "another device's memory", fn in COLLECTIVES, {})]
+    if base == "int64_t *" and pname == "rows":
+        d2d = {"kind": "HPU_MEMCPY_DEVICE_TO_DEVICE", "src": "fx.dev_mem"}
+        return [("NULL", "NULL", True, {}), ("fx.rows_huge", "a row of 2^40", True, d2d),
+                ("fx.rows_negative", "a row of -1", True, d2d)]
+    if base == "int64_t *" and pname in ("shape", "strides") and "const" in ptype:
+        bad = [("NULL", "NULL", True, {})]
+        if pname == "strides":
+            four = {"shape": "fx.shape4"}
+            return bad + [("fx.dims_2p61", "a stride of 2^61", True, four),
+                          ("fx.dims_max", "a stride of INT64_MAX", True, four),
+                          ("fx.dims_min", "a stride of INT64_MIN", True, four)]
+        # A wrapped tensor's shape is checked against contiguous strides.
+        contiguous = {"strides": "NULL"} if fn == "hpuTensorWrap" else {}
+        return bad + [("fx.dims_max", "a dimension of INT64_MAX", True, contiguous),
+                      ("fx.dims_negative", "a dimension of -2", True, contiguous),
+                      ("fx.dims_2p32", "dimensions whose product overflows", True, {"ndim": "8", **contiguous})]
     if kind == "pointer":
-        return [("NULL", "NULL", True)]
+        return [("NULL", "NULL", True, {})]
     if kind == "handle":
         h = HANDLES[base]
         other = "stream" if h != "stream" else "event"
         # A NULL stream means the default stream of the device involved (hpu(7)).
-        return [("NULL", "NULL", h != "stream"), (f"fx.stale_{h}", "a closed handle", True),
-                (f"({base})fx.{other}", "a handle of another kind", True)]
+        return [("NULL", "NULL", h != "stream", {}), (f"fx.stale_{h}", "a closed handle", True, {}),
+                (f"({base})fx.{other}", "a handle of another kind", True, {})]
     if kind == "enum":
-        return [(f"({base})9999", "9999", True)]
+        return [(f"({base})9999", "9999", True, {})]
     if kind == "callback":
-        return [("NULL", "NULL", False)]
+        return [("NULL", "NULL", False, {})]
     if base in ("float", "double"):
-        return [("NAN", "NaN", False), ("-1e300", "-1e300", False)]
+        return [("NAN", "NaN", False, {}), ("-1e300", "-1e300", False, {})]
     if base.startswith("u") or base == "size_t":
-        return [("(" + base + ")-1", "the largest value", False)]
-    return [("-1", "-1", False), ("(" + base + ")0x7fffffff", "INT_MAX", False)]
+        return [("(" + base + ")-1", "the largest value", False, {})]
+    if base == "int64_t":
+        return [("-1", "-1", False, {}), ("INT64_MAX", "INT64_MAX", False, {}), ("INT64_MIN", "INT64_MIN", False, {})]
+    return [("-1", "-1", False, {}), ("(" + base + ")0x7fffffff", "INT_MAX", False, {})]
 
 
 def main():
@@ -117,14 +164,16 @@ def main():
         if len(params) > 1:
             # With every argument plausible: a bad argument's call that fails the
             # same way as this one failed on another argument first.
-            args = [plausible(t) for t, _ in params]
+            args = [plausible(fn, n, t) for t, n in params]
             cases.append(f"  fx.baseline({fn}({', '.join(args)}));")
         for i, (ptype, pname) in enumerate(params):
-            for expr, desc, strict in bad_values(ptype):
-                args = [expr if j == i else plausible(t) for j, (t, _) in enumerate(params)]
-                accepted = desc == "NULL" and any(
+            for expr, desc, strict, others in bad_values(fn, pname, ptype):
+                args = [expr if j == i else others.get(n) or plausible(fn, n, t) for j, (t, n) in enumerate(params)]
+                documented = desc == "NULL" and any(
                     fnmatch.fnmatchcase(fn, f) and fnmatch.fnmatchcase(pname, p) for f, p in allow)
-                cases.append(f'  check(fx, "{fn}", "{pname}", "{desc}", {"true" if strict and not accepted else "false"},\n'
+                rule = "kDocumented" if documented else "kMustFail" if strict else "kMayFail"
+                names = " ".join(n for _, n in params)
+                cases.append(f'  check(fx, "{fn}", "{pname}", "{desc}", {rule}, "{names}",\n'
                              f'        {fn}({", ".join(args)}));')
         body.append(f"TEST(BadInput, {fn}) {{\n  Fixture fx;\n" + "\n".join(cases) + "\n}\n")
     out.write_text('// Generated by tests/badinput/gen.py from include/hpu/*.h and abi/*.txt. Do not edit.\n'
