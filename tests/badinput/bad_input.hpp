@@ -34,10 +34,36 @@ struct Fixture {
 
   Fixture() { setup(); }
 
-  // The message of the call with every argument plausible ("" if it succeeded).
+  // Plausible arguments that a call needs to succeed (gen.py's PLAUSIBLE and
+  // STRUCTS): an event that has completed, tensors of the shapes and types
+  // the ops' other plausible arguments need, filled structs, a unique id.
+  hpuEvent_t recorded_event = nullptr;
+  hpuTensor_t vec2 = nullptr, t12 = nullptr, t3 = nullptr, target = nullptr, mask = nullptr, bf16 = nullptr;
+  const char *op_names[1] = {"mm"};
+  hpuDeviceProperties_t props = HPU_DEVICE_PROPERTIES_INIT;
+  hpuMemStats_t stats = HPU_MEM_STATS_INIT;
+  hpuSgdOptions_t sgd = HPU_SGD_OPTIONS_INIT;
+  hpuAdamwOptions_t adamw = HPU_ADAMW_OPTIONS_INIT;
+  hpuRandomState_t random_state = HPU_RANDOM_STATE_INIT;
+  hpuUniqueId_t unique_id;
+
+  // A new allocation of 512 bytes on `device`, for hpuMemFree to free.
+  void *fresh_allocation() {
+    void *p = nullptr;
+    EXPECT_EQ(hpuMemAlloc(&p, device, 512), HPU_SUCCESS);
+    return p;
+  }
+
+  // The call with every argument plausible: it must succeed unless gen.py
+  // lists it in BASELINE_FAILS. Its message ("" if it succeeded) is what a
+  // bad argument's call gives when a plausible argument fails first.
   std::string baseline_message;
-  void baseline(hpuStatus_t status) {
-    baseline_message = status == HPU_SUCCESS || status == HPU_ERROR_NOT_READY ? "" : hpuGetLastErrorMessage();
+  void baseline(bool must_succeed, hpuStatus_t status) {
+    bool ok = status == HPU_SUCCESS || status == HPU_ERROR_NOT_READY;
+    baseline_message = ok ? "" : hpuGetLastErrorMessage();
+    if (must_succeed) {
+      EXPECT_TRUE(ok) << "the call with every argument plausible failed: " << baseline_message;
+    }
   }
 
   void setup() {
@@ -68,6 +94,19 @@ struct Fixture {
     ASSERT_EQ(hpuMemAlloc(&closed_mem, closing, kDevBytes), HPU_SUCCESS);
     ASSERT_EQ(hpuMemFree(closing, closed_mem), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceClose(closing), HPU_SUCCESS);
+    ASSERT_EQ(hpuEventCreate(&recorded_event), HPU_SUCCESS);
+    ASSERT_EQ(hpuEventRecord(recorded_event, stream), HPU_SUCCESS);
+    ASSERT_EQ(hpuEventSynchronize(recorded_event), HPU_SUCCESS);
+    const float zeros[8] = {};
+    const int64_t classes[2] = {0, 1}, n2[1] = {2}, s12[2] = {1, 2}, s3[3] = {2, 2, 2};
+    const uint8_t ones[4] = {1, 1, 1, 1};
+    ASSERT_EQ(hpuTensorCreateFromHost(&vec2, device, HPU_FLOAT32, 1, n2, zeros), HPU_SUCCESS);
+    ASSERT_EQ(hpuTensorCreateFromHost(&t12, device, HPU_FLOAT32, 2, s12, zeros), HPU_SUCCESS);
+    ASSERT_EQ(hpuTensorCreateFromHost(&t3, device, HPU_FLOAT32, 3, s3, zeros), HPU_SUCCESS);
+    ASSERT_EQ(hpuTensorCreateFromHost(&target, device, HPU_INT64, 1, n2, classes), HPU_SUCCESS);
+    ASSERT_EQ(hpuTensorCreateFromHost(&mask, device, HPU_UINT8, 2, shape, ones), HPU_SUCCESS);
+    ASSERT_EQ(hpuTensorCreate(&bf16, device, HPU_BFLOAT16, 2, shape), HPU_SUCCESS);
+    ASSERT_EQ(hpuGetUniqueId(&unique_id), HPU_SUCCESS);
     for (int i = 0; i < 8; ++i) {
       dims_max[i] = INT64_MAX;
       dims_min[i] = INT64_MIN;

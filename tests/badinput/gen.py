@@ -36,6 +36,41 @@ TWO_BYTES = {"hpuMemcpy": {"bytes": "2"}, "hpuMemcpyAsync": {"bytes": "2"}, "hpu
 # Collectives take memory of the communicator's device only.
 COLLECTIVES = {"hpuAllreduce", "hpuBroadcast", "hpuReduce", "hpuAllgather", "hpuReduceScatter", "hpuAlltoall",
                "hpuSend", "hpuRecv"}
+# Plausible values that make a function's call with every argument plausible
+# succeed, so that each bad argument is the one its check meets:
+# (function pattern, parameter pattern, expression); tensors are given only to
+# parameters of type hpuTensor_t (not to the ops' outputs).
+PLAUSIBLE = [
+    ("hpuEventElapsedTime", "start", "fx.recorded_event"), ("hpuEventElapsedTime", "end", "fx.recorded_event"),
+    ("hpuMemFree", "ptr", "fx.fresh_allocation()"),
+    ("hpuAutocastPush", "dtype", "HPU_BFLOAT16"),
+    ("hpuAutocastSetOpList", "names", "fx.op_names"), ("hpuAutocastGetOpDtype", "op", '"mm"'),
+    ("hpuTensorCopy*Host", "bytes", "16"), ("hpuTensorReshape", "shape", "fx.shape4"),
+    ("hpuTensorFillUniform", "low", "0.0"),
+    ("hpuBmm*", "[!s]*", "fx.t3"),
+    ("hpuLinear", "bias", "fx.vec2"), ("hpuLinearRelu", "bias", "fx.vec2"),
+    ("hpu*Loss*", "target", "fx.target"), ("hpu*Loss*", "weight", "fx.vec2"), ("hpu*Loss*", "grad_loss", "fx.vec2"),
+    ("hpuLayerNorm*", "weight", "fx.vec2"), ("hpuLayerNorm*", "bias", "fx.vec2"),
+    ("hpuLayerNorm*", "mean", "fx.vec2"), ("hpuLayerNorm*", "rstd", "fx.vec2"),
+    ("hpuDropout*", "p", "0.5"), ("hpuDropoutBackward", "mask", "fx.mask"),
+    ("hpuEmbedding*", "indices", "fx.target"),
+    ("hpuSumBackward", "grad_out", "fx.t12"), ("hpuMeanBackward", "grad_out", "fx.t12"),
+    ("hpuCommInitRank", "rank", "0"), ("hpuCommInitRank", "id", "&fx.unique_id"),
+    ("hpuCommInitAll", "devs", "&fx.device"),
+    ("hpuBroadcast", "root", "0"), ("hpuReduce", "root", "0"),
+    ("hpuSquaredNorm", "tensors", "&fx.tensor"),
+    ("hpuLogWrite", "component", '"badinput"'),
+    ("hpuLinearBackwardAdamwStep", "w_copy", "fx.bf16"), ("hpuAdamwStepWithCopy", "param_copy", "fx.bf16"),
+]
+# Structs the caller fills with their _INIT macro, by type: the fixture's copy.
+STRUCTS = {"hpuDeviceProperties_t": "fx.props", "hpuMemStats_t": "fx.stats", "hpuSgdOptions_t": "fx.sgd",
+           "hpuAdamwOptions_t": "fx.adamw", "hpuRandomState_t": "fx.random_state"}
+# Functions whose plausible call cannot succeed in the table, and why.
+BASELINE_FAILS = {
+    "hpuCommInitFromEnv": "it needs a launcher's environment",
+    "hpuSend": "it needs a second rank", "hpuRecv": "it needs a second rank",
+    "hpuTrainerRunJob": "a valid job would train a model",
+}
 INTS = {"int", "int32_t", "int64_t", "long", "unsigned", "uint32_t", "uint64_t", "size_t", "float", "double"}
 
 
@@ -82,6 +117,12 @@ def plausible(fn, pname, ptype):
     kind, base = kind_of(ptype)
     if pname in DEVICE_MEMORY.get(fn, ()):
         return f"({ptype})fx.dev_mem"
+    for f, n, expr in PLAUSIBLE:
+        tensor = expr in ("fx.t3", "fx.vec2", "fx.target", "fx.mask", "fx.t12", "fx.bf16")
+        if fnmatch.fnmatchcase(fn, f) and fnmatch.fnmatchcase(pname, n) and (ptype == "hpuTensor_t" or not tensor):
+            return expr
+    if kind == "pointer" and base.rstrip(" *") in STRUCTS and base.count("*") == 1:
+        return f"&{STRUCTS[base.rstrip(' *')]}"
     if kind == "pointer":
         return f"({ptype})scratch()"
     if kind == "handle":
@@ -153,6 +194,9 @@ def main():
         if line:
             allow.append(tuple(line.split()[:2]))
     body = []
+    unknown = [f for f in BASELINE_FAILS if f not in protos]
+    if unknown:
+        sys.exit("gen.py: BASELINE_FAILS names functions that are not declared: " + ", ".join(unknown))
     missing = [f for f in exported if f not in protos]
     if missing:
         sys.exit("gen.py: exported but not declared in include/hpu: " + ", ".join(missing))
@@ -165,7 +209,8 @@ def main():
             # With every argument plausible: a bad argument's call that fails the
             # same way as this one failed on another argument first.
             args = [plausible(fn, n, t) for t, n in params]
-            cases.append(f"  fx.baseline({fn}({', '.join(args)}));")
+            expect = "false" if fn in BASELINE_FAILS else "true"
+            cases.append(f"  fx.baseline({expect}, {fn}({', '.join(args)}));")
         for i, (ptype, pname) in enumerate(params):
             for expr, desc, strict, others in bad_values(fn, pname, ptype):
                 args = [expr if j == i else others.get(n) or plausible(fn, n, t) for j, (t, n) in enumerate(params)]
