@@ -135,6 +135,7 @@ enum Rule { kMustFail, kMayFail, kDocumented };
 // Every failure must leave a message that starts with the function's name.
 // When another (merely plausible) argument fails first, the message is the
 // baseline's. `params` lists every parameter of the function, space-separated.
+// `what` describes the bad value; a number's is its decimal value.
 inline void check(Fixture &fx, const char *fn, const char *param, const char *what, Rule rule, const char *params,
                   hpuStatus_t status) {
   SCOPED_TRACE(std::string(fn) + " with " + param + " = " + what);
@@ -159,4 +160,9 @@ inline void check(Fixture &fx, const char *fn, const char *param, const char *wh
     }
   }
   EXPECT_TRUE(named) << "the message does not name " << (rule == kMayFail ? "an argument" : param) << ": " << msg;
+  // A number (`what` is then its decimal value) is named with its value.
+  bool number = what[0] == '-' || (what[0] >= '0' && what[0] <= '9');
+  if (number && msg.find(param) != std::string::npos) {
+    EXPECT_NE(msg.find(what), std::string::npos) << "the message does not give " << param << "'s value " << what << ": " << msg;
+  }
 }

@@ -177,12 +177,13 @@ def bad_values(fn, pname, ptype):
     if kind == "callback":
         return [("NULL", "NULL", False, {})]
     if base in ("float", "double"):
-        return [("NAN", "NaN", False, {}), ("-1e300", "-1e300", False, {})]
+        return [("NAN", "NaN", False, {}), ("-1e300", "-1e+300", False, {})]
     if base.startswith("u") or base == "size_t":
-        return [("(" + base + ")-1", "the largest value", False, {})]
+        return [("(" + base + ")-1", "18446744073709551615" if base in ("size_t", "uint64_t") else "4294967295", False, {})]
     if base == "int64_t":
-        return [("-1", "-1", False, {}), ("INT64_MAX", "INT64_MAX", False, {}), ("INT64_MIN", "INT64_MIN", False, {})]
-    return [("-1", "-1", False, {}), ("(" + base + ")0x7fffffff", "INT_MAX", False, {})]
+        return [("-1", "-1", False, {}), ("INT64_MAX", "9223372036854775807", False, {}),
+                ("INT64_MIN", "-9223372036854775808", False, {})]
+    return [("-1", "-1", False, {}), ("(" + base + ")0x7fffffff", "2147483647", False, {})]
 
 
 def main():
