@@ -5,12 +5,12 @@
 // -fvect-cost-model=cheap: at -O2 GCC leaves a loop of unknown length scalar).
 #include "comm/reduce.hpp"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <type_traits>
 
 #include "kernels/convert.hpp"
+#include "kernels/cpu.hpp"
 #include "kernels/dtype.hpp"
 
 namespace hpu::comm {
@@ -164,13 +164,9 @@ void loop_base(void *out, const void *a, const void *b, size_t n) {
 
 using LoopFn = void (*)(void *, const void *, const void *, size_t);
 
-// F16C from CPUID itself: clang 14's __builtin_cpu_supports does not know it
-// (the fuzz build compiles this file with clang).
+// Whether the CPU has the AVX2 loops' instructions (the kernels' test).
 bool use_avx2() {
-  static const bool yes = [] {
-    unsigned a, b, c, d;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-  }();
+  static const bool yes = kernels::isa_supported(kernels::Isa::avx2);
   return yes;
 }
 

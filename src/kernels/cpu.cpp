@@ -14,6 +14,13 @@ namespace hpu::kernels {
 
 namespace {
 
+// CPUID leaf 1: F16C (ECX bit 29), read from CPUID itself: clang 14's
+// __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 // CPUID leaf 7: AMX-BF16 and AMX-TILE (EDX bits 22 and 24).
 bool cpu_has_amx_bf16() {
   unsigned a, b, c, d;
@@ -41,7 +48,7 @@ bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && cpu_has_f16c() && __builtin_cpu_supports("fma");
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");

@@ -24,14 +24,13 @@ namespace hpu::kernels {
 
 // AdamW's rule on AdamW's own AVX-512 path, for the product that stores an
 // AdamW step (GemmShape::adamw).
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+HPU_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 namespace simd::avx512 {
 namespace {
 #include "kernels/optim_lanes.inc"
 }  // namespace
 }  // namespace simd::avx512
-#pragma GCC pop_options
+HPU_TARGET_END
 
 namespace {
 

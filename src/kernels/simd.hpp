@@ -1,8 +1,8 @@
 // The primitives of each vector path (scalar, AVX2, AVX-512) that the f32
 // loops are written in, one namespace per path. A loop file (*_vec.inc) is
 // included once per path inside an anonymous namespace within that path's
-// namespace, and for the vector paths between the same `#pragma GCC target`
-// lines as here, so that the primitives inline:
+// namespace, and for the vector paths between the same HPU_TARGET_BEGIN and
+// HPU_TARGET_END (kernels/target.hpp) as here, so that the primitives inline:
 //   V, M       the vector and comparison-mask types; kW lanes
 //   load(p), store(p, v), splat(f)
 //   add, sub, mul, div, max(a, b) = a > b ? a : b, min(a, b) = a < b ? a : b,
@@ -19,6 +19,8 @@
 #include <cstdint>
 
 #include <immintrin.h>
+
+#include "kernels/target.hpp"
 
 namespace hpu::kernels::simd {
 
@@ -43,8 +45,7 @@ inline M is_nan(V a) { return a != a; }
 inline V select(M m, V a, V b) { return m ? a : b; }
 }  // namespace scalar
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+HPU_TARGET_BEGIN("avx2,fma,f16c")
 namespace avx2 {
 using V = __m256;
 using M = __m256;  // all-ones lanes where true
@@ -65,10 +66,9 @@ inline M gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 inline M is_nan(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 inline V select(M m, V a, V b) { return _mm256_blendv_ps(b, a, m); }
 }  // namespace avx2
-#pragma GCC pop_options
+HPU_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+HPU_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 namespace avx512 {
 using V = __m512;
 using M = __mmask16;
@@ -93,6 +93,6 @@ inline M gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 inline M is_nan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 inline V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }
 }  // namespace avx512
-#pragma GCC pop_options
+HPU_TARGET_END
 
 }  // namespace hpu::kernels::simd

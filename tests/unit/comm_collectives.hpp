@@ -4,8 +4,8 @@
 // algorithms post their steps chained (Ctx::send's `after`), so this also runs
 // the transports' chains: many steps in flight, sizes on both sides of the
 // eager limits, the 256 KiB pieces a tcp receive reduces as they arrive and
-// the 1 MiB segments of the ring. The test compiles the comm sources it needs
-// into itself (comm_wire.cmake).
+// the 1 MiB segments of the ring. The test links libhpu's objects
+// (comm_wire.cmake) to reach the internal classes.
 #pragma once
 
 #include <cstring>

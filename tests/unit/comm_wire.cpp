@@ -1,8 +1,8 @@
 // The process transports from the inside: the socket bootstrap and the shm and
 // tcp links, driven through the Transport interface by ranks forked before any
-// thread starts (the fork harness of comm_harness.hpp). This test
-// compiles the comm sources it needs into itself (comm_wire.cmake), so it can
-// reach the internal classes; the public API over them is tested in comm_proc.
+// thread starts (the fork harness of comm_harness.hpp). This test links
+// libhpu's objects (comm_wire.cmake), so it can reach the internal classes;
+// the public API over them is tested in comm_proc.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -1,1 +1,1 @@
-include(${CMAKE_CURRENT_SOURCE_DIR}/unit/kernel_sources.cmake)
+set(white_box ON)
