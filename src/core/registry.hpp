@@ -4,6 +4,14 @@
 // slot + 1 (32 bits). User-space pointers have a zero top byte, so no real
 // pointer ever decodes as a live handle; a closed handle fails the generation
 // check. Lookups hand out shared_ptr so an object outlives calls using it.
+//
+// A slot's generation never wraps, so a destroyed handle never becomes valid
+// again: after 2^24 - 1 uses (the last generation, kLastGeneration) the slot
+// is retired, never reused, and costs its few bytes from then on. Wrapping
+// would otherwise take only 2^24 create/destroy cycles (a few seconds). The
+// 2^32 - 1 slots run out after 2^56 cycles (over 20 years at 10 ns a cycle),
+// and then add() fails instead of reusing one. Device handles have no slot
+// to retire: they keep a wider generation (device.cpp).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +39,12 @@ inline uint64_t handle_encode(HandleKind kind, uint32_t generation, uint32_t slo
 template <class T>
 class Registry {
  public:
-  Registry(HandleKind kind, const char *what) : kind_(kind), what_(what) {}
+  static constexpr uint32_t kLastGeneration = 0xFFFFFF;
+
+  // first_generation: the generation of new slots (1; a test starts it near
+  // kLastGeneration to reach the retirement quickly).
+  Registry(HandleKind kind, const char *what, uint32_t first_generation = 1)
+      : kind_(kind), what_(what), first_generation_(first_generation) {}
 
   uint64_t add(std::shared_ptr<T> obj) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -40,8 +53,10 @@ class Registry {
       slot = free_.back();
       free_.pop_back();
     } else {
+      if (slots_.size() >= UINT32_MAX)
+        fail(HPU_ERROR_OUT_OF_MEMORY, "no %s handles left: all %u slots are retired or in use", what_, UINT32_MAX);
       slot = static_cast<uint32_t>(slots_.size());
-      slots_.push_back({});
+      slots_.push_back({first_generation_, nullptr});
     }
     Slot &s = slots_[slot];
     s.obj = std::move(obj);
@@ -61,8 +76,10 @@ class Registry {
     Slot &s = const_cast<Slot &>(slot_of(handle, what_));
     std::shared_ptr<T> obj = std::move(s.obj);
     s.obj.reset();
-    s.generation = (s.generation + 1) & 0xFFFFFF;
-    free_.push_back(static_cast<uint32_t>((reinterpret_cast<uintptr_t>(handle) & 0xFFFFFFFFu) - 1));
+    if (s.generation < kLastGeneration) {  // else the slot is retired
+      ++s.generation;
+      free_.push_back(static_cast<uint32_t>((reinterpret_cast<uintptr_t>(handle) & 0xFFFFFFFFu) - 1));
+    }
     return obj;
   }
 
@@ -77,7 +94,7 @@ class Registry {
 
  private:
   struct Slot {
-    uint32_t generation = 1;
+    uint32_t generation;
     std::shared_ptr<T> obj;
   };
 
@@ -85,7 +102,7 @@ class Registry {
     uint64_t h = reinterpret_cast<uintptr_t>(handle);
     if (h == 0) fail(HPU_ERROR_INVALID_HANDLE, "%s is NULL", name);
     uint32_t slot = static_cast<uint32_t>(h & 0xFFFFFFFFu) - 1;
-    uint32_t gen = static_cast<uint32_t>((h >> 32) & 0xFFFFFF);
+    uint32_t gen = static_cast<uint32_t>((h >> 32) & kLastGeneration);
     if ((h >> 56) != static_cast<uint64_t>(kind_) || slot >= slots_.size() ||
         slots_[slot].generation != gen || !slots_[slot].obj)
       fail(HPU_ERROR_INVALID_HANDLE, "%s %p is not a live %s handle (closed, foreign or of another kind)",
@@ -95,6 +112,7 @@ class Registry {
 
   HandleKind kind_;
   const char *what_;
+  uint32_t first_generation_;
   mutable std::mutex mu_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;

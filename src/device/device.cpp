@@ -51,19 +51,29 @@ Registry<Event> &event_registry() {
   return *r;
 }
 
+// A device handle: kind tag (8 bits) | generation (48 bits) | ordinal (8
+// bits; at most 256 devices). The top byte keeps user-space pointers from
+// decoding as a device, as registry handles do. The generation goes up by 2
+// per open/close cycle, each of which starts and joins a stream thread (tens
+// of microseconds), so a closed device's handle could only come back after
+// 2^47 cycles: decades.
+constexpr uint64_t kDeviceGenerationMask = (uint64_t(1) << 48) - 1;
+
 hpuDevice_t Device::handle() const {
-  return reinterpret_cast<hpuDevice_t>(handle_encode(HandleKind::device, generation_.load(), ordinal_));
+  return reinterpret_cast<hpuDevice_t>((static_cast<uint64_t>(HandleKind::device) << 56) |
+                                       ((generation_.load() & kDeviceGenerationMask) << 8) |
+                                       static_cast<uint64_t>(ordinal_));
 }
 
 bool Device::handle_matches(uint64_t h) const {
   return open_count_.load(std::memory_order_acquire) > 0 &&
-         ((h >> 32) & 0xFFFFFF) == (generation_.load(std::memory_order_acquire) & 0xFFFFFF);
+         ((h >> 8) & kDeviceGenerationMask) == (generation_.load(std::memory_order_acquire) & kDeviceGenerationMask);
 }
 
 Device &device_from_handle(hpuDevice_t dev) {
   uint64_t h = reinterpret_cast<uintptr_t>(dev);
   if (h == 0) fail(HPU_ERROR_INVALID_HANDLE, "dev is NULL");
-  uint64_t slot = (h & 0xFFFFFFFFu) - 1;
+  uint64_t slot = h & 0xFF;
   if ((h >> 56) != static_cast<uint64_t>(HandleKind::device) || slot >= static_cast<uint64_t>(device_count()) ||
       !device_at(static_cast<int>(slot)).handle_matches(h))
     fail(HPU_ERROR_INVALID_HANDLE, "dev %p is not an open device handle (closed, foreign or of another kind)",

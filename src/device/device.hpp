@@ -69,7 +69,7 @@ class Device {
 
   mutable std::mutex mu_;  // open state, default stream
   std::atomic<int> open_count_{0};
-  std::atomic<uint32_t> generation_{0};
+  std::atomic<uint64_t> generation_{0};
   std::shared_ptr<Stream> default_stream_;
   hpuStream_t default_handle_ = nullptr;
   std::atomic<int> user_streams_{0};

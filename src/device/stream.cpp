@@ -332,16 +332,18 @@ std::function<void()> Event::waiter() {
   return [self = shared_from_this(), target] { self->wait_for(target); };
 }
 
+std::chrono::steady_clock::time_point Event::completion_time(const char *name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recorded_ == 0) fail(HPU_ERROR_INVALID_USAGE, "%s event has never been recorded", name);
+  if (completed_ < recorded_) fail(HPU_ERROR_NOT_READY, "%s event has not completed yet", name);
+  return time_;
+}
+
 float Event::elapsed_ms(Event &start, Event &end) {
-  std::chrono::steady_clock::time_point t0, t1;
-  for (Event *e : {&start, &end}) {
-    std::lock_guard<std::mutex> lock(e->mu_);
-    if (e->recorded_ == 0)
-      fail(HPU_ERROR_INVALID_USAGE, "%s event has never been recorded", e == &start ? "start" : "end");
-    if (e->completed_ < e->recorded_)
-      fail(HPU_ERROR_NOT_READY, "%s event has not completed yet", e == &start ? "start" : "end");
-    (e == &start ? t0 : t1) = e->time_;
-  }
+  // One event at a time (start and end may be the same event); start first,
+  // so that when both fail the message names start.
+  const auto t0 = start.completion_time("start");
+  const auto t1 = end.completion_time("end");
   return std::chrono::duration<float, std::milli>(t1 - t0).count();
 }
 

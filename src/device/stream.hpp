@@ -122,6 +122,9 @@ class Event : public std::enable_shared_from_this<Event> {
 
  private:
   void wait_for(uint64_t target);
+  // When the latest record completed; fails (naming the argument `name`) when
+  // there is none or it has not completed yet.
+  std::chrono::steady_clock::time_point completion_time(const char *name);
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t recorded_ = 0, completed_ = 0;

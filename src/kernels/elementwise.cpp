@@ -20,9 +20,18 @@ bool is_16bit_float(hpuDataType_t dt) { return dt == HPU_BFLOAT16 || dt == HPU_F
 
 // ---- the operations on one element --------------------------------------------
 
+// Integer arithmetic that wraps around as two's complement: in the unsigned
+// type, at least unsigned int (so that 16-bit values are not promoted to a
+// signed int that overflows); signed overflow is undefined behaviour.
+template <class T>
+using Wrap = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
 template <Binary OP, class T>
 inline T bin(T a, T b) {
-  if constexpr (OP == Binary::add) return a + b;
+  if constexpr (std::is_integral_v<T> && (OP == Binary::add || OP == Binary::sub || OP == Binary::mul)) {
+    const Wrap<T> x = static_cast<std::make_unsigned_t<T>>(a), y = static_cast<std::make_unsigned_t<T>>(b);
+    return static_cast<T>(OP == Binary::add ? x + y : OP == Binary::sub ? x - y : x * y);
+  } else if constexpr (OP == Binary::add) return a + b;
   else if constexpr (OP == Binary::sub) return a - b;
   else if constexpr (OP == Binary::mul) return a * b;
   else if constexpr (OP == Binary::div) {
@@ -43,13 +52,17 @@ inline double erf_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x * 0.707106
 
 template <Unary OP, class T>
 inline T una(T x) {
-  if constexpr (OP == Unary::neg) return static_cast<T>(-x);
-  else if constexpr (OP == Unary::abs) {
-    if constexpr (std::is_floating_point_v<T>) return std::fabs(x);  // -0 and NaN lose their sign
-    else return x < 0 ? static_cast<T>(-x) : x;
-  }
+  if constexpr (std::is_integral_v<T> && (OP == Unary::neg || OP == Unary::abs || OP == Unary::square)) {
+    // The minimum's negation and absolute value are itself, as in two's complement.
+    if constexpr (OP == Unary::abs) {
+      if (x >= 0) return x;
+    }
+    if constexpr (OP == Unary::square) return bin<Binary::mul>(x, x);
+    else return bin<Binary::sub>(T(0), x);
+  } else if constexpr (OP == Unary::neg) return -x;
+  else if constexpr (OP == Unary::abs) return std::fabs(x);  // -0 and NaN lose their sign
   else if constexpr (OP == Unary::relu) return x < T(0) ? T(0) : x;  // NaN stays NaN
-  else if constexpr (OP == Unary::square) return static_cast<T>(x * x);
+  else if constexpr (OP == Unary::square) return x * x;
   else if constexpr (OP == Unary::exp) return std::exp(x);
   else if constexpr (OP == Unary::log) return std::log(x);
   else if constexpr (OP == Unary::tan) return std::tan(x);
@@ -221,6 +234,7 @@ void unary_backward_op(hpuDataType_t dt, const void *x, const void *g, void *out
 }  // namespace
 
 void load_f32(hpuDataType_t dt, const void *src, float *dst, size_t n) {
+  if (n == 0) return;  // dst or src may be an empty buffer's NULL, which memcpy must not get
   switch (dt) {
     case HPU_BFLOAT16: bf16_to_f32_n(static_cast<const uint16_t *>(src), dst, n); return;
     case HPU_FLOAT16: f16_to_f32_n(static_cast<const uint16_t *>(src), dst, n); return;
@@ -233,6 +247,7 @@ void load_f32(hpuDataType_t dt, const void *src, float *dst, size_t n) {
 }
 
 void store_f32(hpuDataType_t dt, const float *src, void *dst, size_t n) {
+  if (n == 0) return;
   switch (dt) {
     case HPU_BFLOAT16: f32_to_bf16_n(src, static_cast<uint16_t *>(dst), n); return;
     case HPU_FLOAT16: f32_to_f16_n(src, static_cast<uint16_t *>(dst), n); return;

@@ -25,6 +25,8 @@ namespace {
 // does ~3x the flops of sgemm in that time.
 constexpr double kFlopsPerChunk = 2e6;
 constexpr double kFlopsPerChunkBf16 = 1.6e7;
+// Most blocks a product through OpenBLAS is cut into (see gemm.hpp).
+constexpr int64_t kBlasBlocks = 8;
 
 // OpenBLAS must run single-threaded inside libhpu (see gemm.hpp). A process
 // that also calls OpenBLAS itself may change the setting; set it back.
@@ -96,11 +98,12 @@ void finish(const float *acc, int64_t rows, int64_t cols, float beta, void *out,
   }
 }
 
-// One product with 16-bit inputs: C rows (or columns) split over threads;
-// the operand that is not split is widened once, in parallel, and shared.
+// One product with 16-bit inputs: C rows (or columns) in `blocks` blocks
+// over the threads; the operand that is not split is widened once, in
+// parallel, and shared.
 void gemm_widened(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
                   int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt, bool split_cols,
-                  int64_t grain) {
+                  int64_t blocks) {
   const size_t es = dtype_size(dt), cs = dtype_size(c_dt);
   const int64_t m = s.m, n = s.n, k = s.k;
   // The shared operand, dense: B when splitting rows, A when splitting columns.
@@ -112,7 +115,7 @@ void gemm_widened(hpuDataType_t dt, const GemmShape &s, float alpha, const void 
     shared.resize(static_cast<size_t>(k * n));
     s.trans_b ? widen(dt, b, ldb, n, k, shared.data(), true) : widen(dt, b, ldb, k, n, shared.data(), true);
   }
-  parallel_for(split_cols ? n : m, grain, [&](int64_t lo, int64_t hi) {
+  parallel_blocks(split_cols ? n : m, blocks, [&](int64_t lo, int64_t hi) {
     const int64_t len = hi - lo;
     Scratch &sc = t_scratch;
     single_threaded_blas();
@@ -248,15 +251,17 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
+  // Through OpenBLAS: as many blocks as chunks of the grain, at most kBlasBlocks.
+  const int64_t blas_blocks = std::min(len / grain, kBlasBlocks);
   // The epilogue as the native bf16 kernel stores a bf16 C, or in a pass afterwards.
   const bool epilogue_pass_after = epilogue && !(native_bf16 && c_dt == HPU_BFLOAT16);
   if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16) {
-    gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, grain);
+    gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, blas_blocks);
     if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
     return;
   }
   const int64_t es = static_cast<int64_t>(dtype_size(dt)), cs = static_cast<int64_t>(dtype_size(c_dt));
-  parallel_for(len, grain, [&](int64_t lo, int64_t hi) {
+  const auto block = [&](int64_t lo, int64_t hi) {
     // The block of C from line lo to hi, and the parts of A and B it needs.
     GemmShape part = s;
     const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
@@ -288,7 +293,11 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
       single_threaded_blas();
       blas(dt, s.trans_a, s.trans_b, part.m, part.n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc);
     }
-  });
+  };
+  if (native_bf16 || native_f32)
+    parallel_for(len, grain, block);
+  else
+    parallel_blocks(len, blas_blocks, block);
   if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
 }
 

@@ -15,7 +15,15 @@
 //
 // Threads: OpenBLAS and the bf16 kernel run single-threaded and gemm splits C
 // into row (or, for short wide C, column) blocks that run on the calling thread plus helper
-// threads borrowed from the ComputeBudget with try_acquire. The library's
+// threads borrowed from the ComputeBudget with try_acquire. The split never
+// changes the bits (hpu(7): the same bits within one level whatever the
+// thread count and the load on other devices). The native f32 and bf16
+// kernels sum each element of C over k in an order fixed by k alone, whatever
+// block of C holds it, so their blocks follow the idle threads. OpenBLAS's
+// bits depend on the shape of each call (its kernels and blocking follow m
+// and n), so a product through it (f32 below avx512, f64, and the widened
+// 16-bit inputs) is cut into blocks that depend on the shape alone: one per
+// chunk of the grain, at most 8, whatever the threads that share them. The library's
 // stream workers and helpers are the only threads that compute, all counted
 // by the one budget, and helpers spin at most 50 us between jobs: Debian's
 // pthread OpenBLAS pool spinning beside our workers was seen to cut throughput

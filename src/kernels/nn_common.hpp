@@ -28,6 +28,7 @@ inline void store<float>(hpuDataType_t dt, const float *src, void *dst, size_t n
 
 template <>
 inline void load<double>(hpuDataType_t dt, const void *src, double *dst, size_t n) {
+  if (n == 0) return;  // dst may be an empty vector's NULL, which memcpy must not get
   if (dt == HPU_FLOAT64) {
     std::memcpy(dst, src, n * sizeof(double));
     return;
@@ -42,6 +43,7 @@ inline void load<double>(hpuDataType_t dt, const void *src, double *dst, size_t 
 }
 template <>
 inline void store<double>(hpuDataType_t dt, const double *src, void *dst, size_t n) {
+  if (n == 0) return;
   if (dt == HPU_FLOAT64) {
     std::memcpy(dst, src, n * sizeof(double));
     return;

@@ -186,4 +186,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (latch.error) std::rethrow_exception(latch.error);
 }
 
+void parallel_blocks(int64_t n, int64_t blocks, const std::function<void(int64_t, int64_t)> &fn) {
+  if (n <= 0) return;
+  blocks = std::clamp<int64_t>(blocks, 1, n);
+  parallel_for(blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(n * i / blocks, n * (i + 1) / blocks);
+  });
+}
+
 }  // namespace hpu::kernels

@@ -15,6 +15,13 @@ namespace hpu::kernels {
 // given (n, grain, thread count) always gives the same chunks.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)> &fn);
 
+// Runs fn(begin, end) once for each of `blocks` even blocks of [0, n)
+// (block i is [n i / blocks, n (i + 1) / blocks)), the blocks shared out as
+// parallel_for shares chunks. Unlike parallel_for's chunks, the blocks depend
+// on n and blocks alone, never on how many threads are idle: for work whose
+// bits depend on how it is cut (a product through OpenBLAS).
+void parallel_blocks(int64_t n, int64_t blocks, const std::function<void(int64_t begin, int64_t end)> &fn);
+
 // Threads parallel_for could use now (1 + helpers the budget would lend).
 int parallel_threads_hint();
 

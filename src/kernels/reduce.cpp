@@ -29,17 +29,29 @@ template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double,
                                std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 
+// a + b; integers wrap around as two's complement (as MPI's and NCCL's sums
+// do), added as unsigned values: signed overflow is undefined behaviour.
+template <class A>
+inline A add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
 // Sum of get(i) for i in [b, e): pairwise over blocks of 8 partial sums, so
 // that long f32 sums keep their accuracy and the inner loop vectorises.
 template <class A, class Get>
 A pairwise_sum(const Get &get, int64_t b, int64_t e) {
   if (e - b <= 64) {
     A s[8] = {};
-    for (int64_t i = b; i < e; ++i) s[(i - b) & 7] += get(i);
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (int64_t i = b; i < e; ++i) s[(i - b) & 7] = add<A>(s[(i - b) & 7], get(i));
+    return add(add(add(s[0], s[1]), add(s[2], s[3])), add(add(s[4], s[5]), add(s[6], s[7])));
   }
   int64_t mid = b + (((e - b) / 2 + 7) & ~int64_t(7));
-  return pairwise_sum<A>(get, b, mid) + pairwise_sum<A>(get, mid, e);
+  return add(pairwise_sum<A>(get, b, mid), pairwise_sum<A>(get, mid, e));
 }
 
 // Reduces get(0) .. get(n - 1), n > 0, as type A. NaN propagates through max/min.
@@ -100,7 +112,7 @@ A reduce_row(const T *row, int64_t n) {
 
 template <Reduce OP, class A>
 A combine(A a, A b) {
-  if constexpr (OP == Reduce::sum || OP == Reduce::mean) return a + b;
+  if constexpr (OP == Reduce::sum || OP == Reduce::mean) return add(a, b);
   else if constexpr (std::is_floating_point_v<A>) {
     if (a != a || b != b) return a != a ? a : b;
   }

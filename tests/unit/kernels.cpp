@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <cstring>
 #include <iterator>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -289,6 +290,54 @@ TEST_F(Kernels, IntegerArithmetic) {
   unary(Unary::relu, HPU_INT32, a, o, 4);
   EXPECT_EQ(o[0], 7);
   EXPECT_EQ(o[1], 0);
+}
+
+// Integer sums, differences and products that overflow wrap around as two's
+// complement (the unsigned arithmetic's bits, as MPI and NCCL give), without
+// the undefined behaviour of signed overflow (run under UBSan); so do the
+// negation, absolute value and square of the minimum.
+template <class I>
+void expect_integer_arithmetic_wraps(hpuDataType_t dt) {
+  using U = std::make_unsigned_t<I>;
+  const I lo = std::numeric_limits<I>::min(), hi = std::numeric_limits<I>::max();
+  I a[4] = {hi, lo, hi, lo}, b[4] = {hi, lo, lo, I(-1)}, o[4];
+  const auto wrap = [](U v) { return static_cast<I>(v); };
+  binary(Binary::add, dt, a, b, o, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(o[i], wrap(U(U(a[i]) + U(b[i])))) << dtype_name(dt) << " add " << i;
+  binary(Binary::sub, dt, a, b, o, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(o[i], wrap(U(U(a[i]) - U(b[i])))) << dtype_name(dt) << " sub " << i;
+  binary(Binary::mul, dt, a, b, o, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(o[i], wrap(U(U(a[i]) * U(b[i])))) << dtype_name(dt) << " mul " << i;
+  unary(Unary::neg, dt, a, o, 4);
+  EXPECT_EQ(o[1], lo);
+  unary(Unary::abs, dt, a, o, 4);
+  EXPECT_EQ(o[1], lo);
+  unary(Unary::square, dt, a, o, 4);
+  EXPECT_EQ(o[0], I(1));
+}
+
+TEST_F(Kernels, IntegerOverflowWraps) {
+  expect_integer_arithmetic_wraps<int32_t>(HPU_INT32);
+  expect_integer_arithmetic_wraps<int64_t>(HPU_INT64);
+  expect_integer_arithmetic_wraps<int8_t>(HPU_INT8);
+  // Sums of i64 and u64 (into i64) past the range: rows, columns and a long row
+  // (summed in chunks).
+  for (size_t n : {size_t(7), size_t(200000)}) {
+    std::vector<int64_t> v(n);
+    std::mt19937_64 rng(n);
+    uint64_t want = 0;
+    for (auto &x : v) want += static_cast<uint64_t>(x = static_cast<int64_t>(rng()));
+    for (hpuDataType_t dt : {HPU_INT64, HPU_UINT64}) {
+      int64_t s = 0;
+      reduce(Reduce::sum, dt, v.data(), 1, static_cast<int64_t>(n), 1, &s, HPU_INT64);
+      EXPECT_EQ(static_cast<uint64_t>(s), want) << dtype_name(dt) << " n " << n;
+    }
+  }
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  int64_t cols[6] = {max, 1, max, max, 2, max}, sums[2];  // 3 rows of 2 columns
+  reduce(Reduce::sum, HPU_INT64, cols, 1, 3, 2, sums, HPU_INT64);
+  EXPECT_EQ(static_cast<uint64_t>(sums[0]), uint64_t(max) * 2 + 2);
+  EXPECT_EQ(static_cast<uint64_t>(sums[1]), uint64_t(max) * 2 + 1);
 }
 
 TEST_F(Kernels, NanPropagates) {

@@ -194,3 +194,37 @@ TEST_F(ElementwiseGrad, BadInput) {
   EXPECT_EQ(out, reinterpret_cast<hpuTensor_t>(0x1));
   EXPECT_EQ(g, nullptr);
 }
+
+// Integer ops past the range wrap around as two's complement (the unsigned
+// arithmetic's bits), with no undefined behaviour (run under UBSan).
+TEST_F(ElementwiseGrad, IntegerOverflowWraps) {
+  const auto tensor = [&](hpuDataType_t dt, const void *v, int64_t n) {
+    hpuTensor_t t = nullptr;
+    EXPECT_HPU_OK(hpuTensorCreateFromHost(&t, dev, dt, 1, &n, v));
+    return keep(t);
+  };
+  const auto host = [](hpuTensor_t t, void *dst, size_t bytes) {
+    ASSERT_HPU_OK(hpuTensorCopyToHost(t, dst, bytes, nullptr));
+  };
+  const int32_t imax = INT32_MAX, imin = INT32_MIN;
+  const int32_t a[3] = {imax, imin, imax}, b[3] = {2, -1, 1};
+  hpuTensor_t x = tensor(HPU_INT32, a, 3), y = tensor(HPU_INT32, b, 3), prod = nullptr, sum = nullptr;
+  ASSERT_HPU_OK(hpuMul(nullptr, x, y, &prod));
+  ASSERT_HPU_OK(hpuAdd(nullptr, keep(prod), y, &sum));
+  keep(sum);
+  int32_t p[3], s[3];
+  host(prod, p, sizeof p);
+  host(sum, s, sizeof s);
+  for (int i = 0; i < 3; ++i) {
+    const uint32_t w = static_cast<uint32_t>(a[i]) * static_cast<uint32_t>(b[i]);
+    EXPECT_EQ(p[i], static_cast<int32_t>(w)) << i;
+    EXPECT_EQ(s[i], static_cast<int32_t>(w + static_cast<uint32_t>(b[i]))) << i;
+  }
+  const int64_t lmax = INT64_MAX, l[3] = {lmax, lmax, 3};
+  hpuTensor_t total = nullptr;
+  ASSERT_HPU_OK(hpuSum(nullptr, tensor(HPU_INT64, l, 3), nullptr, 0, 0, &total));
+  keep(total);
+  int64_t t = 0;
+  host(total, &t, sizeof t);
+  EXPECT_EQ(static_cast<uint64_t>(t), static_cast<uint64_t>(lmax) * 2 + 3);
+}

@@ -759,3 +759,23 @@ TEST_F(NnGrad, BadInput) {
   EXPECT_EQ(dtype_of(s), HPU_INT64);
   EXPECT_EQ(read(s), std::vector<double>{6});
 }
+
+
+// No classes (C = 0): every class index is ignored, and a sample's loss over
+// class probabilities is a sum over no classes; each sample's loss is 0 and
+// the gradients are empty, with no kernel reading or writing an empty buffer
+// (they passed NULL to memcpy: run under UBSan).
+TEST_F(NnGrad, ZeroClassesGiveZeroLosses) {
+  for (hpuDataType_t dt : {HPU_FLOAT32, HPU_FLOAT64, HPU_BFLOAT16}) {
+    SCOPED_TRACE(dt);
+    hpuTensor_t x = T(dt, {2, 0}, {}), t = T(HPU_INT64, {2}, {-100, -100}), probs = T(dt, {2, 0}, {});
+    hpuTensor_t w = T(dt, {0}, {}), per = nullptr, soft = nullptr, g = nullptr;
+    ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, w, HPU_REDUCTION_NONE, -100, &per));
+    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, probs, w, HPU_REDUCTION_NONE, -100, 0.1, &soft));
+    EXPECT_EQ(read(keep(per)), (std::vector<double>{0, 0}));
+    EXPECT_EQ(read(keep(soft)), (std::vector<double>{0, 0}));
+    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothedBackward(nullptr, T(dt, {2}, {1, 1}), x, probs, w, HPU_REDUCTION_NONE,
+                                                      -100, 0.1, &g));
+    EXPECT_EQ(shape_of(keep(g)), (Shape{2, 0}));
+  }
+}
