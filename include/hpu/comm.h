@@ -97,8 +97,10 @@ HPU_API hpuStatus_t hpuCommSetTimeout(hpuComm_t comm, double seconds);
 HPU_API hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds);
 
 /* ---- collectives ------------------------------------------------------------
- * Buffers are device memory of the communicator's device (NULL allowed when
- * the count is 0). Counts are in elements of `dtype`. In place when the send
+ * Buffers lie inside one live allocation each, of the communicator's device
+ * (NULL allowed when the count is 0; else HPU_ERROR_INVALID_HANDLE, or
+ * HPU_ERROR_INVALID_ARGUMENT for a buffer that runs past its allocation's
+ * end). Counts are in elements of `dtype`. In place when the send
  * buffer is the receive buffer (Allgather: send == recv + rank * sendcount;
  * ReduceScatter: recv == send + rank * recvcount). Other overlaps are invalid. */
 

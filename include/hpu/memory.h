@@ -39,8 +39,16 @@ HPU_EXTERN_C_BEGIN
 /* Allocates `bytes` of device memory. bytes == 0 gives *ptr = NULL. */
 HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes);
 /* Frees an allocation of `dev`; NULL is accepted. While queued work may still
- * use it, the free is deferred until that work completes (see hpuMemFree(3)). */
+ * use it, the free is deferred until that work completes (see hpuMemFree(3)).
+ * HPU_ERROR_BUSY, nothing freed, while a tensor handle (hpuTensorWrap, or a
+ * view of it) wraps the allocation. */
 HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr);
+
+/* Device memory taken by the functions below must lie inside one live
+ * allocation (the bytes asked for; it may start inside one) of an open
+ * device: else HPU_ERROR_INVALID_HANDLE (freed, never allocated, or of a
+ * closed device) or HPU_ERROR_INVALID_ARGUMENT (runs past the allocation's
+ * end), and nothing is queued. */
 
 /* Synchronous copy on the default stream of the device involved. */
 HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind);
@@ -51,9 +59,10 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes,
 /* Queued gather: count rows of row_bytes bytes, row i of dst (dst + i
  * row_bytes) from row rows[i] of src (src + rows[i] row_bytes): a batch's
  * samples straight from a dataset, with no copy of them gathered first.
- * kind and stream as hpuMemcpyAsync; rows is read before the call returns;
- * src's rows must stay valid until the copy completes, and dst must not
- * overlap them. */
+ * kind and stream as hpuMemcpyAsync; rows is read before the call returns
+ * (every row must lie in src's allocation when src is device memory, in
+ * memory mapped by the process when it is host memory); src's rows must stay
+ * valid until the copy completes, and dst must not overlap them. */
 HPU_API hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows,
                                        size_t count, hpuMemcpyKind_t kind, hpuStream_t stream);
 /* Sets `bytes` of device memory to the byte `value` (0..255), synchronously. */

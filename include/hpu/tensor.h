@@ -41,7 +41,9 @@ HPU_API hpuStatus_t hpuTensorCreateFromHost(hpuTensor_t *tensor, hpuDevice_t dev
 
 /* A tensor over device memory from hpuMemAlloc, not owned: releasing the tensor
  * leaves the memory allocated. strides NULL means contiguous. Every element
- * must lie inside one allocation of one device. */
+ * must lie inside one live allocation of an open device. Until the tensor and
+ * every view of it are released, hpuMemFree of that allocation fails with
+ * HPU_ERROR_BUSY. */
 HPU_API hpuStatus_t hpuTensorWrap(hpuTensor_t *tensor, void *data, hpuDataType_t dtype, int ndim,
                                   const int64_t *shape, const int64_t *strides);
 

@@ -39,9 +39,10 @@ size_t bytes_of(size_t count, hpuDataType_t dtype, size_t times, const char *nam
 void check_buffer(const void *p, size_t bytes, const char *name, const Communicator &c) {
   if (bytes == 0) return;
   HPU_CHECK_ARG(p != nullptr, "%s is NULL", name);
-  if (device_of(p, bytes) != &c.device())
-    fail(HPU_ERROR_INVALID_HANDLE, "%s %p (+%zu bytes) is not memory of device %d, the communicator's device", name, p,
-         bytes, c.device().ordinal());
+  DeviceMemory m = device_memory(p, bytes, name);
+  if (m.device != &c.device())
+    fail(HPU_ERROR_INVALID_HANDLE, "%s %p (+%zu bytes) is memory of device %d, not of device %d, the communicator's "
+         "device", name, p, bytes, m.device->ordinal(), c.device().ordinal());
 }
 
 // The two ranges are the same (in place, when `in_place` is where b starts

@@ -1,5 +1,7 @@
 // Device memory at the C boundary.
 #include <jansson.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,38 +25,89 @@ const char *kind_name(hpuMemcpyKind_t kind) {
   return "?";
 }
 
+// The two sides of a copy: the live allocation holding each device side.
+struct CopySides {
+  DeviceMemory dst{}, src{};
+  bool dst_dev, src_dev;
+  // The device whose stream runs the copy by default.
+  Device &device() const { return *(dst_dev ? dst.device : src.device); }
+};
+
 // Checks a copy's pointers against its kind (dst_bytes from dst, src_bytes
-// from src); returns the device whose stream runs it.
-Device &copy_device(void *dst, size_t dst_bytes, const void *src, size_t src_bytes, hpuMemcpyKind_t kind) {
+// from src): each device side lies in a live allocation, no host side is
+// device memory.
+CopySides copy_sides(void *dst, size_t dst_bytes, const void *src, size_t src_bytes, hpuMemcpyKind_t kind) {
   HPU_CHECK_ARG(kind == HPU_MEMCPY_HOST_TO_DEVICE || kind == HPU_MEMCPY_DEVICE_TO_HOST ||
                     kind == HPU_MEMCPY_DEVICE_TO_DEVICE,
                 "kind %d is not an hpuMemcpyKind_t", static_cast<int>(kind));
   HPU_CHECK_ARG(dst != nullptr, "dst is NULL");
   HPU_CHECK_ARG(src != nullptr, "src is NULL");
-  Device *dd = device_of(dst, dst_bytes);
-  Device *sd = device_of(src, src_bytes);
-  bool dst_dev = kind != HPU_MEMCPY_DEVICE_TO_HOST, src_dev = kind != HPU_MEMCPY_HOST_TO_DEVICE;
-  if (dst_dev && !dd)
+  CopySides c;
+  c.dst_dev = kind != HPU_MEMCPY_DEVICE_TO_HOST;
+  c.src_dev = kind != HPU_MEMCPY_HOST_TO_DEVICE;
+  const bool dst_in = in_device_segment(dst), src_in = in_device_segment(src);
+  if (c.dst_dev && !dst_in)
     fail(HPU_ERROR_INVALID_HANDLE, "dst %p (+%zu bytes) is not device memory, as %s requires", dst, dst_bytes,
          kind_name(kind));
-  if (src_dev && !sd)
+  if (c.src_dev && !src_in)
     fail(HPU_ERROR_INVALID_HANDLE, "src %p (+%zu bytes) is not device memory, as %s requires", src, src_bytes,
          kind_name(kind));
-  if (!dst_dev && dd)
+  if (!c.dst_dev && dst_in)
     fail(HPU_ERROR_INVALID_ARGUMENT, "dst %p is device memory but kind is %s; use HPU_MEMCPY_DEVICE_TO_DEVICE",
          dst, kind_name(kind));
-  if (!src_dev && sd)
+  if (!c.src_dev && src_in)
     fail(HPU_ERROR_INVALID_ARGUMENT, "src %p is device memory but kind is %s; use HPU_MEMCPY_DEVICE_TO_DEVICE",
          src, kind_name(kind));
-  return kind == HPU_MEMCPY_DEVICE_TO_HOST ? *sd : *dd;
+  if (c.dst_dev) c.dst = device_memory(dst, dst_bytes, "dst");
+  if (c.src_dev) c.src = device_memory(src, src_bytes, "src");
+  return c;
 }
 
 Device &set_device(void *dst, size_t bytes, int value) {
   HPU_CHECK_ARG(dst != nullptr, "dst is NULL");
   HPU_CHECK_ARG(value >= 0 && value <= 255, "value %d is not a byte (0..255)", value);
-  Device *d = device_of(dst, bytes);
-  if (!d) fail(HPU_ERROR_INVALID_HANDLE, "dst %p (+%zu bytes) is not device memory", dst, bytes);
-  return *d;
+  return *device_memory(dst, bytes, "dst").device;
+}
+
+// True when every page of [begin, end) is mapped in this process: msync()
+// looks the range up in the process's mappings and touches no page.
+bool host_mapped(uintptr_t begin, uintptr_t end) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  begin &= ~(page - 1);
+  return msync(reinterpret_cast<void *>(begin), end - begin, MS_ASYNC) == 0;
+}
+
+// Checks the rows a gather reads against src: inside src's allocation when
+// src is device memory; in memory mapped by this process when it is host
+// memory (all of src's buffer is, so a row number that is not is wrong).
+void check_rows(const CopySides &c, const void *src, size_t row_bytes, const int64_t *rows, size_t count) {
+  size_t lo = 0, hi = 0;  // positions of the lowest and the highest row
+  for (size_t i = 0; i < count; ++i) {
+    HPU_CHECK_ARG(rows[i] >= 0, "rows[%zu] is %lld; row numbers are >= 0", i, static_cast<long long>(rows[i]));
+    if (rows[i] < rows[lo]) lo = i;
+    if (rows[i] > rows[hi]) hi = i;
+  }
+  const auto top = static_cast<uint64_t>(rows[hi]);
+  const uintptr_t from = reinterpret_cast<uintptr_t>(src);
+  if (c.src_dev) {
+    const size_t holds = (c.src.base + c.src.bytes - from) / row_bytes;  // >= 1: src holds a row
+    HPU_CHECK_ARG(top < holds, "rows[%zu] is %lld, but src %p holds %zu row%s of row_bytes %zu (in its %zu-byte "
+                  "allocation at %p)", hi, static_cast<long long>(rows[hi]), src, holds, holds == 1 ? "" : "s",
+                  row_bytes, c.src.bytes, reinterpret_cast<void *>(c.src.base));
+    return;
+  }
+  HPU_CHECK_ARG(top < SIZE_MAX / row_bytes && (top + 1) * row_bytes <= UINTPTR_MAX - from,
+                "rows[%zu] is %lld; that row of row_bytes %zu is past the end of the address space", hi,
+                static_cast<long long>(rows[hi]), row_bytes);
+  auto row_start = [&](size_t i) { return from + static_cast<uintptr_t>(rows[i]) * row_bytes; };
+  if (host_mapped(row_start(lo), row_start(hi) + row_bytes)) return;
+  for (size_t i : {hi, lo})
+    HPU_CHECK_ARG(host_mapped(row_start(i), row_start(i) + row_bytes),
+                  "rows[%zu] is %lld; that row of row_bytes %zu, at %p, is not memory of this process", i,
+                  static_cast<long long>(rows[i]), row_bytes, reinterpret_cast<void *>(row_start(i)));
+  fail(HPU_ERROR_INVALID_ARGUMENT, "rows[%zu] is %lld and rows[%zu] is %lld; the memory between those rows of "
+       "row_bytes %zu is not all memory of this process", lo, static_cast<long long>(rows[lo]), hi,
+       static_cast<long long>(rows[hi]), row_bytes);
 }
 
 // The figures of hpuMemStats_t, for hpuMemStats and hpuMemStatsJson.
@@ -110,7 +163,7 @@ HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes) {
   HPU_API_BEGIN
   HPU_CHECK_ARG(ptr != nullptr, "ptr is NULL");
   Device &d = device_from_handle(dev);
-  *ptr = bytes == 0 ? nullptr : d.allocate(bytes);
+  *ptr = bytes == 0 ? nullptr : d.allocate(bytes, dev);
   HPU_API_END
 }
 
@@ -125,7 +178,7 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpu
                                    hpuStream_t stream) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
-  Device &d = copy_device(dst, bytes, src, bytes, kind);
+  Device &d = copy_sides(dst, bytes, src, bytes, kind).device();
   queue_copy(*stream_from_handle(stream, &d), dst, src, bytes);
   HPU_API_END
 }
@@ -135,30 +188,18 @@ HPU_API hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_by
   HPU_API_BEGIN
   if (count == 0 || row_bytes == 0) return HPU_SUCCESS;
   HPU_CHECK_ARG(count <= SIZE_MAX / row_bytes, "count %zu rows of row_bytes %zu overflow size_t", count, row_bytes);
-  const size_t bytes = count * row_bytes;
-  copy_device(dst, bytes, src, row_bytes, kind);  // all of dst before rows is read; src's span below
+  // All of dst is checked before rows is read, and src's first row.
+  CopySides c = copy_sides(dst, count * row_bytes, src, row_bytes, kind);
   HPU_CHECK_ARG(rows != nullptr, "rows is NULL");
-  int64_t top = 0;
-  for (size_t i = 0; i < count; ++i) {
-    HPU_CHECK_ARG(rows[i] >= 0, "rows[%zu] is %lld; row numbers are >= 0", i, static_cast<long long>(rows[i]));
-    top = std::max(top, rows[i]);
-  }
-  // The rows read lie in src's first (top + 1) row_bytes bytes.
-  HPU_CHECK_ARG(static_cast<uint64_t>(top) < SIZE_MAX / row_bytes &&
-                    (static_cast<size_t>(top) + 1) * row_bytes <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(src),
-                "rows holds %lld; that row of row_bytes %zu is past the end of the address space",
-                static_cast<long long>(top), row_bytes);
-  const size_t span = (static_cast<size_t>(top) + 1) * row_bytes;
-  Device &d = copy_device(dst, bytes, src, span, kind);
-  queue_rows(*stream_from_handle(stream, &d), dst, src, row_bytes, std::vector<int64_t>(rows, rows + count));
+  check_rows(c, src, row_bytes, rows, count);
+  queue_rows(*stream_from_handle(stream, &c.device()), dst, src, row_bytes, std::vector<int64_t>(rows, rows + count));
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
-  Device &d = copy_device(dst, bytes, src, bytes, kind);
-  auto s = d.default_stream();
+  auto s = copy_sides(dst, bytes, src, bytes, kind).device().default_stream();
   queue_copy(*s, dst, src, bytes);
   s->synchronize();
   HPU_API_END

@@ -154,10 +154,14 @@ HPU_API hpuStatus_t hpuTensorWrap(hpuTensor_t *tensor, void *data, hpuDataType_t
   int64_t last = 0;
   for (int i = 0; i < ndim; ++i) last += (sh[i] > 0 ? sh[i] - 1 : 0) * st[i];
   size_t extent = sh.numel() == 0 ? 0 : (static_cast<size_t>(last) + 1) * es;
-  Device *d = device_of(data, std::max<size_t>(extent, 1));
-  if (!d)
-    fail(HPU_ERROR_INVALID_HANDLE, "data %p (+%zu bytes) is not device memory from hpuMemAlloc", data, extent);
-  auto storage = std::make_shared<Storage>(*d, data, extent, false);
+  // Pinned from the check until the handle pins it too: no free comes between.
+  DeviceMemory m = device_memory(data, std::max<size_t>(extent, 1), "data", true);
+  struct Unpin {
+    DeviceMemory m;
+    ~Unpin() { m.device->allocator().unpin(m.base); }
+  } unpin{m};
+  auto storage = std::make_shared<Storage>(*m.device, data, extent, false);
+  storage->wrapped = m.base;
   *tensor = tensor_handle(std::make_shared<Tensor>(std::move(storage), dtype, sh, st, 0));
   HPU_API_END
 }

@@ -51,9 +51,35 @@ bool segment_of(const void *ptr, size_t bytes, SegmentInfo *out) {
   return true;
 }
 
-Device *device_of(const void *ptr, size_t bytes) {
+bool in_device_segment(const void *ptr) {
   SegmentInfo s;
-  return segment_of(ptr, bytes, &s) ? s.device : nullptr;
+  return segment_of(ptr, 1, &s);
+}
+
+DeviceMemory device_memory(const void *ptr, size_t bytes, const char *arg, bool pin) {
+  SegmentInfo s;
+  if (!segment_of(ptr, 1, &s))
+    fail(HPU_ERROR_INVALID_HANDLE, "%s %p (+%zu bytes) is not device memory (from hpuMemAlloc)", arg, ptr, bytes);
+  // Devices are never destroyed: s.device stays valid even if the segment is
+  // unmapped meanwhile, and its allocator then finds no live block.
+  Allocator::Found f = s.device->allocator().find(ptr, bytes, pin);
+  int ordinal = s.device->ordinal();
+  switch (f.state) {
+    case Allocator::Found::closed:
+      fail(HPU_ERROR_INVALID_HANDLE, "%s %p (+%zu bytes) is memory of device %d, which is closed", arg, ptr, bytes,
+           ordinal);
+    case Allocator::Found::not_live:
+      fail(HPU_ERROR_INVALID_HANDLE, "%s %p (+%zu bytes) is not in a live allocation of device %d (freed, or never "
+           "allocated)", arg, ptr, bytes, ordinal);
+    case Allocator::Found::overrun: {
+      size_t left = f.base + f.bytes - reinterpret_cast<uintptr_t>(ptr);  // < bytes
+      fail(HPU_ERROR_INVALID_ARGUMENT, "%s %p (+%zu bytes) runs %zu bytes past the end of its %zu-byte allocation "
+           "at %p", arg, ptr, bytes, bytes - left, f.bytes, reinterpret_cast<void *>(f.base));
+    }
+    case Allocator::Found::live:
+      break;
+  }
+  return {s.device, f.base, f.bytes};
 }
 
 Allocator::Allocator(Device *device, uint64_t limit) : device_(device) { stats_.limit = limit; }
@@ -128,13 +154,17 @@ void Allocator::split(Block *b, size_t size) {
   (b->small ? small_free_ : large_free_).insert(r);
 }
 
-void *Allocator::allocate(size_t bytes) {
+void *Allocator::allocate(size_t bytes, uint64_t handle) {
   size_t size = round(bytes);
   if (size < bytes) fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be represented", bytes);
   if (fault::fail_this_allocation())
     fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested on device %d: failure injected by HPU_FAULT_INJECT", bytes,
          device_->ordinal());
   std::lock_guard<std::mutex> lock(mu_);
+  if (handle != 0 && (!open_ || handle != handle_))
+    fail(HPU_ERROR_INVALID_HANDLE, "dev %p (device %d) was closed before its %zu bytes could be allocated",
+         reinterpret_cast<void *>(handle), device_->ordinal(), bytes);
+  if (!open_) fail(HPU_ERROR_INVALID_HANDLE, "device %d is closed (%zu bytes requested)", device_->ordinal(), bytes);
   if (stats_.in_use + size > stats_.limit)
     fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested (%s rounded), device %d has %s, %s in use",
          bytes, format_bytes(size).c_str(), device_->ordinal(), format_bytes(stats_.limit).c_str(),
@@ -156,6 +186,7 @@ void *Allocator::allocate(size_t bytes) {
     b->requested = size;
     live_.emplace(b->addr, b);
   }
+  b->bytes = bytes;
   stats_.in_use += size;
   stats_.max_in_use = std::max(stats_.max_in_use, stats_.in_use);
   stats_.max_alloc_size = std::max<uint64_t>(stats_.max_alloc_size, size);
@@ -184,13 +215,40 @@ void Allocator::merge_into_free(Block *b) {
   pool.insert(b);
 }
 
-void Allocator::free(void *ptr) {
-  std::lock_guard<std::mutex> lock(mu_);
+Allocator::Block *Allocator::user_block(void *ptr) {
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == live_.end() || it->second->parked)
     fail(HPU_ERROR_INVALID_HANDLE, "ptr %p is not a live allocation of device %d (already freed, "
          "an interior pointer, or another device's)", ptr, device_->ordinal());
   Block *b = it->second;
+  if (b->released)
+    fail(HPU_ERROR_INVALID_HANDLE, "ptr %p has already been freed (the free waits for queued work)", ptr);
+  if (b->pins > 0)
+    fail(HPU_ERROR_BUSY, "ptr %p (%zu bytes) is wrapped by %d live tensor handle%s (hpuTensorWrap and its views); "
+         "release them first", ptr, b->bytes, b->pins, b->pins == 1 ? "" : "s");
+  return b;
+}
+
+void Allocator::free(void *ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_block(user_block(ptr));
+}
+
+void Allocator::release(void *ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  user_block(ptr)->released = true;
+}
+
+void Allocator::free_released(void *ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == live_.end() || !it->second->released)
+    fail(HPU_ERROR_INTERNAL, "ptr %p of device %d is not waiting to be freed", ptr, device_->ordinal());
+  it->second->released = false;
+  free_block(it->second);
+}
+
+void Allocator::free_block(Block *b) {
   stats_.in_use -= b->requested;
   stats_.num_frees++;
   stats_.total_frees++;
@@ -201,7 +259,7 @@ void Allocator::free(void *ptr) {
     parked_count_++;
     return;
   }
-  live_.erase(it);
+  live_.erase(b->addr);
   b->allocated = false;
   merge_into_free(b);
 }
@@ -231,10 +289,47 @@ void Allocator::unpark_all() {
   parked_count_ = 0;
 }
 
-bool Allocator::owns(const void *ptr) {
+void Allocator::open(uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  return it != live_.end() && !it->second->parked;
+  open_ = true;
+  handle_ = handle;
+}
+
+void Allocator::close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t live = live_.size() - parked_count_;
+  if (live > 0)
+    fail(HPU_ERROR_BUSY, "device %d still has %zu allocation%s (%s) alive; free them first", device_->ordinal(), live,
+         live == 1 ? "" : "s", format_bytes(stats_.in_use).c_str());
+  open_ = false;
+}
+
+Allocator::Found Allocator::find(const void *ptr, size_t bytes, bool pin) {
+  uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!open_) return {Found::closed};
+  auto it = live_.upper_bound(p);
+  if (it == live_.begin()) return {Found::not_live};
+  Block *b = (--it)->second;
+  if (b->parked || b->released || p - b->addr >= b->bytes) return {Found::not_live};
+  if (bytes > b->bytes - (p - b->addr)) return {Found::overrun, b->addr, b->bytes};
+  if (pin) b->pins++;
+  return {Found::live, b->addr, b->bytes};
+}
+
+void Allocator::pin(uintptr_t base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(base);
+  if (it == live_.end() || it->second->parked || it->second->released)
+    fail(HPU_ERROR_INTERNAL, "pinning %p of device %d, which is not a live allocation", reinterpret_cast<void *>(base),
+         device_->ordinal());
+  it->second->pins++;
+}
+
+void Allocator::unpin(uintptr_t base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(base);
+  if (it != live_.end() && it->second->pins > 0) it->second->pins--;
 }
 
 void Allocator::release_free_segments() {
@@ -282,11 +377,6 @@ void Allocator::reset_accumulated() {
   stats_.num_frees = 0;
   stats_.max_alloc_size = 0;
   stats_.max_in_use = stats_.in_use;
-}
-
-size_t Allocator::live_allocations() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return live_.size() - parked_count_;
 }
 
 }  // namespace hpu

@@ -87,6 +87,7 @@ hpuDevice_t Device::open() {
     generation_.fetch_add(1);
     default_stream_ = std::make_shared<Stream>(this, true);
     default_handle_ = reinterpret_cast<hpuStream_t>(stream_registry().add(default_stream_));
+    allocator_.open(reinterpret_cast<uintptr_t>(handle()));
     HPU_LOG(debug, "device", "opened device %d (module %d)", ordinal_, module_id_);
   }
   open_count_.fetch_add(1, std::memory_order_release);
@@ -115,12 +116,11 @@ void Device::close() {
     for (auto &w : waits) w.first->wait_completed(w.second);
   }
   collect_deferred();
-  size_t live = allocator_.live_allocations();
-  if (live > 0)
-    fail(HPU_ERROR_BUSY, "device %d still has %zu allocation%s (%s) alive; free them first", ordinal_, live,
-         live == 1 ? "" : "s", format_bytes(allocator_.stats().in_use).c_str());
   if (int n = user_streams_.load())
     fail(HPU_ERROR_BUSY, "device %d still has %d stream%s; destroy them first", ordinal_, n, n == 1 ? "" : "s");
+  // The last check: an allocation racing this close either comes first (and
+  // the close fails) or finds the allocator closed.
+  allocator_.close();
   open_count_.store(0, std::memory_order_release);
   generation_.fetch_add(1);
   stream_registry().remove(default_handle_);
@@ -141,9 +141,9 @@ std::shared_ptr<Stream> stream_from_handle(hpuStream_t stream, Device *fallback)
   return stream_registry().get(stream);
 }
 
-void *Device::allocate(size_t bytes) {
+void *Device::allocate(size_t bytes, hpuDevice_t handle) {
   if (has_deferred_.load(std::memory_order_relaxed)) collect_deferred();
-  void *p = allocator_.allocate(bytes);
+  void *p = allocator_.allocate(bytes, reinterpret_cast<uintptr_t>(handle));
   if (prof::on()) prof::memory_counter(ordinal_, allocator_.stats().in_use);
   return p;
 }
@@ -162,11 +162,9 @@ void Device::free(void *ptr) {
     if (prof::on()) prof::memory_counter(ordinal_, allocator_.stats().in_use);
     return;
   }
-  if (!allocator_.owns(ptr))
-    fail(HPU_ERROR_INVALID_HANDLE, "ptr %p is not a live allocation of device %d", ptr, ordinal_);
   std::lock_guard<std::mutex> lock(deferred_mu_);
-  for (const Deferred &x : deferred_)
-    if (x.ptr == ptr) fail(HPU_ERROR_INVALID_HANDLE, "ptr %p has already been freed (the free waits for queued work)", ptr);
+  deferred_.reserve(deferred_.size() + 1);  // nothing throws once ptr is released
+  allocator_.release(ptr);
   deferred_.push_back(std::move(d));
   has_deferred_.store(true, std::memory_order_relaxed);
 }
@@ -180,7 +178,7 @@ void Device::collect_deferred() {
   };
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     if (done(*it)) {
-      allocator_.free(it->ptr);
+      allocator_.free_released(it->ptr);
       it = deferred_.erase(it);
     } else {
       ++it;

@@ -37,8 +37,10 @@ class Device {
   int open_count() const { return open_count_.load(std::memory_order_relaxed); }
   hpuDevice_t handle() const;
 
-  // Allocation with the deferred-free rule applied.
-  void *allocate(size_t bytes);
+  // Allocation with the deferred-free rule applied. handle: the handle the
+  // caller named (NULL: none); the allocation fails with
+  // HPU_ERROR_INVALID_HANDLE if the device was closed since it was checked.
+  void *allocate(size_t bytes, hpuDevice_t handle = nullptr);
   // Frees now if no queued work in the process may still use the memory,
   // otherwise when the work queued so far has completed.
   void free(void *ptr);

@@ -156,7 +156,15 @@ void retain_tensor_handle(hpuTensor_t t) {
 }
 
 hpuTensor_t tensor_handle(std::shared_ptr<Tensor> t) {
-  return reinterpret_cast<hpuTensor_t>(registry().add(std::move(t)));
+  Allocator &a = t->device().allocator();
+  const uintptr_t wrapped = t->storage()->wrapped;
+  if (wrapped) a.pin(wrapped);
+  try {
+    return reinterpret_cast<hpuTensor_t>(registry().add(std::move(t)));
+  } catch (...) {
+    if (wrapped) a.unpin(wrapped);
+    throw;
+  }
 }
 
 std::shared_ptr<Tensor> tensor_from_handle(hpuTensor_t t, const char *arg) {
@@ -177,6 +185,8 @@ void release_tensor_handle(hpuTensor_t t) {
     auto it = r.count.find(t);
     if (it == r.count.end()) {
       last = registry().remove(t);
+      const Storage &s = *last->storage();
+      if (s.wrapped) s.device.allocator().unpin(s.wrapped);
     } else {
       registry().get(t);
       if (--it->second == 0) r.count.erase(it);

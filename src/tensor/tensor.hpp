@@ -57,6 +57,10 @@ struct Storage {
   void *data;
   size_t bytes;
   bool owned;
+  // Memory from hpuMemAlloc (hpuTensorWrap): where its allocation starts.
+  // Every tensor handle over the storage pins that allocation against
+  // hpuMemFree (tensor_handle() to release_tensor_handle()).
+  uintptr_t wrapped = 0;
 
   Storage(Device &d, void *p, size_t n, bool own) : device(d), data(p), bytes(n), owned(own) {}
   ~Storage();

@@ -520,8 +520,9 @@ TEST_F(Memory, CopyKindsAreChecked) {
   EXPECT_HPU_FAIL(hpuMemcpy(d, d, n, H2D), HPU_ERROR_INVALID_ARGUMENT, ("src " + ds).c_str(),
                   "use HPU_MEMCPY_DEVICE_TO_DEVICE");
   EXPECT_HPU_FAIL(hpuMemcpy(d, d, n, D2H), HPU_ERROR_INVALID_ARGUMENT, ("dst " + ds).c_str());
-  // A range running past the end of device memory.
-  EXPECT_HPU_FAIL(hpuMemcpy(d, h, 4 * MiB, H2D), HPU_ERROR_INVALID_HANDLE, ("dst " + ds + " (+4194304 bytes)").c_str());
+  // A range running past the end of its allocation.
+  EXPECT_HPU_FAIL(hpuMemcpy(d, h, 4 * MiB, H2D), HPU_ERROR_INVALID_ARGUMENT,
+                  ("dst " + ds + " (+4194304 bytes) runs 4190208 bytes past the end of its 4096-byte").c_str());
   // NULL and unknown kinds.
   EXPECT_HPU_FAIL(hpuMemcpy(nullptr, h, n, H2D), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
   EXPECT_HPU_FAIL(hpuMemcpy(d, nullptr, n, H2D), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
@@ -596,19 +597,19 @@ TEST_F(Memory, RowGatherBadInput) {
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, SIZE_MAX / 2, ok, 4, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
                   "count 4 rows of row_bytes", "overflow");
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 2048, huge, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
-                  "rows holds 4611686018427387903; that row of row_bytes 2048 is past the end of the address space");
+                  "rows[1] is 4611686018427387903; that row of row_bytes 2048 is past the end of the address space");
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 2, static_cast<hpuMemcpyKind_t>(9), nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "kind 9");
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, h, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, nullptr, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
   // dst must hold count rows; a device src must hold every row asked for.
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(h, h, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_HANDLE, ("dst " + hs).c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 70000, H2D, nullptr), HPU_ERROR_INVALID_HANDLE,
-                  ("dst " + ds + " (+4480000 bytes)").c_str());  // checked before rows is read
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 70000, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  ("dst " + ds + " (+4480000 bytes) runs").c_str());  // checked before rows is read
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, ("src " + ds).c_str(),
                   "use HPU_MEMCPY_DEVICE_TO_DEVICE");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d + 2048, 64, far, 2, D2D, nullptr), HPU_ERROR_INVALID_HANDLE,
-                  ("src " + ptr_text(d + 2048) + " (+6400064 bytes)").c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d + 2048, 64, far, 2, D2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  ("rows[1] is 100000, but src " + ptr_text(d + 2048) + " holds 32 rows of row_bytes 64").c_str());
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
   EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 2, H2D, reinterpret_cast<hpuStream_t>(e)),
@@ -625,7 +626,7 @@ TEST_F(Memory, SetBadInput) {
   EXPECT_HPU_FAIL(hpuMemset(d, -1, 16), HPU_ERROR_INVALID_ARGUMENT, "value -1");
   EXPECT_HPU_FAIL(hpuMemset(host.data(), 0, 16), HPU_ERROR_INVALID_HANDLE, ptr_text(host.data()).c_str(),
                   "not device memory");
-  EXPECT_HPU_FAIL(hpuMemset(d, 0, 4 * MiB), HPU_ERROR_INVALID_HANDLE, "(+4194304 bytes)");
+  EXPECT_HPU_FAIL(hpuMemset(d, 0, 4 * MiB), HPU_ERROR_INVALID_ARGUMENT, "(+4194304 bytes) runs");
   EXPECT_HPU_FAIL(hpuMemsetAsync(d, 300, 16, nullptr), HPU_ERROR_INVALID_ARGUMENT, "value 300");
   EXPECT_HPU_FAIL(hpuMemsetAsync(host.data(), 0, 16, nullptr), HPU_ERROR_INVALID_HANDLE, "not device memory");
   EXPECT_HPU_FAIL(hpuMemsetAsync(d, 0, 16, reinterpret_cast<hpuStream_t>(dev)), HPU_ERROR_INVALID_HANDLE,
