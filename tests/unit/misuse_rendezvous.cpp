@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -89,6 +90,9 @@ int back_to(int threads0, int fds0, double seconds, const char *after) {
   return 0;
 }
 
+int finish(pid_t pid, double seconds);
+std::vector<std::string> listeners_at(int port);
+
 // A folder for one test's secret file, removed with it.
 struct TempDir {
   std::string path;
@@ -132,19 +136,37 @@ int init_status_child() {
   return 0;
 }
 
-// The listening sockets at `port` in /proc/net/tcp: their local addresses
-// ("0100007F" is 127.0.0.1, "00000000" every interface).
+// The inodes of this process's sockets.
+std::vector<std::string> own_sockets() {
+  std::vector<std::string> inodes;
+  if (DIR *d = opendir("/proc/self/fd")) {
+    while (dirent *e = readdir(d)) {
+      char target[64] = {};
+      std::string link = std::string("/proc/self/fd/") + e->d_name;
+      if (readlink(link.c_str(), target, sizeof target - 1) > 0 && std::strncmp(target, "socket:[", 8) == 0)
+        inodes.push_back(std::string(target + 8, std::strlen(target) - 9));
+    }
+    closedir(d);
+  }
+  return inodes;
+}
+
+// The listening sockets at `port` in /proc/net/tcp (-1: this process's, at
+// any port): their local addresses ("0100007F" is 127.0.0.1, "00000000"
+// every interface).
 std::vector<std::string> listeners_at(int port) {
+  std::vector<std::string> mine = own_sockets();
   std::ifstream in("/proc/net/tcp");
   std::string line;
   std::vector<std::string> found;
   std::getline(in, line);
   while (std::getline(in, line)) {
     std::istringstream row(line);
-    std::string slot, local, remote, state;
-    row >> slot >> local >> remote >> state;
-    unsigned p = std::stoul(local.substr(local.find(':') + 1), nullptr, 16);
-    if (state == "0A" && static_cast<int>(p) == port) found.push_back(local.substr(0, local.find(':')));
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeouts, inode;
+    row >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeouts >> inode;
+    int p = static_cast<int>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16));
+    bool wanted = port < 0 ? std::find(mine.begin(), mine.end(), inode) != mine.end() : p == port;
+    if (state == "0A" && wanted) found.push_back(local.substr(0, local.find(':')));
   }
   return found;
 }
@@ -215,6 +237,69 @@ TEST(Misuse, FailedInitsGiveBackTheRendezvous) {
     for (int i = 0; i < n; ++i)
       if (int rc = fail_once()) return rc;
     return back_to(threads0, fds0, 5, "failed inits");
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A rank that comes after its id expired finds nobody listening: it times out.
+TEST(Misuse, ExpiredIdTimesOut) {
+  auto r = run_child({{"HPU_COMM_TIMEOUT", "0.3"}}, [] {
+    hpuDevice_t dev;
+    hpuUniqueId_t id;
+    hpuComm_t comm;
+    if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || hpuGetUniqueId(&id) != HPU_SUCCESS)
+      return why("setup: %s", hpuGetLastErrorMessage());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    hpuStatus_t s = hpuCommInitRank(&comm, dev, 1, &id, 0);
+    if (s != HPU_ERROR_TIMEOUT) return why("a rank after the id expired: %s", hpuGetErrorName(s));
+    return 0;
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A rank whose init fails (here: its own deadline, 0.5 s, passes) leaves the
+// group before it could form: the rank waiting beside it (deadline 20 s) fails
+// at once with HPU_ERROR_REMOTE, and the rendezvous stops.
+TEST(Misuse, RankLeavingBeforeAllJoinedFailsTheOthers) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  auto rank = [&](int r, const char *timeout) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    setenv("HPU_COMM_TIMEOUT", timeout, 1);
+    hpuDevice_t dev;
+    hpuUniqueId_t id;
+    hpuComm_t comm;
+    if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS) _exit(2);
+    if (r == 0) {
+      if (hpuGetUniqueId(&id) != HPU_SUCCESS || write(pipe_fds[1], &id, sizeof id) != sizeof id) _exit(2);
+    } else if (read(pipe_fds[0], &id, sizeof id) != sizeof id) {
+      _exit(2);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hpuStatus_t s = hpuCommInitRank(&comm, dev, 3, &id, r);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fprintf(stderr, "rank %d: %s after %.1f s: %s\n", r, hpuGetErrorName(s), took, hpuGetLastErrorMessage());
+    if (r == 0) _exit(s == HPU_ERROR_REMOTE && took < 5 ? 0 : 3);
+    _exit(s == HPU_ERROR_TIMEOUT ? 0 : 3);
+  };
+  pid_t waiting = rank(0, "20"), leaving = rank(1, "0.5");
+  EXPECT_EQ(finish(leaving, 30), 0);
+  EXPECT_EQ(finish(waiting, 30), 0);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+}
+
+// HPU_SOCKET_IFNAME=lo keeps an id's listener on loopback.
+TEST(Misuse, UniqueIdListensOnTheInterfaceNamed) {
+  auto r = run_child({{"HPU_SOCKET_IFNAME", "lo"}}, [] {
+    hpuUniqueId_t id;
+    if (hpuGetUniqueId(&id) != HPU_SUCCESS) return why("hpuGetUniqueId: %s", hpuGetLastErrorMessage());
+    std::vector<std::string> all = listeners_at(-1);
+    if (all.empty()) return why("no listener");
+    for (auto &l : all)
+      if (l != "0100007F") return why("a listener at %s", l.c_str());
+    return 0;
   });
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
