@@ -57,7 +57,12 @@ HPU_EXTERN_C_BEGIN
 
 /* ---- communicators -------------------------------------------------------- */
 
-/* Makes a new unique id with a fresh random secret. */
+/* Makes a new unique id with a fresh random secret (16 bytes from getrandom)
+ * and starts its rendezvous listener in this process (on HPU_SOCKET_IFNAME's
+ * interface). Whoever holds the id's bytes can join the group. The listener
+ * stops when the group's ranks have left, when a rank leaves before all have
+ * joined, at exit, or HPU_COMM_TIMEOUT after this call or the last join with
+ * ranks still missing. */
 HPU_API hpuStatus_t hpuGetUniqueId(hpuUniqueId_t *id);
 
 /* Joins rank `rank` (0..nranks-1) of the group named by `id`, bound to the open
@@ -157,8 +162,13 @@ HPU_API hpuStatus_t hpuGroupEnd(void);
  * (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK) or Slurm (SLURM_PROCID, SLURM_NTASKS,
  * SLURM_LOCALID); the rendezvous from HPU_COMM_ID=host:port, else MASTER_ADDR
  * and MASTER_PORT, where the process of rank 0 listens. Processes may start in
- * any order within the deadline (HPU_COMM_TIMEOUT). Without any launcher
- * variable it behaves as hpuCommInitAll. */
+ * any order within the deadline (HPU_COMM_TIMEOUT). Connections prove they
+ * know the secret: HPU_COMM_SECRET, else the user's file
+ * $XDG_CONFIG_HOME/hpu/secret or ~/.config/hpu/secret (made 0600 with random
+ * content on first use; refused if others can read it). Rank 0 listens at the
+ * rendezvous address (loopback when the launcher says all processes are on
+ * this host), on every interface only with HPU_COMM_LISTEN=any. Without any
+ * launcher variable it behaves as hpuCommInitAll. */
 HPU_API hpuStatus_t hpuCommInitFromEnv(hpuComm_t *comms, int ndev, const hpuDevice_t *devs);
 
 HPU_EXTERN_C_END

@@ -19,8 +19,6 @@
 
 namespace hpu::comm {
 
-namespace {
-
 void random_bytes(void *out, size_t n) {
   auto *p = static_cast<uint8_t *>(out);
   while (n > 0) {
@@ -33,6 +31,8 @@ void random_bytes(void *out, size_t n) {
     n -= static_cast<size_t>(got);
   }
 }
+
+namespace {
 
 std::string read_first_line(const char *path) {
   std::ifstream in(path);

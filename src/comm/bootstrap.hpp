@@ -52,6 +52,9 @@ struct UniqueId {
 };
 static_assert(sizeof(UniqueId) == HPU_UNIQUE_ID_BYTES, "UniqueId fills hpuUniqueId_t");
 
+// Fills `out` from the system's random source (getrandom); HPU_ERROR_IO if it fails.
+void random_bytes(void *out, size_t n);
+
 // Where a rank runs: transports use it to pick by locality (same process:
 // local; same host: shm; else tcp).
 struct Locality {

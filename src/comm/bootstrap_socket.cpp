@@ -1,7 +1,9 @@
 #include "comm/bootstrap_socket.hpp"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -31,20 +33,34 @@ struct Hello {
   int32_t nranks;
 };
 
+class Root;
+void retire(Root *root);
+
+Clock::duration timeout_duration() {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config().comm.timeout_seconds));
+}
+
 // One group's root: a thread with a poll loop over the listener and the ranks.
+// It stops, closing its sockets, when every rank has left, when the group
+// fails (a rank left before all had joined, or broke the protocol), at exit,
+// or when its id expires: HPU_COMM_TIMEOUT after it was made, or after the
+// last rank joined, with ranks still missing (a rank's own wait is as long).
 class Root {
  public:
   Root(Fd listener, const UniqueId &id, std::string where)
-      : acceptor_(std::move(listener), id.secret, Purpose::bootstrap, "rendezvous root"),
+      : acceptor_(std::make_unique<Acceptor>(std::move(listener), id.secret, Purpose::bootstrap, "rendezvous root")),
         name_(id.short_name()),
-        where_(std::move(where)) {}
+        where_(std::move(where)),
+        patience_(timeout_duration()),
+        expires_(Clock::now() + patience_) {}
 
   void start() { thread_ = std::thread([this] { run(); }); }
   void stop() {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
-  bool finished() const { return finished_; }
+  // False in a fork() child for its parent's roots: their threads are not here.
+  bool ours() const { return pid_ == getpid(); }
 
  private:
   struct Rank {
@@ -66,8 +82,13 @@ class Root {
       HPU_LOG(warn, "comm", "rendezvous root of group %s at %s stopped: %s", name_.c_str(), where_.c_str(), e.what());
     }
     ranks_.clear();
-    finished_ = true;
+    rounds_.clear();
+    acceptor_.reset();  // the listening socket
+    retire(this);       // the last use of this object on this thread
   }
+
+  // Every rank has joined: the group exists, and its ranks leave one by one.
+  bool formed() const { return nranks_ > 0 && joined_ == nranks_; }
 
   void loop() {
     while (!stop_ && !shutting_down()) {
@@ -77,9 +98,13 @@ class Root {
           watch.push_back(rk.fd.get());
           who.push_back(r);
         }
-      if (nranks_ > 0 && joined_ == nranks_ && watch.empty()) return;  // everyone has left
+      if (formed() && watch.empty()) return;  // everyone has left
+      if (!formed() && Clock::now() >= expires_) {
+        expire();
+        return;
+      }
       Acceptor::Peer peer;
-      int ev = acceptor_.poll(watch, &peer, 100);
+      int ev = acceptor_->poll(watch, &peer, 100);
       if (ev == Acceptor::kNewPeer) admit(std::move(peer));
       else if (ev >= 0 && !serve(who[static_cast<size_t>(ev)])) return;
     }
@@ -107,6 +132,7 @@ class Root {
     }
     nranks_ = h.nranks;
     ++joined_;
+    expires_ = std::max(expires_, Clock::now() + patience_);
     HPU_LOG(debug, "comm", "rendezvous root %s: rank %d of %d joined from %s", name_.c_str(), h.rank, h.nranks,
             peer.from.c_str());
     ranks_[h.rank] = Rank{std::move(peer.fd), peer.from, false};
@@ -134,11 +160,14 @@ class Root {
       payload.resize(f.bytes);
       read_all(rk.fd.get(), payload.data(), f.bytes, Clock::now() + kRootIo, &stop_, "rendezvous root");
     } catch (const Error &e) {
-      if (rk.goodbye) {  // a clean exit
+      if (rk.goodbye && formed()) {  // a clean exit
         rk.fd.reset();
         return true;
       }
-      fail_group(strf("rank %d (%s) left the rendezvous: %s", r, rk.from.c_str(), e.what()),
+      // Before every rank has joined, a rank that leaves (its init failed)
+      // leaves a group that can never form.
+      fail_group(strf("rank %d (%s) left the rendezvous%s: %s", r, rk.from.c_str(),
+                      formed() ? "" : " before every rank had joined", e.what()),
                  e.status() == HPU_ERROR_INVALID_USAGE ? HPU_ERROR_INVALID_USAGE : HPU_ERROR_REMOTE);
       return false;
     }
@@ -201,6 +230,15 @@ class Root {
     ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort, never blocks
   }
 
+  void expire() {
+    std::string why = strf("unique id %s expired: %d of %s ranks joined within HPU_COMM_TIMEOUT (%.3g s)",
+                           name_.c_str(), joined_, nranks_ ? std::to_string(nranks_).c_str() : "its",
+                           std::chrono::duration<double>(patience_).count());
+    HPU_LOG(info, "comm", "rendezvous root at %s: %s; it stops listening", where_.c_str(), why.c_str());
+    for (auto &[q, other] : ranks_)
+      if (other.fd) send_error(other.fd.get(), HPU_ERROR_TIMEOUT, why);
+  }
+
   void fail_group(const std::string &why, hpuStatus_t status) {
     HPU_LOG(warn, "comm", "rendezvous root %s: %s; telling the other ranks", name_.c_str(), why.c_str());
     for (auto &[q, other] : ranks_)
@@ -208,10 +246,13 @@ class Root {
     ranks_.clear();
   }
 
-  Acceptor acceptor_;
+  std::unique_ptr<Acceptor> acceptor_;
   std::string name_, where_;
+  const Clock::duration patience_;
+  Deadline expires_;  // while ranks are missing: the time to give up
   std::thread thread_;
-  std::atomic<bool> stop_{false}, finished_{false};
+  const pid_t pid_ = getpid();
+  std::atomic<bool> stop_{false};
   int nranks_ = 0, joined_ = 0;
   std::map<int, Rank> ranks_;
   std::map<uint64_t, Round> rounds_;
@@ -219,7 +260,8 @@ class Root {
 
 struct Roots {
   std::mutex mu;
-  std::vector<std::unique_ptr<Root>> roots;
+  std::vector<std::unique_ptr<Root>> running;
+  std::unique_ptr<Root> finished;  // its thread has ended or is ending; not joined yet
 };
 
 Roots &roots() {
@@ -227,15 +269,37 @@ Roots &roots() {
   return *r;
 }
 
-struct Registrar {
-  Registrar() {
-    on_shutdown(35, [] {
-      std::lock_guard<std::mutex> lock(roots().mu);
-      for (auto &r : roots().roots) r->stop();
-      roots().roots.clear();
-    });
+// A root's thread, as its last act, moves its root from `running` to
+// `finished` and joins the root that was there (a thread cannot join itself):
+// finished roots cost nothing but the one waiting to be joined.
+void retire(Root *root) {
+  Roots &all = roots();
+  std::unique_ptr<Root> previous;
+  {
+    std::lock_guard<std::mutex> lock(all.mu);
+    auto it = std::find_if(all.running.begin(), all.running.end(), [&](auto &r) { return r.get() == root; });
+    if (it == all.running.end()) return;  // the shutdown hook has taken it and joins it
+    previous = std::move(all.finished);
+    all.finished = std::move(*it);
+    all.running.erase(it);
   }
-} registrar;
+  if (previous && !previous->ours()) (void)previous.release();  // a copy from the parent: nothing to join
+  if (previous) previous->stop();
+}
+
+// At exit and dlclose: stop every root and join its thread.
+void stop_all_roots() {
+  std::vector<std::unique_ptr<Root>> stopping;
+  {
+    std::lock_guard<std::mutex> lock(roots().mu);
+    stopping = std::move(roots().running);
+    roots().running.clear();
+    if (roots().finished) stopping.push_back(std::move(roots().finished));
+  }
+  for (auto &r : stopping) r->stop();
+}
+
+const bool registered = (on_shutdown(35, stop_all_roots), true);
 
 }  // namespace
 
@@ -243,22 +307,14 @@ void socket_root_start(UniqueId &id, const Address *at, const char *what) {
   Address bind = at ? *at : default_interface_address();
   Fd listener = listen_on(bind, what);
   Address bound = Address::local_of(listener.get());
+  (void)registered;
   auto root = std::make_unique<Root>(std::move(listener), id, bound.str());
   bound.to_bytes(id.address);
   id.flags |= UniqueId::kHasAddress;
-  root->start();
   HPU_LOG(info, "comm", "rendezvous root of group %s listens at %s", id.short_name().c_str(), bound.str().c_str());
-  std::lock_guard<std::mutex> lock(roots().mu);
-  auto &list = roots().roots;
-  for (auto it = list.begin(); it != list.end();) {  // reap roots whose groups are over
-    if ((*it)->finished()) {
-      (*it)->stop();
-      it = list.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  list.push_back(std::move(root));
+  std::lock_guard<std::mutex> lock(roots().mu);  // listed before its thread can retire it
+  roots().running.push_back(std::move(root));
+  roots().running.back()->start();
 }
 
 SocketBootstrap::SocketBootstrap(const UniqueId &id, int rank, int nranks) : Bootstrap(rank, nranks), id_(id) {}
@@ -326,8 +382,8 @@ void SocketBootstrap::raise_root_error(uint32_t bytes, Deadline deadline, const 
   read_all(fd_.get(), text.data(), bytes, deadline, &aborted_, what.c_str());
   int status = atoi(text.c_str());
   std::string message = text.substr(std::min(text.size(), text.find(' ') + 1));
-  fail(status == HPU_ERROR_INVALID_USAGE ? HPU_ERROR_INVALID_USAGE : HPU_ERROR_REMOTE, "%s: %s", what.c_str(),
-       message.c_str());
+  bool passed_on = status == HPU_ERROR_INVALID_USAGE || status == HPU_ERROR_TIMEOUT;
+  fail(passed_on ? static_cast<hpuStatus_t>(status) : HPU_ERROR_REMOTE, "%s: %s", what.c_str(), message.c_str());
 }
 
 void SocketBootstrap::fail_from_root(Deadline deadline) {

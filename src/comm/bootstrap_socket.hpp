@@ -21,7 +21,10 @@ namespace hpu::comm {
 // Starts a root listener in this process for the group `id` names: binds `at`
 // (nullptr: default_interface_address(), any port), writes the bound address
 // into id.address and sets UniqueId::kHasAddress. The root serves one group
-// and stops when all its ranks have left (or at exit). A taken port throws
+// and stops, closing its sockets and ending its thread, when all its ranks
+// have left, when a rank leaves before all have joined (its init failed), when
+// the id expires (HPU_COMM_TIMEOUT after it was made or after the last rank
+// joined, with ranks missing), or at exit. A taken port throws
 // HPU_ERROR_ADDRESS_IN_USE naming `what` and the address.
 void socket_root_start(UniqueId &id, const Address *at = nullptr, const char *what = "rendezvous listener");
 

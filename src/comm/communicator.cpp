@@ -1,5 +1,6 @@
 #include "comm/communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <map>
@@ -42,14 +43,44 @@ void check_config(const Config &c) {
 const bool registered = (on_init(30, check_config), on_shutdown(30, abort_all), true);
 
 // A small number per group of this process (the ranks of one group share it),
-// naming the group's track in profiles.
-int group_number(const UniqueId &id) {
-  static std::mutex mu;
-  static std::map<std::string, int> numbers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = numbers.emplace(std::string(reinterpret_cast<const char *>(id.secret), sizeof id.secret),
-                            static_cast<int>(numbers.size()));
-  return it.first->second;
+// naming the group's track in profiles. The last communicator of a group in
+// this process gives it back and the next group takes the lowest free one, so
+// the profiler's tables grow with the groups alive at once, not with every
+// group ever made.
+struct GroupNumbers {
+  std::mutex mu;
+  std::map<std::string, std::pair<int, int>> live;  // secret -> number, communicators
+};
+
+GroupNumbers &group_numbers() {
+  static auto *g = new GroupNumbers();  // never destroyed: communicators may outlive statics
+  return *g;
+}
+
+int take_group_number(const UniqueId &id) {
+  GroupNumbers &g = group_numbers();
+  std::lock_guard<std::mutex> lock(g.mu);
+  std::string key(reinterpret_cast<const char *>(id.secret), sizeof id.secret);
+  auto it = g.live.find(key);
+  if (it == g.live.end()) {
+    std::vector<bool> used(g.live.size(), false);
+    for (auto &kv : g.live)
+      if (static_cast<size_t>(kv.second.first) < used.size()) used[static_cast<size_t>(kv.second.first)] = true;
+    int n = static_cast<int>(std::find(used.begin(), used.end(), false) - used.begin());
+    it = g.live.emplace(key, std::make_pair(n, 0)).first;
+  }
+  ++it->second.second;
+  return it->second.first;
+}
+
+void give_back_group_number(int number) {
+  GroupNumbers &g = group_numbers();
+  std::lock_guard<std::mutex> lock(g.mu);
+  for (auto it = g.live.begin(); it != g.live.end(); ++it)
+    if (it->second.first == number) {
+      if (--it->second.second == 0) g.live.erase(it);
+      return;
+    }
 }
 
 }  // namespace
@@ -73,13 +104,16 @@ Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int r
   transport_ = make_transport(*bootstrap_, this_process(device.ordinal()), config().comm.transport, d);
   HPU_LOG(info, "comm", "rank %d of %d on device %d joined group %s (transport %s)", rank, nranks, device.ordinal(),
           id.short_name().c_str(), transport_->name());
-  group_ = group_number(id);
+  group_ = take_group_number(id);
   prof::name_comm(group_, nranks);
   prof::name_track({prof::TrackKind::comm, group_, rank}, strf("rank %d of %d", rank, nranks));
   device_.comm_opened();
 }
 
-Communicator::~Communicator() { device_.comm_closed(); }
+Communicator::~Communicator() {
+  give_back_group_number(group_);
+  device_.comm_closed();
+}
 
 double Communicator::timeout() const {
   double t = timeout_.load(std::memory_order_relaxed);

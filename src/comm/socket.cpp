@@ -239,6 +239,7 @@ Fd listen_on(const Address &at, const char *what) {
     if (e == EADDRINUSE)
       fail(HPU_ERROR_ADDRESS_IN_USE, "%s: address %s is already in use (another job or a leftover process?)", what,
            at.str().c_str());
+    if (e == EADDRNOTAVAIL) fail(HPU_ERROR_CONFIG, "%s: %s is not an address of this host", what, at.str().c_str());
     fail(HPU_ERROR_IO, "%s: cannot bind %s: %s", what, at.str().c_str(), strerror(e));
   }
   if (::listen(fd.get(), 512) != 0) fail(HPU_ERROR_IO, "%s: listen on %s failed: %s", what, at.str().c_str(),

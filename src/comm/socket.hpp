@@ -78,7 +78,8 @@ struct Address {
 Address default_interface_address();
 
 // A listening socket bound to `at` (port 0: any free port). A taken port throws
-// HPU_ERROR_ADDRESS_IN_USE naming `what` and the address.
+// HPU_ERROR_ADDRESS_IN_USE naming `what` and the address; an address that is
+// not this host's, HPU_ERROR_CONFIG.
 Fd listen_on(const Address &at, const char *what);
 
 // Connects to `to`, retrying refusals and unreachable errors with backoff until

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <queue>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -24,6 +25,43 @@ struct StreamList {
 StreamList &stream_list() {
   static StreamList *list = new StreamList();  // never destroyed: workers outlive statics
   return *list;
+}
+
+// Forgets destroyed streams (l.mu held). An expired entry would keep the
+// stream's memory (one allocation with its count) until then.
+void forget_destroyed(StreamList &l) {
+  l.streams.erase(std::remove_if(l.streams.begin(), l.streams.end(),
+                                 [](const std::weak_ptr<Stream> &w) { return w.expired(); }),
+                  l.streams.end());
+}
+
+// Stream numbers, the profiler's tracks: a destroyed stream's number goes to
+// the next stream, so the profiler's table of track names grows with the most
+// streams alive at once, not with every stream ever created.
+struct StreamIds {
+  std::mutex mu;
+  std::priority_queue<int, std::vector<int>, std::greater<int>> free;  // lowest first
+  int next = 0;
+};
+
+StreamIds &stream_ids() {
+  static StreamIds *ids = new StreamIds();  // never destroyed, as the list
+  return *ids;
+}
+
+int take_stream_id() {
+  StreamIds &ids = stream_ids();
+  std::lock_guard<std::mutex> lock(ids.mu);
+  if (ids.free.empty()) return ids.next++;
+  int id = ids.free.top();
+  ids.free.pop();
+  return id;
+}
+
+void give_back_stream_id(int id) {
+  StreamIds &ids = stream_ids();
+  std::lock_guard<std::mutex> lock(ids.mu);
+  ids.free.push(id);
 }
 
 thread_local Stream *t_current = nullptr;
@@ -56,27 +94,23 @@ class Counted {
 }  // namespace
 
 Stream::Stream(Device *device, bool is_default) : device_(device), is_default_(is_default) {
-  static std::atomic<int> next_id{0};
-  id_ = next_id.fetch_add(1);
+  id_ = take_stream_id();
   prof::name_track({prof::TrackKind::stream, device->ordinal(), id_},
                    is_default ? "default stream" : strf("stream %d", id_));
 }
 
-Stream::~Stream() { shutdown(); }
+Stream::~Stream() {
+  shutdown();
+  give_back_stream_id(id_);
+}
 
 std::vector<std::shared_ptr<Stream>> Stream::all() {
   StreamList &l = stream_list();
   std::lock_guard<std::mutex> lock(l.mu);
+  forget_destroyed(l);
   std::vector<std::shared_ptr<Stream>> out;
-  auto it = l.streams.begin();
-  while (it != l.streams.end()) {
-    if (auto s = it->lock()) {
-      out.push_back(std::move(s));
-      ++it;
-    } else {
-      it = l.streams.erase(it);
-    }
-  }
+  for (auto &w : l.streams)
+    if (auto s = w.lock()) out.push_back(std::move(s));
   return out;
 }
 
@@ -96,6 +130,7 @@ void Stream::enqueue(std::function<void()> fn, OpKind kind) {
     worker_ = std::thread([this] { run(); });
     StreamList &l = stream_list();
     std::lock_guard<std::mutex> list_lock(l.mu);
+    forget_destroyed(l);
     l.streams.push_back(weak_from_this());
   }
   Op op{std::move(fn), kind, prof::current_api(), 0, 0};

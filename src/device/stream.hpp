@@ -92,7 +92,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   Device *device_;
   bool is_default_;
-  int id_;  // process-wide stream number, the profiler's track
+  int id_;  // the profiler's track: unique among live streams, reused after destruction
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<Op> queue_;

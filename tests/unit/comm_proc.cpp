@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -37,7 +38,19 @@ const char *const kLaunchVariables[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
     "SLURM_LOCALID", "SLURM_JOB_ID", "HPU_RANK", "HPU_WORLD_SIZE", "HPU_LOCAL_RANK", "HPU_COMM_ID",
     "HPU_COMM_SECRET", "HPU_TRANSPORT", "HPU_COMM_TIMEOUT", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE",
-    "OMPI_MCA_ess_base_jobid"};
+    "OMPI_MCA_ess_base_jobid", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_NUM_NODES", "HPU_COMM_LISTEN"};
+
+// The processes' secret file lives in a folder of this test run (every
+// "host" of the network namespaces shares the filesystem, so it too).
+const std::string &config_home() {
+  static const std::string *dir = [] {  // never destroyed: the exit handler reads it
+    char path[] = "/tmp/hpu-comm-proc-XXXXXX";
+    if (!mkdtemp(path)) abort();
+    std::atexit([] { std::filesystem::remove_all(config_home()); });
+    return new std::string(path);
+  }();
+  return *dir;
+}
 
 double now() {
   timespec ts;
@@ -55,10 +68,12 @@ struct Proc {
   int code = -1;
 };
 
-// Starts argv with the parent's environment minus every launch variable, plus `env`.
+// Starts argv with the parent's environment minus every launch variable, plus
+// the secret file's folder and `env`.
 Proc spawn(const std::vector<std::string> &argv, const Env &env) {
   int fds[2];
   if (pipe(fds) != 0) abort();
+  const std::string &home = config_home();  // made here, before the fork
   Proc p;
   p.pid = fork();
   if (p.pid == 0) {
@@ -67,6 +82,7 @@ Proc spawn(const std::vector<std::string> &argv, const Env &env) {
     close(fds[1]);
     setpgid(0, 0);
     for (const char *v : kLaunchVariables) unsetenv(v);
+    setenv("XDG_CONFIG_HOME", home.c_str(), 1);
     for (auto &[k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char *> args;
     for (auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
