@@ -26,11 +26,16 @@ Dims Dims::shape(int ndim, const int64_t *sizes, const char *arg) {
     HPU_CHECK_ARG(sizes[i] >= 0, "%s[%d] is %lld; sizes must be >= 0", arg, i, static_cast<long long>(sizes[i]));
     d.v[i] = sizes[i];
   }
-  int64_t product = 1;
-  for (int i = 0; i < ndim; ++i)
-    HPU_CHECK_ARG(!__builtin_mul_overflow(product, std::max<int64_t>(d.v[i], 1), &product) && product <= kMaxElements,
-                  "%s %s is too large: its sizes (0 counted as 1) multiply past 2^60", arg, d.str().c_str());
+  HPU_CHECK_ARG(d.within_limit(), "%s %s is too large: its sizes (0 counted as 1) multiply past 2^60", arg,
+                d.str().c_str());
   return d;
+}
+
+bool Dims::within_limit() const {
+  int64_t product = 1;
+  for (int i = 0; i < n; ++i)
+    if (__builtin_mul_overflow(product, std::max<int64_t>(v[i], 1), &product) || product > kMaxElements) return false;
+  return true;
 }
 
 int64_t Dims::numel() const {
@@ -88,6 +93,8 @@ Storage::~Storage() {
 }
 
 std::shared_ptr<Tensor> Tensor::empty(Device &dev, hpuDataType_t dtype, const Dims &shape) {
+  HPU_CHECK_ARG(shape.within_limit(), "a result of shape %s would be too large: its sizes (0 counted as 1) multiply "
+                "past 2^60", shape.str().c_str());
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   void *p = bytes ? dev.allocate(bytes) : nullptr;
   std::shared_ptr<Storage> storage;

@@ -47,6 +47,9 @@ struct Dims {
   int64_t &operator[](int i) { return v[i]; }
   const int64_t *data() const { return v.data(); }
   int64_t numel() const;              // product of the entries (1 for n == 0)
+  // True when the sizes, 0 counted as 1, multiply to at most kMaxElements:
+  // numel, contiguous strides and byte counts then fit in int64.
+  bool within_limit() const;
   std::string str() const;            // "[2, 3]"
   bool operator==(const Dims &o) const;
   bool operator!=(const Dims &o) const { return !(*this == o); }
@@ -79,7 +82,9 @@ struct Storage {
 class Tensor {
  public:
   // A new contiguous tensor with owned memory from dev's allocator; contents
-  // unspecified. Throws HPU_ERROR_OUT_OF_MEMORY with the device's figures.
+  // unspecified. Throws HPU_ERROR_OUT_OF_MEMORY with the device's figures, or
+  // HPU_ERROR_INVALID_ARGUMENT when shape is past the limit (an op's result
+  // broadcast or multiplied from its inputs' shapes can be).
   static std::shared_ptr<Tensor> empty(Device &dev, hpuDataType_t dtype, const Dims &shape);
 
   // offset and strides in elements.

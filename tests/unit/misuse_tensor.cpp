@@ -278,3 +278,18 @@ TEST_F(Misuse, WindowWithHugeOrNegativeOffsets) {
   EXPECT_HPU_OK(hpuTensorRelease(base));
   expect_outside_untouched();
 }
+
+TEST_F(Misuse, OpResultsWhoseShapeOverflows) {
+  // 8 GiB inputs (reserved, never touched) whose broadcast or product has
+  // 2^62 elements: 2^64 bytes wrapped to 0, and the op wrote through a NULL
+  // result.
+  const int64_t col[2] = {int64_t(1) << 31, 1}, row[2] = {1, int64_t(1) << 31};
+  hpuTensor_t a = nullptr, b = nullptr, out = nullptr;
+  ASSERT_HPU_OK(hpuTensorCreate(&a, dev, HPU_FLOAT32, 2, col));
+  ASSERT_HPU_OK(hpuTensorCreate(&b, dev, HPU_FLOAT32, 2, row));
+  EXPECT_HPU_FAIL(hpuAdd(nullptr, a, b, &out), HPU_ERROR_INVALID_ARGUMENT, "[2147483648, 2147483648]", "2^60");
+  EXPECT_HPU_FAIL(hpuMm(nullptr, a, b, &out), HPU_ERROR_INVALID_ARGUMENT, "[2147483648, 2147483648]", "2^60");
+  EXPECT_EQ(out, nullptr);
+  EXPECT_HPU_OK(hpuTensorRelease(b));
+  EXPECT_HPU_OK(hpuTensorRelease(a));
+}
