@@ -30,7 +30,8 @@ HPU_EXTERN_C_BEGIN
 /* ---- life ---------------------------------------------------------------- */
 
 /* New contiguous (row-major) tensor on `dev`; contents are unspecified (as
- * torch.empty). shape may be NULL when ndim is 0. */
+ * torch.empty). shape may be NULL when ndim is 0. The sizes, with 0 counted
+ * as 1, may multiply to at most 2^60 (else HPU_ERROR_INVALID_ARGUMENT). */
 HPU_API hpuStatus_t hpuTensorCreate(hpuTensor_t *tensor, hpuDevice_t dev, hpuDataType_t dtype, int ndim,
                                     const int64_t *shape);
 
@@ -40,10 +41,13 @@ HPU_API hpuStatus_t hpuTensorCreateFromHost(hpuTensor_t *tensor, hpuDevice_t dev
                                             const int64_t *shape, const void *data);
 
 /* A tensor over device memory from hpuMemAlloc, not owned: releasing the tensor
- * leaves the memory allocated. strides NULL means contiguous. Every element
- * must lie inside one live allocation of an open device. Until the tensor and
- * every view of it are released, hpuMemFree of that allocation fails with
- * HPU_ERROR_BUSY. */
+ * leaves the memory allocated. strides NULL means contiguous; strides are
+ * >= 0, so data is the lowest byte touched. Every element must lie inside one
+ * live allocation of an open device. A stride that puts an element more than
+ * 2^63 bytes past data (checked without overflow, even when the tensor is
+ * empty; the stride of a size-1 dim is ignored) is HPU_ERROR_INVALID_ARGUMENT
+ * naming it. Until the tensor and every view of it are released, hpuMemFree of
+ * that allocation fails with HPU_ERROR_BUSY. */
 HPU_API hpuStatus_t hpuTensorWrap(hpuTensor_t *tensor, void *data, hpuDataType_t dtype, int ndim,
                                   const int64_t *shape, const int64_t *strides);
 
@@ -78,11 +82,14 @@ HPU_API hpuStatus_t hpuTensorFill(hpuTensor_t tensor, double value, hpuStream_t 
 /* ---- views (share memory with `base` and keep it alive) -------------------- */
 
 /* Same elements, new shape; base must be contiguous. One entry of shape may
- * be -1: it is inferred. */
+ * be -1: it is inferred. Sizes that multiply past 2^60 (the -1 and zeros
+ * counted as 1) are HPU_ERROR_INVALID_ARGUMENT. */
 HPU_API hpuStatus_t hpuTensorReshape(hpuTensor_t *view, hpuTensor_t base, int ndim, const int64_t *shape);
 
 /* Elements start, start + step, ... < end along `dim` (negative dim counts from
- * the end; 0 <= start <= end <= size; step >= 1). */
+ * the end; 0 <= start <= end <= size; step >= 1). Any step >= 1 is valid: one
+ * past the end keeps one element, and a dim of one element keeps the base's
+ * stride (the stride is multiplied by step only when two or more remain). */
 HPU_API hpuStatus_t hpuTensorSlice(hpuTensor_t *view, hpuTensor_t base, int dim, int64_t start, int64_t end,
                                    int64_t step);
 

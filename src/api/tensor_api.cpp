@@ -150,9 +150,15 @@ HPU_API hpuStatus_t hpuTensorWrap(hpuTensor_t *tensor, void *data, hpuDataType_t
   const size_t es = dtype_size(dtype);
   HPU_CHECK_ARG(reinterpret_cast<uintptr_t>(data) % es == 0, "data %p is not aligned to the %zu-byte %s elements",
                 data, es, dtype_name(dtype));
-  // Bytes from data to the end of the last element.
+  // Bytes from data to the end of the last element (strides are >= 0, so data
+  // is the lowest byte): an element past INT64_MAX bytes is out of any memory.
   int64_t last = 0;
-  for (int i = 0; i < ndim; ++i) last += (sh[i] > 0 ? sh[i] - 1 : 0) * st[i];
+  int bad = furthest_element(sh, st, std::numeric_limits<int64_t>::max() / static_cast<int64_t>(es) - 1, &last);
+  if (bad >= 0)
+    fail(HPU_ERROR_INVALID_ARGUMENT,
+         "strides[%d] %lld puts element %lld of dim %d (shape %s, strides %s) more than 8 EiB past data %p", bad,
+         static_cast<long long>(st[bad]), static_cast<long long>(sh[bad] - 1), bad, sh.str().c_str(),
+         st.str().c_str(), data);
   size_t extent = sh.numel() == 0 ? 0 : (static_cast<size_t>(last) + 1) * es;
   // Pinned from the check until the handle pins it too: no free comes between.
   DeviceMemory m = device_memory(data, std::max<size_t>(extent, 1), "data", true);
@@ -233,24 +239,24 @@ HPU_API hpuStatus_t hpuTensorReshape(hpuTensor_t *view, hpuTensor_t base, int nd
   HPU_CHECK_ARG(ndim == 0 || shape != nullptr, "shape is NULL with ndim %d", ndim);
   int64_t sizes[kMaxDims];
   int infer = -1;
-  int64_t known = 1;
   for (int i = 0; i < ndim; ++i) {
     sizes[i] = shape[i];
     if (shape[i] == -1) {
       HPU_CHECK_ARG(infer < 0, "shape[%d] and shape[%d] are both -1; at most one size is inferred", infer, i);
       infer = i;
+      sizes[i] = 1;  // for now: Dims::shape checks the product of the others
     } else {
       HPU_CHECK_ARG(shape[i] >= 0, "shape[%d] is %lld; sizes must be >= 0 (or one -1)", i,
                     static_cast<long long>(shape[i]));
-      known *= shape[i];
     }
   }
+  Dims sh = Dims::shape(ndim, sizes, infer >= 0 ? "shape (its -1 taken as 1)" : "shape");
   if (infer >= 0) {
+    const int64_t known = sh.numel();
     HPU_CHECK_ARG(known != 0 && b->numel() % known == 0, "shape[%d] = -1 cannot be inferred: %lld elements into %lld",
                   infer, static_cast<long long>(b->numel()), static_cast<long long>(known));
-    sizes[infer] = b->numel() / known;
+    sh[infer] = b->numel() / known;
   }
-  Dims sh = Dims::shape(ndim, sizes, "shape");
   HPU_CHECK_ARG(sh.numel() == b->numel(), "shape %s has %lld elements but base %s has %lld", sh.str().c_str(),
                 static_cast<long long>(sh.numel()), b->str().c_str(), static_cast<long long>(b->numel()));
   *view = tensor_handle(b->view(sh, sh.contiguous_strides(), b->offset()));
@@ -270,10 +276,19 @@ HPU_API hpuStatus_t hpuTensorSlice(hpuTensor_t *view, hpuTensor_t base, int dim,
   HPU_CHECK_ARG(end >= start && end <= size, "end %lld is out of range (start %lld .. size %lld)",
                 static_cast<long long>(end), static_cast<long long>(start), static_cast<long long>(size));
   HPU_CHECK_ARG(step >= 1, "step %lld must be >= 1", static_cast<long long>(step));
+  // Every quantity below stays inside the base's span, so nothing overflows:
+  // (n - 1) x step < size, and an element's offset is one of the base's.
+  const int64_t n = end == start ? 0 : (end - start - 1) / step + 1;
   Dims sh = b->shape(), st = b->strides();
-  sh[d] = (end - start + step - 1) / step;
-  st[d] = b->strides()[d] * step;
-  *view = tensor_handle(b->view(sh, st, b->offset() + start * b->strides()[d]));
+  sh[d] = n;
+  // A dim of one element is never stepped along: it keeps the base's stride
+  // (stride x step may not fit).
+  if (n > 1) st[d] *= step;
+  // An empty view reads nothing; it stays at the base's offset (start x
+  // stride may not fit when start is the size).
+  int64_t offset = b->offset();
+  if (sh.numel() > 0) offset += start * b->strides()[d];
+  *view = tensor_handle(b->view(sh, st, offset));
   HPU_API_END
 }
 

@@ -26,12 +26,16 @@ Dims Dims::shape(int ndim, const int64_t *sizes, const char *arg) {
     HPU_CHECK_ARG(sizes[i] >= 0, "%s[%d] is %lld; sizes must be >= 0", arg, i, static_cast<long long>(sizes[i]));
     d.v[i] = sizes[i];
   }
-  // The element count must fit comfortably in int64 and size_t byte counts.
-  long double total = 1;
-  for (int i = 0; i < ndim; ++i) total *= static_cast<long double>(d.v[i]);
-  HPU_CHECK_ARG(total < static_cast<long double>(int64_t(1) << 60), "%s %s has too many elements", arg,
+  HPU_CHECK_ARG(d.within_limit(), "%s %s is too large: its sizes (0 counted as 1) multiply past 2^60", arg,
                 d.str().c_str());
   return d;
+}
+
+bool Dims::within_limit() const {
+  int64_t product = 1;
+  for (int i = 0; i < n; ++i)
+    if (__builtin_mul_overflow(product, std::max<int64_t>(v[i], 1), &product) || product > kMaxElements) return false;
+  return true;
 }
 
 int64_t Dims::numel() const {
@@ -64,6 +68,19 @@ Dims Dims::contiguous_strides() const {
   return s;
 }
 
+int furthest_element(const Dims &shape, const Dims &strides, int64_t max, int64_t *last) {
+  int64_t sum = 0;
+  for (int i = 0; i < shape.n; ++i) {
+    if (shape[i] == 0) continue;
+    int64_t reach;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) || __builtin_add_overflow(sum, reach, &sum) ||
+        sum > max)
+      return i;
+  }
+  *last = sum;
+  return -1;
+}
+
 // ---- Storage and Tensor ------------------------------------------------------------
 
 Storage::~Storage() {
@@ -76,6 +93,8 @@ Storage::~Storage() {
 }
 
 std::shared_ptr<Tensor> Tensor::empty(Device &dev, hpuDataType_t dtype, const Dims &shape) {
+  HPU_CHECK_ARG(shape.within_limit(), "a result of shape %s would be too large: its sizes (0 counted as 1) multiply "
+                "past 2^60", shape.str().c_str());
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   void *p = bytes ? dev.allocate(bytes) : nullptr;
   std::shared_ptr<Storage> storage;
@@ -94,6 +113,14 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, hpuDataType_t dtype, const Dims
       numel_(shape.numel()) {}
 
 std::shared_ptr<Tensor> Tensor::view(const Dims &shape, const Dims &strides, int64_t offset) const {
+  // Each entry point checks its arguments; this makes sure that no view
+  // reaches outside the memory of its base, whatever an entry point missed.
+  const int64_t room = static_cast<int64_t>(storage_->bytes / element_size());
+  int64_t last = 0;
+  if (offset < 0 || offset > room ||
+      (shape.numel() > 0 && furthest_element(shape, strides, room - offset - 1, &last) >= 0))
+    fail(HPU_ERROR_INTERNAL, "a view of shape %s, strides %s at element %lld reaches outside its base's %lld elements",
+         shape.str().c_str(), strides.str().c_str(), static_cast<long long>(offset), static_cast<long long>(room));
   return std::make_shared<Tensor>(storage_, dtype_, shape, strides, offset);
 }
 

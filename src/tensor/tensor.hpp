@@ -27,6 +27,9 @@ using kernels::dtype_size;
 using kernels::is_floating;
 
 constexpr int kMaxDims = HPU_TENSOR_MAX_DIMS;
+// Most elements a shape may describe: numel x an element size (<= 8 bytes)
+// fits in int64, with room to spare.
+constexpr int64_t kMaxElements = int64_t(1) << 60;
 
 // Sizes or strides of up to kMaxDims dims; a small value type.
 struct Dims {
@@ -35,19 +38,31 @@ struct Dims {
 
   Dims() = default;
   Dims(std::initializer_list<int64_t> list);
-  // Checks ndim and (for shapes) sizes >= 0, naming `arg` in the error.
+  // Checks ndim, sizes >= 0 and that the sizes multiply to at most
+  // kMaxElements (sizes of 0 counted as 1, so that contiguous strides fit
+  // too), naming `arg` and the value in the error.
   static Dims shape(int ndim, const int64_t *sizes, const char *arg);
 
   int64_t operator[](int i) const { return v[i]; }
   int64_t &operator[](int i) { return v[i]; }
   const int64_t *data() const { return v.data(); }
   int64_t numel() const;              // product of the entries (1 for n == 0)
+  // True when the sizes, 0 counted as 1, multiply to at most kMaxElements:
+  // numel, contiguous strides and byte counts then fit in int64.
+  bool within_limit() const;
   std::string str() const;            // "[2, 3]"
   bool operator==(const Dims &o) const;
   bool operator!=(const Dims &o) const { return !(*this == o); }
   // Row-major strides for this shape.
   Dims contiguous_strides() const;
 };
+
+// The offset, in elements from element 0, of the furthest element that a
+// tensor of `shape` and `strides` (each >= 0) reaches: the sum over its dims of
+// (size - 1) x stride, dims of size 0 left out. Computed without overflow: *last
+// gets the sum and the result is -1 when it is at most `max`; otherwise the
+// result is the dim that takes the sum past `max`.
+int furthest_element(const Dims &shape, const Dims &strides, int64_t max, int64_t *last);
 
 // Device memory shared by a tensor and its views. Owned memory goes back to
 // the device when the last user lets go (deferred past queued work that may
@@ -71,7 +86,9 @@ struct Storage {
 class Tensor {
  public:
   // A new contiguous tensor with owned memory from dev's allocator; contents
-  // unspecified. Throws HPU_ERROR_OUT_OF_MEMORY with the device's figures.
+  // unspecified. Throws HPU_ERROR_OUT_OF_MEMORY with the device's figures, or
+  // HPU_ERROR_INVALID_ARGUMENT when shape is past the limit (an op's result
+  // broadcast or multiplied from its inputs' shapes can be).
   static std::shared_ptr<Tensor> empty(Device &dev, hpuDataType_t dtype, const Dims &shape);
 
   // offset and strides in elements.
