@@ -80,9 +80,9 @@ void set_timeout(Config &c, const std::string &where, const std::string &value) 
 void set_ib(IbConfig &ib, const char *key, const std::string &where, const std::string &value) {
   if (strcmp(key, "hca") == 0) {
     ib.hca = value;
-  } else if (strcmp(key, "adapter") == 0) {
-    if (value != "libibverbs" && value != "test") bad(where, value, "libibverbs, or test (the in-memory test adapter)");
-    ib.adapter = value;
+  } else if (strcmp(key, "library") == 0) {
+    if (value.empty()) bad(where, value, "a libibverbs file name or path, such as libibverbs.so.1");
+    ib.library = value;
   } else if (strcmp(key, "gid_index") == 0) {
     ib.gid_index = parse_int(where, value, -1, 1023);
   } else if (strcmp(key, "roce_version") == 0) {
@@ -97,27 +97,24 @@ void set_ib(IbConfig &ib, const char *key, const std::string &where, const std::
     ib.timeout = parse_int(where, value, 1, 31);
   } else if (strcmp(key, "retry_cnt") == 0) {
     ib.retry_cnt = parse_int(where, value, 0, 7);
-  } else if (strcmp(key, "test_fault") == 0) {
-    size_t colon = value.find(':');
-    std::string kind = value.substr(0, colon);
-    if (colon != std::string::npos) parse_int(where, value.substr(colon + 1), 0, 1 << 30);
-    if (kind != "retry_exceeded" && kind != "remote_access" && kind != "qp_error" && kind != "port_down" &&
-        kind != "device_fatal")
-      bad(where, value, "kind[:n], kind one of retry_exceeded, remote_access, qp_error, port_down, device_fatal");
-    ib.test_fault = value;
+  } else if (strcmp(key, "adapter") == 0 || strcmp(key, "test_fault") == 0) {
+    fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: the setting no longer exists; the verbs transport loads the "
+         "libibverbs that HPU_IB_LIBRARY names (default libibverbs.so.1)", where.c_str(), value.c_str());
   }
 }
 
 // The comm.ib keys and their variables.
 constexpr const char *kIbKeys[][2] = {
     {"hca", "HPU_IB_HCA"},
-    {"adapter", "HPU_IB_ADAPTER"},
+    {"library", "HPU_IB_LIBRARY"},
     {"gid_index", "HPU_IB_GID_INDEX"},
     {"roce_version", "HPU_IB_ROCE_VERSION"},
     {"addr_family", "HPU_IB_ADDR_FAMILY"},
     {"qps_per_port", "HPU_IB_QPS_PER_PORT"},
     {"timeout", "HPU_IB_TIMEOUT"},
     {"retry_cnt", "HPU_IB_RETRY_CNT"},
+    // Gone (they selected and configured a test adapter): setting one fails, saying so.
+    {"adapter", "HPU_IB_ADAPTER"},
     {"test_fault", "HPU_IB_TEST_FAULT"},
 };
 
@@ -137,8 +134,8 @@ void apply_ib_object(IbConfig &ib, const std::string &path, json_t *obj) {
     for (auto &k : kIbKeys) known = known || strcmp(key, k[0]) == 0;
     if (!known)
       fail(HPU_ERROR_CONFIG,
-           "%s: unknown key \"comm.ib.%s\" (known: hca, adapter, gid_index, roce_version, addr_family, qps_per_port, "
-           "timeout, retry_cnt, test_fault)",
+           "%s: unknown key \"comm.ib.%s\" (known: hca, library, gid_index, roce_version, addr_family, qps_per_port, "
+           "timeout, retry_cnt)",
            path.c_str(), key);
     std::string where = path + ": comm.ib." + key;
     set_ib(ib, key, where, json_text(where, v));

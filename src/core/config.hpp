@@ -13,14 +13,14 @@ namespace hpu {
 // The verbs transport (HPU_IB_* / the "comm.ib" object of HPU_CONFIG).
 struct IbConfig {
   std::string hca;                     // HPU_IB_HCA / "hca": device and port filter, as NCCL_IB_HCA; empty = all
-  std::string adapter = "libibverbs";  // HPU_IB_ADAPTER / "adapter": "libibverbs" or "test" (the test adapter)
+  // HPU_IB_LIBRARY / "library": the libibverbs dlopen loads, a file name or a path
+  std::string library = "libibverbs.so.1";
   int gid_index = -1;                  // HPU_IB_GID_INDEX / "gid_index": RoCE GID table index; -1 = chosen
   int roce_version = 2;                // HPU_IB_ROCE_VERSION / "roce_version": 1 or 2, for the chosen GID
   int addr_family = 4;                 // HPU_IB_ADDR_FAMILY / "addr_family": 4 (AF_INET) or 6 (AF_INET6)
   int qps_per_port = 1;                // HPU_IB_QPS_PER_PORT / "qps_per_port": QPs per peer and port, 1..16
   int timeout = 14;                    // HPU_IB_TIMEOUT / "timeout": ACK timeout 4.096 us * 2^n, 1..31
   int retry_cnt = 7;                   // HPU_IB_RETRY_CNT / "retry_cnt": 0..7
-  std::string test_fault;              // HPU_IB_TEST_FAULT / "test_fault": the test adapter's injected fault
 };
 
 struct CommConfig {

@@ -1,5 +1,5 @@
 // Every collective algorithm run through one rank's endpoint of a process
-// transport (comm_wire: tcp and shm; comm_verbs: verbs over the test adapter),
+// transport (comm_wire: tcp and shm; comm_verbs: verbs over the fake libibverbs),
 // on host memory, checked against the references of comm_harness.hpp. The
 // algorithms post their steps chained (Ctx::send's `after`), so this also runs
 // the transports' chains: many steps in flight, sizes on both sides of the

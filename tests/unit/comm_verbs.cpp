@@ -1,10 +1,11 @@
-// The verbs transport from the inside, over the in-memory TEST ADAPTER
-// (HPU_IB_ADAPTER=test; there is no RDMA hardware here): forked ranks (the
+// The verbs transport from the inside, over the FAKE libibverbs of
+// tests/support/fake_ibverbs (HPU_IB_LIBRARY names it; there is no RDMA
+// hardware here): forked ranks (the
 // fork harness of comm_harness.hpp) build
 // the net protocol over verbs links and exchange messages (eager and chunked,
 // plain and combined) and run every collective algorithm over them, checked
 // against references computed here (comm_harness.hpp); a killed peer fails the others with HPU_ERROR_REMOTE
-// within 2 s, a stopped one makes them time out; each injected adapter fault
+// within 2 s, a stopped one makes them time out; each fault the fake injects
 // fails every rank with its status, stickily; abort never blocks. Compiles the
 // comm sources it needs into itself (comm_verbs.cmake). Measures nothing.
 #include <gtest/gtest.h>
@@ -37,12 +38,12 @@ using Ms = std::chrono::milliseconds;
 
 namespace {
 
-// Every peer reached over verbs, through the test adapter.
+// Every peer reached over verbs, through the fake libibverbs.
 Endpoint verbs(const UniqueId &id, int rank, int n, Deadline d) {
-  setenv("HPU_IB_ADAPTER", "test", 1);
+  setenv("HPU_IB_LIBRARY", HPU_FAKE_IBVERBS, 1);
   Endpoint e;
   e.bootstrap = socket_bootstrap(id, rank, n, d);
-  hpu::IbConfig cfg = hpu::load_config().comm.ib;  // HPU_IB_ADAPTER=test, and the fault a test sets
+  hpu::IbConfig cfg = hpu::load_config().comm.ib;  // HPU_IB_LIBRARY: the fake
   auto ports = verbs_ports(*e.bootstrap, true, true, cfg, d);
   EXPECT_EQ(ports.size(), static_cast<size_t>(n));
   std::vector<int> peers;
@@ -57,11 +58,11 @@ Endpoint verbs(const UniqueId &id, int rank, int n, Deadline d) {
 
 }  // namespace
 
-TEST(CommVerbs, ExchangeOverTheTestAdapter) {
+TEST(CommVerbs, ExchangeOverTheFakeLibibverbs) {
   for (int n : {2, 4}) expect_exchanges(verbs, n, "verbs");
 }
 
-TEST(CommVerbs, CollectivesOverTheTestAdapter) {
+TEST(CommVerbs, CollectivesOverTheFakeLibibverbs) {
   const int n = 3;
   auto s = shared_page();
   auto pids = fork_ranks(n, [&](int r) {
@@ -73,7 +74,7 @@ TEST(CommVerbs, CollectivesOverTheTestAdapter) {
 }
 
 TEST(CommVerbs, ForcedWithoutADeviceIsNotAvailable) {
-  unsetenv("HPU_IB_ADAPTER");  // the real libibverbs: no device on this machine
+  unsetenv("HPU_IB_LIBRARY");  // the real libibverbs: no device on this machine
   auto b = socket_bootstrap(root_here(), 0, 1, in(10));
   try {
     verbs_ports(*b, true, true, hpu::IbConfig{}, in(10));
@@ -84,10 +85,26 @@ TEST(CommVerbs, ForcedWithoutADeviceIsNotAvailable) {
   }
 }
 
+// HPU_IB_LIBRARY naming a file that is not there: forced verbs is not
+// available, and the message says which library could not be loaded.
+TEST(CommVerbs, ForcedWithAMissingLibraryIsNotAvailable) {
+  auto b = socket_bootstrap(root_here(), 0, 1, in(10));
+  hpu::IbConfig cfg;
+  cfg.library = "/nonexistent/libibverbs.so.1";
+  try {
+    verbs_ports(*b, true, true, cfg, in(10));
+    FAIL() << "HPU_TRANSPORT=verbs accepted without its library";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.status(), HPU_ERROR_NOT_AVAILABLE);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/libibverbs.so.1 cannot be loaded"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Unforced, with peers on other hosts: libibverbs.so.1 loads, lists no device,
 // and the rank falls back to tcp with a log line that says why.
 TEST(CommVerbs, NoDeviceFallsBackToTcpWithALogLine) {
-  unsetenv("HPU_IB_ADAPTER");
+  unsetenv("HPU_IB_LIBRARY");
   auto b = socket_bootstrap(root_here(), 0, 1, in(10));
   static std::vector<std::string> lines;
   hpu::set_log_level(hpu::LogLevel::info);
@@ -104,7 +121,7 @@ TEST(CommVerbs, NoDeviceFallsBackToTcpWithALogLine) {
 
 namespace {
 
-// Rank 1's adapter injects `fault` on its 20th send; every rank must fail with
+// Rank 1's fake libibverbs injects `fault` on its 20th send; every rank must fail with
 // `others` (the faulty rank with `own`) within 5 s, and stay failed; the
 // faulty rank's message names the fault, in one of the words given: a fault
 // both ends of a queue pair see may reach rank 1 first from the other end.
@@ -112,7 +129,7 @@ void inject(const char *fault, hpuStatus_t own, hpuStatus_t others, std::vector<
   const int n = 3;
   auto s = shared_page();
   auto pids = fork_ranks(n, [&](int r) {
-    if (r == 1) setenv("HPU_IB_TEST_FAULT", (std::string(fault) + ":20").c_str(), 1);
+    if (r == 1) setenv("HPU_FAKE_IBV_FAULT", (std::string(fault) + ":20").c_str(), 1);
     Endpoint e = verbs(job_id(*s, r, in(20)), r, n, in(20));
     auto t0 = Clock::now();
     try {

@@ -1,9 +1,10 @@
 // The collectives through the public API between forked processes over the
-// verbs transport, run on the in-memory TEST ADAPTER (HPU_TRANSPORT=verbs,
-// HPU_IB_ADAPTER=test; there is no RDMA hardware here): every collective, a
-// sample of data types and operations, small and chunked sizes, against
-// references computed here; and an injected adapter fault failing every
-// rank's next collective with its status. Measures nothing.
+// verbs transport, run on the FAKE libibverbs of tests/support/fake_ibverbs
+// (HPU_TRANSPORT=verbs, HPU_IB_LIBRARY names the fake; there is no RDMA
+// hardware here): every collective, a sample of data types and operations,
+// small and chunked sizes, against references computed here; and a fault the
+// fake injects failing every rank's next collective with its status. Measures
+// nothing.
 #include <gtest/gtest.h>
 #include <hpu/hpu.h>
 #include <sys/mman.h>
@@ -159,7 +160,7 @@ bool run_collectives(Rank &k) {
 }
 
 // `before_init(r)` runs in rank r's process before the library initialises
-// (the adapter reads its fault settings when a communicator is made).
+// (the fake reads its fault setting when a communicator is made).
 std::vector<int> run(Shared *sh, const std::function<int(Rank &)> &body,
                      const std::function<void(int)> &before_init = nullptr) {
   auto pids = fork_ranks(kRanks, [&](int r) {
@@ -174,26 +175,26 @@ std::vector<int> run(Shared *sh, const std::function<int(Rank &)> &body,
   return reap(pids, 90);
 }
 
-// The ranks forked from here use verbs over the test adapter.
-void over_the_test_adapter() {
+// The ranks forked from here use verbs over the fake libibverbs.
+void over_the_fake_libibverbs() {
   setenv("HPU_TRANSPORT", "verbs", 1);
-  setenv("HPU_IB_ADAPTER", "test", 1);
+  setenv("HPU_IB_LIBRARY", HPU_FAKE_IBVERBS, 1);
 }
 
 }  // namespace
 
-TEST(CommVerbsProc, CollectivesOverTheTestAdapter) {
-  over_the_test_adapter();
+TEST(CommVerbsProc, CollectivesOverTheFakeLibibverbs) {
+  over_the_fake_libibverbs();
   Shared *sh = shared();
   auto codes = run(sh, [](Rank &k) { return run_collectives(k) ? 0 : 4; });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
   munmap(sh, sizeof *sh);
 }
 
-// Rank 1's adapter fails its 30th send with a remote access error: every
+// Rank 1's fake libibverbs fails its 30th send with a remote access error: every
 // rank's collective fails with HPU_ERROR_REMOTE, and the communicator stays failed.
 TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
-  over_the_test_adapter();
+  over_the_fake_libibverbs();
   Shared *sh = shared();
   auto codes = run(
       sh,
@@ -213,7 +214,7 @@ TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
     return 0;
       },
       [](int r) {
-        if (r == 1) setenv("HPU_IB_TEST_FAULT", "remote_access:30", 1);
+        if (r == 1) setenv("HPU_FAKE_IBV_FAULT", "remote_access:30", 1);
       });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r << ": " << sh->message[r];
   // Rank 1's own completion says "remote access error"; the responder's queue
@@ -238,7 +239,7 @@ void catch_summary(hpuLogLevel_t, const char *line, void *) {
 // straight into receive buffers, and the registration cache registered each
 // device segment once and then found it again.
 TEST(CommVerbsProc, LargeTransfersIntoDeviceMemoryAreZeroCopy) {
-  over_the_test_adapter();
+  over_the_fake_libibverbs();
   setenv("HPU_LOG_LEVEL", "debug", 1);
   Shared *sh = shared();
   auto codes = run(

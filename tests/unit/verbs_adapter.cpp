@@ -1,7 +1,15 @@
-// The verbs function tables: the real one loads libibverbs.so.1 and finds no
-// device on this machine; the in-memory TEST ADAPTER behaves as the verbs do
-// (QP state machine, MR keys and bounds, completions, the fabric between
-// threads and processes, injected faults). Nothing here measures RDMA.
+// The verbs function table, loaded through dlopen: from rdma-core's
+// libibverbs.so.1 it finds no device on this machine; from the FAKE
+// libibverbs of tests/support/fake_ibverbs (HPU_IB_LIBRARY names it) it
+// behaves as the verbs do (QP state machine, MR keys and bounds, completions,
+// the fabric between threads and processes, injected faults). Nothing here
+// measures RDMA.
+//
+// Each test expects a process of its own, as CTest runs them: the fake keeps
+// its state for the process (a port an injected fault took down stays down),
+// and once it is loaded, dlopen of its soname, libibverbs.so.1, finds it
+// instead of rdma-core's.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -12,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -22,7 +31,17 @@ using namespace hpu::comm;
 
 namespace {
 
-const VerbsApi &A() { return *verbs_test_api(); }
+// The table of the fake libibverbs.
+const VerbsApi &A() {
+  std::string why;
+  const VerbsApi *api = verbs_load(HPU_FAKE_IBVERBS, &why);
+  if (!api) throw std::runtime_error(why);
+  return *api;
+}
+
+// The fault the fake injects from the next device listing on (each Endpoint
+// lists the devices).
+void fake_fault(const char *spec) { setenv("HPU_FAKE_IBV_FAULT", spec, 1); }
 
 struct Endpoint {
   ibv_context *ctx = nullptr;
@@ -137,7 +156,7 @@ void connect(Endpoint &a, Endpoint &b) {
 
 TEST(VerbsReal, LoadsLibibverbsAndFindsNoDevice) {
   std::string why;
-  const VerbsApi *api = verbs_real_api(&why);
+  const VerbsApi *api = verbs_load("libibverbs.so.1", &why);
   ASSERT_NE(api, nullptr) << why;  // libibverbs1 is a dependency (scripts/packages.txt)
   EXPECT_STREQ(api->name, "libibverbs.so.1");
   std::vector<VerbsPort> ports;
@@ -145,19 +164,35 @@ TEST(VerbsReal, LoadsLibibverbsAndFindsNoDevice) {
   EXPECT_NE(why.find("no RDMA device found"), std::string::npos) << why;
 }
 
-TEST(VerbsReal, AdapterVariableSelectsTheTable) {
+// HPU_IB_LIBRARY names the library dlopen loads (default libibverbs.so.1);
+// one that cannot be loaded, or lacks an entry point, makes verbs unavailable
+// with the reason. HPU_IB_ADAPTER, which chose a test adapter inside libhpu,
+// is no longer a setting.
+TEST(VerbsReal, LibraryVariableSelectsTheLibrary) {
   std::string why;
-  unsetenv("HPU_IB_ADAPTER");
-  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), verbs_real_api(&why));
+  unsetenv("HPU_IB_LIBRARY");
+  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), verbs_load("libibverbs.so.1", &why));
+  setenv("HPU_IB_LIBRARY", HPU_FAKE_IBVERBS, 1);
+  const VerbsApi *fake = verbs_api(hpu::load_config().comm.ib, &why);
+  ASSERT_NE(fake, nullptr) << why;
+  EXPECT_STREQ(fake->name, HPU_FAKE_IBVERBS);
+  EXPECT_NE(fake, verbs_load("libibverbs.so.1", &why));
+  setenv("HPU_IB_LIBRARY", "/nonexistent/libibverbs.so.1", 1);
+  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), nullptr);
+  EXPECT_NE(why.find("/nonexistent/libibverbs.so.1 cannot be loaded"), std::string::npos) << why;
+  setenv("HPU_IB_LIBRARY", "libz.so.1", 1);  // a library, but not libibverbs
+  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), nullptr);
+  EXPECT_NE(why.find("libz.so.1 has no symbol ibv_get_device_list"), std::string::npos) << why;
+  unsetenv("HPU_IB_LIBRARY");
   setenv("HPU_IB_ADAPTER", "test", 1);
-  EXPECT_EQ(verbs_api(hpu::load_config().comm.ib, &why), verbs_test_api());
-  setenv("HPU_IB_ADAPTER", "bogus", 1);
   try {
     hpu::load_config();
-    FAIL() << "HPU_IB_ADAPTER=bogus accepted";
+    FAIL() << "HPU_IB_ADAPTER=test accepted";
   } catch (const hpu::Error &e) {
     EXPECT_EQ(e.status(), HPU_ERROR_CONFIG);
-    EXPECT_NE(std::string(e.what()).find("HPU_IB_ADAPTER=\"bogus\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("HPU_IB_ADAPTER=\"test\" is invalid: the setting no longer exists"),
+              std::string::npos)
+        << e.what();
   }
   unsetenv("HPU_IB_ADAPTER");
 }
@@ -173,7 +208,84 @@ TEST(VerbsReal, HcaFilter) {
   EXPECT_TRUE(verbs_hca_allows("^mlx5_0", "mlx5_1", 1));
 }
 
-TEST(VerbsTestAdapter, FindsItsPortAndHonoursTheFilter) {
+// The fake is a libibverbs.so.1 as rdma-core's is: the entry points under
+// rdma-core's default symbol versions, the calls verbs.h inlines not exported
+// but reached through the context's ops.
+TEST(VerbsFake, ExportsLibibverbsEntryPoints) {
+  void *lib = dlopen(HPU_FAKE_IBVERBS, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  EXPECT_NE(dlvsym(lib, "ibv_open_device", "IBVERBS_1.1"), nullptr);
+  EXPECT_NE(dlvsym(lib, "ibv_query_port", "IBVERBS_1.1"), nullptr);
+  EXPECT_NE(dlvsym(lib, "_ibv_query_gid_ex", "IBVERBS_1.11"), nullptr);
+  EXPECT_EQ(dlsym(lib, "ibv_post_send"), nullptr);
+  int n = 0;
+  ibv_device **list = A().get_device_list(&n);
+  ASSERT_EQ(n, 2);
+  ibv_context *ctx = A().open_device(list[0]);
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_NE(ctx->ops.post_send, nullptr);
+  EXPECT_NE(ctx->ops.post_recv, nullptr);
+  EXPECT_NE(ctx->ops.poll_cq, nullptr);
+  A().close_device(ctx);
+  A().free_device_list(list);
+  dlclose(lib);
+}
+
+// With the fake's folder on LD_LIBRARY_PATH, the default HPU_IB_LIBRARY
+// (libibverbs.so.1) loads the fake: the dynamic linker finds it as it finds
+// rdma-core's. The dynamic linker reads LD_LIBRARY_PATH when the process
+// starts, so this test runs itself again in a new process with it set.
+TEST(VerbsFake, FoundUnderTheDefaultNameOnLdLibraryPath) {
+  std::string dir = HPU_FAKE_IBVERBS;
+  dir.resize(dir.rfind('/'));
+  const char *ld = getenv("LD_LIBRARY_PATH");
+  if (ld && dir == ld) {  // the new process
+    unsetenv("HPU_IB_LIBRARY");
+    std::string why;
+    const VerbsApi *api = verbs_api(hpu::load_config().comm.ib, &why);
+    ASSERT_NE(api, nullptr) << why;
+    EXPECT_STREQ(api->name, "libibverbs.so.1");
+    int n = 0;
+    ibv_device **list = api->get_device_list(&n);
+    ASSERT_EQ(n, 2);
+    EXPECT_STREQ(api->get_device_name(list[0]), "hpu_test0");
+    api->free_device_list(list);
+    return;
+  }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("LD_LIBRARY_PATH", dir.c_str(), 1);
+    execl("/proc/self/exe", "test_verbs_adapter", "--gtest_filter=VerbsFake.FoundUnderTheDefaultNameOnLdLibraryPath",
+          static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the new process's status: " << status;
+}
+
+// A fault the fake does not know stops the test loudly instead of running it
+// without its fault.
+TEST(VerbsFake, UnknownFaultAborts) {
+  EXPECT_DEATH(
+      {
+        fake_fault("meteor");
+        int n = 0;
+        A().get_device_list(&n);
+      },
+      "HPU_FAKE_IBV_FAULT=\"meteor\" is invalid");
+  EXPECT_DEATH(
+      {
+        fake_fault("qp_error:x");
+        int n = 0;
+        A().get_device_list(&n);
+      },
+      "HPU_FAKE_IBV_FAULT=\"qp_error:x\" is invalid");
+  unsetenv("HPU_FAKE_IBV_FAULT");
+}
+
+TEST(VerbsFake, FindsItsPortAndHonoursTheFilter) {
   std::vector<VerbsPort> ports;
   std::string why;
   hpu::IbConfig cfg;
@@ -192,7 +304,7 @@ TEST(VerbsTestAdapter, FindsItsPortAndHonoursTheFilter) {
   EXPECT_NE(why.find("excluded by HPU_IB_HCA"), std::string::npos) << why;
 }
 
-TEST(VerbsTestAdapter, QpStateMachine) {
+TEST(VerbsFake, QpStateMachine) {
   Endpoint a, b;
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
@@ -218,7 +330,7 @@ TEST(VerbsTestAdapter, QpStateMachine) {
   EXPECT_EQ(a.init(), 0);
 }
 
-TEST(VerbsTestAdapter, MemoryRegionRules) {
+TEST(VerbsFake, MemoryRegionRules) {
   Endpoint a;
   std::vector<uint8_t> buf(64);
   errno = 0;
@@ -232,7 +344,7 @@ TEST(VerbsTestAdapter, MemoryRegionRules) {
   EXPECT_EQ(A().dereg_mr(m), 0);
 }
 
-TEST(VerbsTestAdapter, SendWriteAndCompletions) {
+TEST(VerbsFake, SendWriteAndCompletions) {
   Endpoint a, b;
   connect(a, b);
   for (int i = 0; i < 64; ++i) a.mem[static_cast<size_t>(i)] = static_cast<uint8_t>(i + 1);
@@ -266,14 +378,14 @@ TEST(VerbsTestAdapter, SendWriteAndCompletions) {
   EXPECT_EQ(a.post(IBV_WR_SEND, 11, 0, 65, 0, 0, 0, IBV_SEND_SIGNALED | IBV_SEND_INLINE), EINVAL);
 }
 
-TEST(VerbsTestAdapter, SendQueueDepthIsEnforced) {
+TEST(VerbsFake, SendQueueDepthIsEnforced) {
   Endpoint a, b;
   connect(a, b);
   for (int i = 0; i < 16; ++i) ASSERT_EQ(a.post(IBV_WR_SEND, static_cast<uint64_t>(i), 0, 8), 0);
   EXPECT_EQ(a.post(IBV_WR_SEND, 16, 0, 8), ENOMEM);
 }
 
-TEST(VerbsTestAdapter, RemoteAccessErrorOnBadRkeyOrBounds) {
+TEST(VerbsFake, RemoteAccessErrorOnBadRkeyOrBounds) {
   Endpoint a, b;
   connect(a, b);
   uintptr_t end = reinterpret_cast<uintptr_t>(b.mem.data() + b.mem.size());
@@ -294,7 +406,7 @@ TEST(VerbsTestAdapter, RemoteAccessErrorOnBadRkeyOrBounds) {
   EXPECT_EQ(c.next().status, IBV_WC_REM_ACCESS_ERR);
 }
 
-TEST(VerbsTestAdapter, LocalProtectionErrorOnBadLkey) {
+TEST(VerbsFake, LocalProtectionErrorOnBadLkey) {
   Endpoint a, b;
   connect(a, b);
   ASSERT_EQ(a.post(IBV_WR_SEND, 3, 0, 8, 0, 0, a.mr->lkey + 999), 0);
@@ -308,7 +420,7 @@ TEST(VerbsTestAdapter, LocalProtectionErrorOnBadLkey) {
 // Between processes: the child connects to our QP through a pipe-carried
 // address, writes into our memory; then dies, and our sends to it end with
 // retry exceeded.
-TEST(VerbsTestAdapter, FabricAcrossProcessesAndDeadPeer) {
+TEST(VerbsFake, FabricAcrossProcessesAndDeadPeer) {
   int to_child[2], to_parent[2];
   ASSERT_EQ(pipe(to_child), 0);
   ASSERT_EQ(pipe(to_parent), 0);
@@ -359,8 +471,8 @@ TEST(VerbsTestAdapter, FabricAcrossProcessesAndDeadPeer) {
   EXPECT_EQ(wc.wr_id, 43u);
 }
 
-TEST(VerbsTestAdapter, InjectedRetryExceeded) {
-  verbs_test_set_fault("retry_exceeded:1");
+TEST(VerbsFake, InjectedRetryExceeded) {
+  fake_fault("retry_exceeded:1");
   Endpoint a, b;
   connect(a, b);
   ASSERT_EQ(b.post_recv(1, 0, 64), 0);
@@ -374,8 +486,8 @@ TEST(VerbsTestAdapter, InjectedRetryExceeded) {
   EXPECT_STREQ(A().wc_status_str(wc.status), "transport retry counter exceeded");
 }
 
-TEST(VerbsTestAdapter, InjectedPortDown) {
-  verbs_test_set_fault("port_down");
+TEST(VerbsFake, InjectedPortDown) {
+  fake_fault("port_down");
   Endpoint a, b;
   connect(a, b);
   ibv_port_attr pa{};
@@ -393,8 +505,8 @@ TEST(VerbsTestAdapter, InjectedPortDown) {
   EXPECT_NE(why.find("not active"), std::string::npos) << why;
 }
 
-TEST(VerbsTestAdapter, InjectedQpErrorAndRemoteAccess) {
-  verbs_test_set_fault("remote_access");
+TEST(VerbsFake, InjectedQpErrorAndRemoteAccess) {
+  fake_fault("remote_access");
   Endpoint a, b;
   connect(a, b);
   ASSERT_EQ(a.post(IBV_WR_RDMA_WRITE, 1, 0, 8, reinterpret_cast<uintptr_t>(b.mem.data()), b.mr->rkey), 0);
@@ -405,7 +517,7 @@ TEST(VerbsTestAdapter, InjectedQpErrorAndRemoteAccess) {
 
 // The RoCE device's GID table, read as libibverbs' _ibv_query_gid_ex reads it:
 // link-local, IPv4-mapped and IPv6 addresses, each as RoCE v1 and v2.
-TEST(VerbsTestAdapter, RoceGidTable) {
+TEST(VerbsFake, RoceGidTable) {
   int n = 0;
   ibv_device **list = A().get_device_list(&n);
   ASSERT_EQ(n, 2);
@@ -457,7 +569,7 @@ struct RoceEndpoint : Endpoint {
 // On an Ethernet port the address vector needs the GRH and an sgid_index in
 // the table; ends whose GIDs differ in RoCE version never hear each other:
 // the sender's retries run out.
-TEST(VerbsTestAdapter, RoceAddressingAndVersionMismatch) {
+TEST(VerbsFake, RoceAddressingAndVersionMismatch) {
   RoceEndpoint a, b;
   ASSERT_EQ(a.init(), 0);
   ASSERT_EQ(b.init(), 0);
@@ -478,8 +590,8 @@ TEST(VerbsTestAdapter, RoceAddressingAndVersionMismatch) {
 // a non-blocking descriptor with none gives EAGAIN. A QP the fault moves to
 // error reports QP_FATAL; the port going down reports PORT_ERR to every
 // context of the device.
-TEST(VerbsTestAdapter, AsyncEvents) {
-  verbs_test_set_fault("qp_error:1");
+TEST(VerbsFake, AsyncEvents) {
+  fake_fault("qp_error:1");
   Endpoint a, b;
   connect(a, b);
   int fl = fcntl(a.ctx->async_fd, F_GETFL);
@@ -502,7 +614,7 @@ TEST(VerbsTestAdapter, AsyncEvents) {
   A().ack_async_event(&ev);
   EXPECT_EQ(::poll(&p, 1, 0), 0);  // nothing more
 
-  verbs_test_set_fault("port_down");
+  fake_fault("port_down");
   Endpoint c, d;
   connect(c, d);
   ASSERT_EQ(c.post(IBV_WR_SEND, 3, 0, 8), 0);

@@ -1,3 +1,4 @@
-# White-box like comm_wire: the process transports and the verbs transport
-# with its test adapter.
+# White-box like comm_wire: the process transports and the verbs transport,
+# over the fake libibverbs.
 include(${CMAKE_CURRENT_LIST_DIR}/comm_wire.cmake)
+include(${PROJECT_SOURCE_DIR}/tests/support/fake_ibverbs/use.cmake)

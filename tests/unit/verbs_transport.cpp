@@ -1,5 +1,6 @@
-// The verbs transport over the in-memory TEST ADAPTER (there is no RDMA
-// hardware here), ranks as threads of this process: zero-copy transfers into
+// The verbs transport over the FAKE libibverbs of tests/support/fake_ibverbs
+// (there is no RDMA hardware here), loaded through HPU_IB_LIBRARY's dlopen,
+// ranks as threads of this process: zero-copy transfers into
 // registered device memory (the registration cache, stale segments), striping
 // over ports and queue pairs, RoCE GID selection and a GID mismatch between
 // ranks, many operations in flight, inline writes, a device fatal error as an
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -108,11 +110,19 @@ std::vector<std::string> run_ranks(int n, const std::function<IbConfig(int)> &cf
   return out;
 }
 
-IbConfig test_adapter(const char *hca = "") {
+// Settings that load the fake libibverbs.
+IbConfig fake(const char *hca = "") {
   IbConfig c;
-  c.adapter = "test";
+  c.library = HPU_FAKE_IBVERBS;
   c.hca = hca;
   return c;
+}
+
+const VerbsApi &fake_api() {
+  std::string why;
+  const VerbsApi *api = verbs_load(HPU_FAKE_IBVERBS, &why);
+  if (!api) throw std::runtime_error(why);
+  return *api;
 }
 
 uint8_t pattern(int rank, uint64_t tag, size_t i) { return static_cast<uint8_t>(rank * 31 + tag * 7 + i * 13 + (i >> 9)); }
@@ -155,7 +165,7 @@ std::string exchange(Rank &rank, uint8_t *send, const std::vector<uint8_t *> &re
 TEST(VerbsTransport, ZeroCopyIntoRegisteredDeviceMemory) {
   Arena arena;
   const size_t bytes = 3 << 20;
-  auto results = run_ranks(2, [](int) { return test_adapter(); }, [&](Rank &rank) -> std::string {
+  auto results = run_ranks(2, [](int) { return fake(); }, [&](Rank &rank) -> std::string {
     int me = rank.t->rank(), peer = 1 - me;
     uint8_t *send = arena.segment(2 * me), *recv = arena.segment(2 * me + 1);
     std::vector<uint8_t *> into(2);
@@ -180,7 +190,7 @@ TEST(VerbsTransport, StaleSegmentsHostBuffersAndReducingReceives) {
   Arena arena;
   const size_t bytes = 1 << 20;
   std::atomic<int> phase{0};
-  auto results = run_ranks(2, [](int) { return test_adapter(); }, [&](Rank &rank) -> std::string {
+  auto results = run_ranks(2, [](int) { return fake(); }, [&](Rank &rank) -> std::string {
     int me = rank.t->rank(), peer = 1 - me;
     std::vector<uint8_t *> into(2);
     into[static_cast<size_t>(peer)] = arena.segment(2 * me + 1);
@@ -235,7 +245,7 @@ TEST(VerbsTransport, StaleSegmentsHostBuffersAndReducingReceives) {
 TEST(VerbsTransport, StripedOverPortsAndQueuePairsWithManyOperationsInFlight) {
   Arena arena;
   auto results = run_ranks(3, [](int) {
-    IbConfig c = test_adapter();
+    IbConfig c = fake();
     c.qps_per_port = 2;
     return c;
   }, [&](Rank &rank) -> std::string {
@@ -294,27 +304,27 @@ TEST(VerbsTransport, StripedOverPortsAndQueuePairsWithManyOperationsInFlight) {
 TEST(VerbsTransport, RoceGidSelectionAndMismatch) {
   std::string why;
   std::vector<VerbsPort> ports;
-  IbConfig c = test_adapter("hpu_test1");
-  ASSERT_TRUE(verbs_find_ports(*verbs_test_api(), c, &ports, &why)) << why;
+  IbConfig c = fake("hpu_test1");
+  ASSERT_TRUE(verbs_find_ports(fake_api(), c, &ports, &why)) << why;
   ASSERT_EQ(ports.size(), 1u);
   EXPECT_TRUE(ports[0].ethernet);
   EXPECT_EQ(ports[0].gid_index, 3);  // RoCE v2, IPv4-mapped
   EXPECT_EQ(ports[0].gid_type, IBV_GID_TYPE_ROCE_V2);
   EXPECT_NE(describe_gid(ports[0]).find("RoCE v2 IPv4 ::ffff:10."), std::string::npos) << describe_gid(ports[0]);
   c.roce_version = 1;
-  ASSERT_TRUE(verbs_find_ports(*verbs_test_api(), c, &ports, &why));
+  ASSERT_TRUE(verbs_find_ports(fake_api(), c, &ports, &why));
   EXPECT_EQ(ports[0].gid_index, 2);
   c.roce_version = 2;
   c.addr_family = 6;
-  ASSERT_TRUE(verbs_find_ports(*verbs_test_api(), c, &ports, &why));
+  ASSERT_TRUE(verbs_find_ports(fake_api(), c, &ports, &why));
   EXPECT_EQ(ports[0].gid_index, 5);  // IPv6, not the link-local one
   c.gid_index = 0;
-  ASSERT_TRUE(verbs_find_ports(*verbs_test_api(), c, &ports, &why));
+  ASSERT_TRUE(verbs_find_ports(fake_api(), c, &ports, &why));
   EXPECT_EQ(ports[0].gid_index, 0);
   EXPECT_EQ(ports[0].gid_type, IBV_GID_TYPE_ROCE_V1);
   c.gid_index = 6;
   try {
-    verbs_find_ports(*verbs_test_api(), c, &ports, &why);
+    verbs_find_ports(fake_api(), c, &ports, &why);
     ADD_FAILURE() << "HPU_IB_GID_INDEX=6 accepted on a table of 6";
   } catch (const Error &e) {
     EXPECT_EQ(e.status(), HPU_ERROR_CONFIG);
@@ -322,7 +332,7 @@ TEST(VerbsTransport, RoceGidSelectionAndMismatch) {
   }
 
   std::vector<uint8_t> bufs(4 << 20);
-  auto ok = run_ranks(2, [](int) { return test_adapter("hpu_test1"); }, [&](Rank &rank) {
+  auto ok = run_ranks(2, [](int) { return fake("hpu_test1"); }, [&](Rank &rank) {
     int me = rank.t->rank();
     std::vector<uint8_t *> into(2);
     into[static_cast<size_t>(1 - me)] = bufs.data() + (2u << 20) * static_cast<size_t>(me);
@@ -332,7 +342,7 @@ TEST(VerbsTransport, RoceGidSelectionAndMismatch) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(ok[static_cast<size_t>(r)], "") << "rank " << r;
 
   auto mismatch = run_ranks(2, [](int r) {
-    IbConfig m = test_adapter("hpu_test1");
+    IbConfig m = fake("hpu_test1");
     m.roce_version = r == 0 ? 1 : 2;
     return m;
   }, [](Rank &) { return std::string("connected"); });
@@ -346,11 +356,8 @@ TEST(VerbsTransport, RoceGidSelectionAndMismatch) {
 // A device fatal error arrives as an asynchronous event: every rank on the
 // device fails with HPU_ERROR_NOT_AVAILABLE naming it, promptly, stickily.
 TEST(VerbsTransport, DeviceFatalEventFailsTheCommunicator) {
-  auto results = run_ranks(2, [](int) {
-    IbConfig c = test_adapter();
-    c.test_fault = "device_fatal:40";
-    return c;
-  }, [](Rank &rank) -> std::string {
+  setenv("HPU_FAKE_IBV_FAULT", "device_fatal:40", 1);  // read by the fake when the ranks list its devices
+  auto results = run_ranks(2, [](int) { return fake(); }, [](Rank &rank) -> std::string {
     std::vector<uint8_t> send(50000);
     std::vector<std::vector<uint8_t>> recv(2, std::vector<uint8_t>(50000));
     std::vector<uint8_t *> into = {recv[0].data(), recv[1].data()};
@@ -369,17 +376,19 @@ TEST(VerbsTransport, DeviceFatalEventFailsTheCommunicator) {
     std::string m;
     return rank.t->error(&m) == HPU_ERROR_NOT_AVAILABLE ? "" : "not sticky";
   });
+  unsetenv("HPU_FAKE_IBV_FAULT");
   for (int r = 0; r < 2; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
 // The HPU_IB_* variables and the "comm.ib" object of HPU_CONFIG, through the
 // config layer: environment beats file beats defaults; bad values name themselves.
 TEST(VerbsTransport, SettingsThroughTheConfigLayer) {
-  const char *vars[] = {"HPU_IB_HCA",  "HPU_IB_ADAPTER",   "HPU_IB_GID_INDEX", "HPU_IB_ROCE_VERSION", "HPU_IB_ADDR_FAMILY",
-                        "HPU_IB_QPS_PER_PORT", "HPU_IB_TIMEOUT", "HPU_IB_RETRY_CNT", "HPU_IB_TEST_FAULT",   "HPU_CONFIG"};
+  const char *vars[] = {"HPU_IB_HCA",         "HPU_IB_LIBRARY",  "HPU_IB_GID_INDEX", "HPU_IB_ROCE_VERSION",
+                        "HPU_IB_ADDR_FAMILY", "HPU_IB_QPS_PER_PORT", "HPU_IB_TIMEOUT", "HPU_IB_RETRY_CNT",
+                        "HPU_IB_ADAPTER",     "HPU_IB_TEST_FAULT",   "HPU_CONFIG"};
   for (const char *v : vars) unsetenv(v);
   IbConfig d = hpu::load_config().comm.ib;
-  EXPECT_EQ(d.adapter, "libibverbs");
+  EXPECT_EQ(d.library, "libibverbs.so.1");
   EXPECT_EQ(d.gid_index, -1);
   EXPECT_EQ(d.roce_version, 2);
   EXPECT_EQ(d.addr_family, 4);
@@ -390,38 +399,43 @@ TEST(VerbsTransport, SettingsThroughTheConfigLayer) {
   int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
   close(fd);
-  std::ofstream(path) << R"({"comm": {"ib": {"hca": "mlx5_0:1", "adapter": "test", "gid_index": 3, "roce_version": 1,
-    "addr_family": "AF_INET6", "qps_per_port": 4, "timeout": 20, "retry_cnt": 5, "test_fault": "port_down:7"}}})";
+  std::ofstream(path) << R"({"comm": {"ib": {"hca": "mlx5_0:1", "library": "/opt/rdma/lib/libibverbs.so.1",
+    "gid_index": 3, "roce_version": 1, "addr_family": "AF_INET6", "qps_per_port": 4, "timeout": 20, "retry_cnt": 5}}})";
   setenv("HPU_CONFIG", path, 1);
   IbConfig f = hpu::load_config().comm.ib;
   EXPECT_EQ(f.hca, "mlx5_0:1");
-  EXPECT_EQ(f.adapter, "test");
+  EXPECT_EQ(f.library, "/opt/rdma/lib/libibverbs.so.1");
   EXPECT_EQ(f.gid_index, 3);
   EXPECT_EQ(f.roce_version, 1);
   EXPECT_EQ(f.addr_family, 6);
   EXPECT_EQ(f.qps_per_port, 4);
   EXPECT_EQ(f.timeout, 20);
   EXPECT_EQ(f.retry_cnt, 5);
-  EXPECT_EQ(f.test_fault, "port_down:7");
   setenv("HPU_IB_QPS_PER_PORT", "2", 1);
   setenv("HPU_IB_HCA", "^mlx5_1", 1);
+  setenv("HPU_IB_LIBRARY", "libibverbs.so.1", 1);
   IbConfig e = hpu::load_config().comm.ib;
   EXPECT_EQ(e.qps_per_port, 2);
   EXPECT_EQ(e.hca, "^mlx5_1");
+  EXPECT_EQ(e.library, "libibverbs.so.1");
   EXPECT_EQ(e.timeout, 20);
   unsetenv("HPU_IB_QPS_PER_PORT");
   unsetenv("HPU_IB_HCA");
+  unsetenv("HPU_IB_LIBRARY");
   struct Bad {
     const char *var, *value, *words;
   };
-  const Bad bad[] = {{"HPU_IB_ADAPTER", "mlx", "HPU_IB_ADAPTER=\"mlx\" is invalid"},
+  // HPU_IB_ADAPTER and HPU_IB_TEST_FAULT selected and configured a test
+  // adapter inside libhpu; they are gone, and setting one says so.
+  const Bad bad[] = {{"HPU_IB_ADAPTER", "test", "HPU_IB_ADAPTER=\"test\" is invalid: the setting no longer exists"},
+                     {"HPU_IB_ADAPTER", "libibverbs", "HPU_IB_ADAPTER=\"libibverbs\" is invalid: the setting no"},
+                     {"HPU_IB_TEST_FAULT", "port_down", "HPU_IB_TEST_FAULT=\"port_down\" is invalid: the setting no"},
                      {"HPU_IB_GID_INDEX", "x", "HPU_IB_GID_INDEX=\"x\""},
                      {"HPU_IB_ROCE_VERSION", "3", "HPU_IB_ROCE_VERSION=\"3\""},
                      {"HPU_IB_ADDR_FAMILY", "AF_UNIX", "HPU_IB_ADDR_FAMILY=\"AF_UNIX\""},
                      {"HPU_IB_QPS_PER_PORT", "0", "HPU_IB_QPS_PER_PORT=\"0\""},
                      {"HPU_IB_TIMEOUT", "32", "HPU_IB_TIMEOUT=\"32\""},
-                     {"HPU_IB_RETRY_CNT", "8", "HPU_IB_RETRY_CNT=\"8\""},
-                     {"HPU_IB_TEST_FAULT", "meteor", "HPU_IB_TEST_FAULT=\"meteor\""}};
+                     {"HPU_IB_RETRY_CNT", "8", "HPU_IB_RETRY_CNT=\"8\""}};
   for (const Bad &b : bad) {
     setenv(b.var, b.value, 1);
     try {
@@ -433,12 +447,23 @@ TEST(VerbsTransport, SettingsThroughTheConfigLayer) {
     }
     unsetenv(b.var);
   }
-  std::ofstream(path) << R"({"comm": {"ib": {"gid": 3}}})";
-  try {
-    hpu::load_config();
-    ADD_FAILURE() << "comm.ib.gid accepted";
-  } catch (const Error &x) {
-    EXPECT_NE(std::string(x.what()).find("unknown key \"comm.ib.gid\""), std::string::npos) << x.what();
+  struct BadFile {
+    const char *json, *words;
+  };
+  const BadFile bad_files[] = {
+      {R"({"comm": {"ib": {"gid": 3}}})", "unknown key \"comm.ib.gid\""},
+      {R"({"comm": {"ib": {"library": ""}}})", "comm.ib.library=\"\" is invalid: expected a libibverbs file name"},
+      {R"({"comm": {"ib": {"adapter": "test"}}})", "comm.ib.adapter=\"test\" is invalid: the setting no longer exists"},
+      {R"({"comm": {"ib": {"test_fault": "qp_error"}}})", "comm.ib.test_fault=\"qp_error\" is invalid: the setting"}};
+  for (const BadFile &b : bad_files) {
+    std::ofstream(path) << b.json;
+    try {
+      hpu::load_config();
+      ADD_FAILURE() << b.json << " accepted";
+    } catch (const Error &x) {
+      EXPECT_EQ(x.status(), HPU_ERROR_CONFIG);
+      EXPECT_NE(std::string(x.what()).find(b.words), std::string::npos) << x.what();
+    }
   }
   unsetenv("HPU_CONFIG");
   unlink(path);

@@ -1,11 +1,11 @@
-// The real verbs table (libibverbs.so.1 through dlopen), the choice between it
-// and the test adapter, and port discovery.
+// The verbs table (libibverbs through dlopen) and port discovery.
 #include "comm/transports/verbs_api.hpp"
 
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "core/error.hpp"
@@ -21,77 +21,76 @@ int real_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) { return qp->
 int real_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) { return cq->context->ops.poll_cq(cq, n, wc); }
 
 struct Loaded {
+  std::string library;
   VerbsApi api{};
   std::string why;  // empty when loaded
 };
 
 template <class F>
-bool load(void *lib, const char *symbol, F *&out, std::string &why) {
+void load(Loaded &l, void *lib, const char *symbol, F *&out) {
   out = reinterpret_cast<F *>(dlsym(lib, symbol));
-  if (!out && why.empty()) why = strf("libibverbs.so.1 has no symbol %s", symbol);
-  return out != nullptr;
+  if (!out && l.why.empty()) l.why = strf("%s has no symbol %s", l.library.c_str(), symbol);
 }
 
-Loaded load_real() {
-  Loaded l;
-  void *lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+void load_library(Loaded &l) {
+  void *lib = dlopen(l.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *e = dlerror();
-    l.why = strf("libibverbs.so.1 cannot be loaded (%s); install libibverbs1 (rdma-core)", e ? e : "not found");
-    return l;
+    l.why = strf("%s cannot be loaded (%s); install libibverbs1 (rdma-core)", l.library.c_str(), e ? e : "not found");
+    return;
   }
   VerbsApi &a = l.api;
-  a.name = "libibverbs.so.1";
-  load(lib, "ibv_get_device_list", a.get_device_list, l.why);
-  load(lib, "ibv_free_device_list", a.free_device_list, l.why);
-  load(lib, "ibv_get_device_name", a.get_device_name, l.why);
-  load(lib, "ibv_open_device", a.open_device, l.why);
-  load(lib, "ibv_close_device", a.close_device, l.why);
-  load(lib, "ibv_query_device", a.query_device, l.why);
+  a.name = l.library.c_str();
+  load(l, lib, "ibv_get_device_list", a.get_device_list);
+  load(l, lib, "ibv_free_device_list", a.free_device_list);
+  load(l, lib, "ibv_get_device_name", a.get_device_name);
+  load(l, lib, "ibv_open_device", a.open_device);
+  load(l, lib, "ibv_close_device", a.close_device);
+  load(l, lib, "ibv_query_device", a.query_device);
   // The exported ibv_query_port fills the leading, compatible part of ibv_port_attr.
-  load(lib, "ibv_query_port", a.query_port, l.why);
-  load(lib, "ibv_query_gid", a.query_gid, l.why);
+  load(l, lib, "ibv_query_port", a.query_port);
+  load(l, lib, "ibv_query_gid", a.query_gid);
   a.query_gid_ex = reinterpret_cast<decltype(a.query_gid_ex)>(dlsym(lib, "_ibv_query_gid_ex"));  // optional
-  load(lib, "ibv_alloc_pd", a.alloc_pd, l.why);
-  load(lib, "ibv_dealloc_pd", a.dealloc_pd, l.why);
-  load(lib, "ibv_reg_mr", a.reg_mr, l.why);
-  load(lib, "ibv_dereg_mr", a.dereg_mr, l.why);
-  load(lib, "ibv_create_cq", a.create_cq, l.why);
-  load(lib, "ibv_destroy_cq", a.destroy_cq, l.why);
-  load(lib, "ibv_create_qp", a.create_qp, l.why);
-  load(lib, "ibv_modify_qp", a.modify_qp, l.why);
-  load(lib, "ibv_destroy_qp", a.destroy_qp, l.why);
-  load(lib, "ibv_get_async_event", a.get_async_event, l.why);
-  load(lib, "ibv_ack_async_event", a.ack_async_event, l.why);
-  load(lib, "ibv_event_type_str", a.event_type_str, l.why);
-  load(lib, "ibv_wc_status_str", a.wc_status_str, l.why);
+  load(l, lib, "ibv_alloc_pd", a.alloc_pd);
+  load(l, lib, "ibv_dealloc_pd", a.dealloc_pd);
+  load(l, lib, "ibv_reg_mr", a.reg_mr);
+  load(l, lib, "ibv_dereg_mr", a.dereg_mr);
+  load(l, lib, "ibv_create_cq", a.create_cq);
+  load(l, lib, "ibv_destroy_cq", a.destroy_cq);
+  load(l, lib, "ibv_create_qp", a.create_qp);
+  load(l, lib, "ibv_modify_qp", a.modify_qp);
+  load(l, lib, "ibv_destroy_qp", a.destroy_qp);
+  load(l, lib, "ibv_get_async_event", a.get_async_event);
+  load(l, lib, "ibv_ack_async_event", a.ack_async_event);
+  load(l, lib, "ibv_event_type_str", a.event_type_str);
+  load(l, lib, "ibv_wc_status_str", a.wc_status_str);
   a.post_send = real_post_send;
   a.post_recv = real_post_recv;
   a.poll_cq = real_poll_cq;
   // The library stays loaded for the life of the process (its providers keep state).
-  return l;
 }
 
 }  // namespace
 
-const VerbsApi *verbs_real_api(std::string *why) {
-  static std::once_flag once;
-  static Loaded loaded;
-  std::call_once(once, [] { loaded = load_real(); });
-  if (!loaded.why.empty()) {
-    if (why) *why = loaded.why;
+const VerbsApi *verbs_load(const std::string &library, std::string *why) {
+  // By name; the entries live as long as the process (the tables point into them).
+  static std::mutex mu;
+  static auto *loaded = new std::map<std::string, Loaded>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded->find(library);
+  if (it == loaded->end()) {
+    it = loaded->emplace(library, Loaded{}).first;
+    it->second.library = library;
+    load_library(it->second);
+  }
+  if (!it->second.why.empty()) {
+    if (why) *why = it->second.why;
     return nullptr;
   }
-  return &loaded.api;
+  return &it->second.api;
 }
 
-const VerbsApi *verbs_api(const IbConfig &cfg, std::string *why) {
-  if (cfg.adapter == "test") {
-    verbs_test_set_fault(cfg.test_fault);
-    return verbs_test_api();
-  }
-  return verbs_real_api(why);
-}
+const VerbsApi *verbs_api(const IbConfig &cfg, std::string *why) { return verbs_load(cfg.library, why); }
 
 bool verbs_hca_allows(const std::string &hca, const std::string &name, int port) {
   if (hca.empty()) return true;

@@ -1,12 +1,10 @@
 // The verbs function table: every libibverbs call the verbs transport makes
-// goes through one VerbsApi, as NCCL's ncclIbvSymbols does. Two tables fill it:
-//   - the real one (verbs_api.cpp): libibverbs.so.1 loaded with dlopen at first
-//     use, so libhpu loads and runs on machines without rdma-core; the data-path
-//     calls that verbs.h inlines (post_send, post_recv, poll_cq) are wrappers
-//     that dispatch through the context's ops, as the inlines do;
-//   - the TEST ADAPTER (verbs_test_adapter.cpp, HPU_IB_ADAPTER=test): an
-//     in-memory stand-in for an HCA, for testing without RDMA hardware. It is
-//     not RDMA and measures nothing about RDMA performance.
+// goes through one VerbsApi, as NCCL's ncclIbvSymbols does. It is filled from
+// libibverbs loaded with dlopen at first use (HPU_IB_LIBRARY, default
+// libibverbs.so.1), so libhpu loads and runs on machines without rdma-core;
+// the data-path calls that verbs.h inlines (post_send, post_recv, poll_cq) are
+// wrappers that dispatch through the context's ops, as the inlines do. (The
+// test suite loads a fake libibverbs this way: tests/support/fake_ibverbs.)
 // Only the types of <infiniband/verbs.h> are used; libhpu does not link
 // against libibverbs. Settings come from IbConfig (HPU_IB_*, core/config.hpp).
 #pragma once
@@ -22,7 +20,7 @@
 namespace hpu::comm {
 
 struct VerbsApi {
-  const char *name;  // "libibverbs.so.1" or "test adapter"
+  const char *name;  // the library loaded, as HPU_IB_LIBRARY names it ("libibverbs.so.1")
   ibv_device **(*get_device_list)(int *num_devices);
   void (*free_device_list)(ibv_device **list);
   const char *(*get_device_name)(ibv_device *device);
@@ -57,20 +55,12 @@ struct VerbsApi {
   const char *(*wc_status_str)(ibv_wc_status status);
 };
 
-// The real table, or nullptr with the reason in *why ("libibverbs.so.1 not
-// found: ..."). Loaded once per process.
-const VerbsApi *verbs_real_api(std::string *why);
+// The table of `library` (a file name dlopen searches for, or a path), or
+// nullptr with the reason in *why ("libibverbs.so.1 cannot be loaded (...)").
+// Each library is loaded once per process and stays loaded.
+const VerbsApi *verbs_load(const std::string &library, std::string *why);
 
-// The test adapter's table (always available).
-const VerbsApi *verbs_test_api();
-
-// The test adapter's injected fault: "kind[:n]" (IbConfig::test_fault), firing
-// on this process's (n+1)-th posted send from now; "" for none. A spec equal to
-// the one in force changes nothing (its count goes on).
-void verbs_test_set_fault(const std::string &spec);
-
-// The table cfg.adapter selects ("libibverbs": the real one; "test": the test
-// adapter, with cfg.test_fault in force).
+// The table of the library cfg.library names.
 const VerbsApi *verbs_api(const IbConfig &cfg, std::string *why);
 
 // A port to use, with the GID this rank is addressed by.

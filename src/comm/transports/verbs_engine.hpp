@@ -12,8 +12,8 @@
 
 namespace hpu::comm {
 
-// Whether each rank has an active RDMA port (through the table cfg.adapter
-// selects, on a device cfg.hca allows). `wanted`: this rank has peers on
+// Whether each rank has an active RDMA port (through the libibverbs
+// cfg.library names, on a device cfg.hca allows). `wanted`: this rank has peers on
 // other hosts (else it does not probe, and counts as having none). `forced`:
 // HPU_TRANSPORT=verbs: a rank without a port fails with HPU_ERROR_NOT_AVAILABLE
 // and the reason. Unforced, a rank that wanted verbs and has no port logs why

@@ -749,8 +749,10 @@ std::unique_ptr<Engine> make_verbs_engine(NetTransport &t, Bootstrap &bootstrap,
   try {
     api = verbs_api(cfg, &why);
     if (!api && !peers.empty()) fail(HPU_ERROR_NOT_AVAILABLE, "%s", why.c_str());
-    // A rank without verbs peers still takes part (and gets an engine with no links).
-    e = std::make_unique<VerbsEngine>(t, api ? *api : *verbs_test_api(), rank, size);
+    // A rank without verbs peers still takes part (and gets an engine with no
+    // links, which makes no verbs call: without a library, an empty table).
+    static const VerbsApi kNoLibrary{};
+    e = std::make_unique<VerbsEngine>(t, api ? *api : kNoLibrary, rank, size);
     if (!peers.empty()) {
       if (!verbs_find_ports(*api, cfg, &e->ports_, &why)) fail(HPU_ERROR_NOT_AVAILABLE, "%s", why.c_str());
       if (e->ports_.size() > static_cast<size_t>(kMaxPorts)) e->ports_.resize(kMaxPorts);

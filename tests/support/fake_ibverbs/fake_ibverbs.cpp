@@ -1,8 +1,16 @@
-// THE VERBS TEST ADAPTER (HPU_IB_ADAPTER=test): an in-memory stand-in for an
-// RDMA adapter that fills the same VerbsApi table as libibverbs.so.1, so that
-// the verbs transport can be tested on machines without RDMA hardware or
-// kernel support. It is not RDMA: data moves by memcpy through shared memory,
-// and nothing measured over it says anything about RDMA performance.
+// A FAKE libibverbs for tests, not RDMA: it measures nothing about RDMA.
+//
+// Built by the test suite as its own libibverbs.so.1 (tests/support/
+// fake_ibverbs), never part of libhpu. libhpu loads it through the very
+// dlopen path real rdma-core takes: a test names it in HPU_IB_LIBRARY (or puts
+// its folder on LD_LIBRARY_PATH), and libhpu's verbs table (src/comm/
+// transports/verbs_api.cpp) dlsyms the same entry points from it as from
+// rdma-core, under the same symbol versions (fake_ibverbs.map). The data-path
+// calls that <infiniband/verbs.h> inlines (ibv_post_send, ibv_post_recv,
+// ibv_poll_cq) reach it through the context's ops, filled here as rdma-core's
+// providers fill them. It stands in for an RDMA adapter so that the verbs
+// transport can be tested on machines without RDMA hardware or kernel
+// support: data moves by memcpy through shared memory.
 //
 // What it models, as the real verbs do:
 //   - two devices: hpu_test0 with two InfiniBand ports, hpu_test1 with one
@@ -20,7 +28,7 @@
 //   - completion queues; SEND, SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM;
 //     a message with no posted receive waits (infinite RNR retry);
 //   - asynchronous events on each context's async_fd (an eventfd: readable
-//     while events wait; get_async_event blocks unless the descriptor is
+//     while events wait; ibv_get_async_event blocks unless the descriptor is
 //     O_NONBLOCK, then fails with EAGAIN): IBV_EVENT_PORT_ERR, DEVICE_FATAL,
 //     QP_FATAL, QP_ACCESS_ERR;
 //   - the fabric: every GID of this process embeds a random 24-bit node id
@@ -35,15 +43,20 @@
 //   - a peer process that dies, a peer QP in the error state, or a peer of
 //     another GID type: outstanding sends complete with IBV_WC_RETRY_EXC_ERR
 //     once the retries (the QP's timeout and retry count) would have run out.
-// Faults (verbs_test_set_fault, from HPU_IB_TEST_FAULT=kind[:n]; firing on
-// this process's (n+1)-th posted send; n defaults to 0): retry_exceeded,
+// Faults: HPU_FAKE_IBV_FAULT=kind[:n], this fake's own variable (not a libhpu
+// setting), read at each ibv_get_device_list (libhpu lists the devices when it
+// makes a communicator); a value other than the one in force fires on this
+// process's (n+1)-th posted send from then (n defaults to 0): retry_exceeded,
 // remote_access (the write carries a bad rkey and is rejected by the
 // receiver), qp_error (the QP goes to the error state, IBV_EVENT_QP_FATAL),
 // port_down (the sending QP's port goes down: IBV_EVENT_PORT_ERR, and its
 // sends fail with retry exceeded), device_fatal (IBV_EVENT_DEVICE_FATAL; every
-// QP of the device goes to error).
+// QP of the device goes to error). An unknown kind aborts the process with a
+// message on stderr: a mistyped test must not pass without its fault.
 #include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -54,6 +67,8 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -63,10 +78,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/transports/verbs_api.hpp"
-#include "core/error.hpp"
-
-namespace hpu::comm {
+// <infiniband/verbs.h> wraps these entry points in inline functions; this file
+// defines the exported functions themselves.
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
 
 namespace {
 
@@ -180,6 +196,11 @@ struct Adapter {
     }
     devices[0].ports = 2;
     devices[1].ethernet = true;
+    new_node();
+  }
+
+  void new_node() {
+    node = 0;
     while (node == 0) {
       if (getrandom(&node, sizeof node, 0) != sizeof node) node = static_cast<uint32_t>(getpid()) * 2654435761u;
       node &= 0xffffff;
@@ -188,13 +209,23 @@ struct Adapter {
 };
 
 Adapter &adapter() {
-  static Adapter *a = new Adapter();  // lives as long as the process (objects may outlive static destruction)
+  static Adapter *a = [] {
+    auto *made = new Adapter();  // lives as long as the process (objects may outlive static destruction)
+    // A forked child is another node of the fabric: the QPs it makes must not
+    // take the names of its parent's.
+    pthread_atfork(nullptr, nullptr, [] { adapter().new_node(); });
+    return made;
+  }();
   return *a;
 }
 
 TDevice *device_of(ibv_context *c) { return reinterpret_cast<TContext *>(c)->dev; }
 
-std::string wire_name(uint32_t node, uint32_t qpn) { return strf("/hpu-ibtest-%06x-%u", node, qpn); }
+std::string wire_name(uint32_t node, uint32_t qpn) {
+  char name[64];
+  snprintf(name, sizeof name, "/hpu-fake-ibv-%06x-%u", node, qpn);
+  return name;
+}
 
 // GIDs. An InfiniBand port has one: fe80::<'h','p','u',0,0,node>. The RoCE
 // port's table, as a RoCE NIC lays it out: 0/1 link-local fe80::<node> v1/v2,
@@ -224,7 +255,7 @@ void make_gid(const TDevice &d, int index, ibv_gid *gid, uint32_t *type) {
   }
 }
 
-// The node a GID of this fabric names; false for a GID no test adapter hands out.
+// The node a GID of this fabric names; false for a GID the fake does not hand out.
 bool gid_node(const ibv_gid &g, uint32_t *node) {
   static const uint8_t ib[13] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 'h', 'p', 'u', 0, 0};
   static const uint8_t ll[13] = {0xfe, 0x80};
@@ -448,210 +479,6 @@ void device_event(TDevice *d, ibv_event_type type, int port) {
   for (TContext *c : d->contexts) post_event(c, e);
 }
 
-// --- the table -------------------------------------------------------------
-
-ibv_device **t_get_device_list(int *n) {
-  if (n) *n = 2;
-  return adapter().list;
-}
-void t_free_device_list(ibv_device **) {}
-const char *t_get_device_name(ibv_device *d) { return d->name; }
-
-ibv_context *t_open_device(ibv_device *d) {
-  auto &a = adapter();
-  TDevice *dev = nullptr;
-  for (auto &x : a.devices)
-    if (&x.device == d) dev = &x;
-  if (!dev) {
-    errno = ENODEV;
-    return nullptr;
-  }
-  int efd = eventfd(0, EFD_CLOEXEC);
-  if (efd < 0) return nullptr;
-  auto *c = new TContext{};
-  c->ctx.device = d;
-  c->ctx.cmd_fd = -1;
-  c->ctx.async_fd = efd;
-  c->dev = dev;
-  std::lock_guard<std::mutex> lock(a.mu);
-  dev->contexts.push_back(c);
-  return &c->ctx;
-}
-int t_close_device(ibv_context *ctx) {
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  auto *c = reinterpret_cast<TContext *>(ctx);
-  auto &v = c->dev->contexts;
-  v.erase(std::remove(v.begin(), v.end(), c), v.end());
-  close(c->ctx.async_fd);
-  delete c;
-  return 0;
-}
-
-int t_query_device(ibv_context *c, ibv_device_attr *attr) {
-  std::memset(attr, 0, sizeof *attr);
-  std::strcpy(attr->fw_ver, "test-adapter");
-  attr->phys_port_cnt = static_cast<uint8_t>(device_of(c)->ports);
-  attr->max_qp = 1 << 16;
-  attr->max_qp_wr = kMaxWr;
-  attr->max_sge = kMaxSge;
-  attr->max_cqe = 1 << 16;
-  attr->max_mr_size = UINT64_MAX;
-  return 0;
-}
-
-int t_query_port(ibv_context *c, uint8_t port, ibv_port_attr *attr) {
-  TDevice *d = device_of(c);
-  if (port < 1 || port > d->ports) return EINVAL;
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  std::memset(attr, 0, sizeof *attr);
-  attr->state = d->port_down[port] || d->fatal ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
-  attr->max_mtu = attr->active_mtu = d->ethernet ? IBV_MTU_1024 : IBV_MTU_4096;
-  attr->lid = d->ethernet ? 0 : static_cast<uint16_t>(adapter().node & 0xffff);
-  attr->link_layer = d->ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
-  attr->gid_tbl_len = d->ethernet ? kRoceGids : 1;
-  return 0;
-}
-
-int t_query_gid_ex(ibv_context *c, uint32_t port, uint32_t index, ibv_gid_entry *entry, uint32_t flags,
-                   size_t entry_size) {
-  TDevice *d = device_of(c);
-  if (port < 1 || port > static_cast<uint32_t>(d->ports) || flags || entry_size < sizeof *entry ||
-      index >= static_cast<uint32_t>(d->ethernet ? kRoceGids : 1))
-    return EINVAL;
-  std::memset(entry, 0, sizeof *entry);
-  entry->gid_index = index;
-  entry->port_num = port;
-  make_gid(*d, static_cast<int>(index), &entry->gid, &entry->gid_type);
-  return 0;
-}
-
-int t_query_gid(ibv_context *c, uint8_t port, int index, ibv_gid *gid) {
-  ibv_gid_entry e;
-  if (index < 0 || t_query_gid_ex(c, port, static_cast<uint32_t>(index), &e, 0, sizeof e) != 0) return -1;
-  *gid = e.gid;
-  return 0;
-}
-
-ibv_pd *t_alloc_pd(ibv_context *c) {
-  auto *p = new TPd{};
-  p->pd.context = c;
-  return &p->pd;
-}
-int t_dealloc_pd(ibv_pd *pd) {
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  auto *p = reinterpret_cast<TPd *>(pd);
-  if (p->users) return EBUSY;
-  delete p;
-  return 0;
-}
-
-ibv_mr *t_reg_mr(ibv_pd *pd, void *addr, size_t length, int access) {
-  bool remote = access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
-  if (!pd || (!addr && length) || (remote && !(access & IBV_ACCESS_LOCAL_WRITE))) {
-    errno = EINVAL;  // remote write needs local write, as in the real verbs
-    return nullptr;
-  }
-  auto &a = adapter();
-  std::lock_guard<std::mutex> lock(a.mu);
-  auto *m = new TMr{};
-  m->mr.context = pd->context;
-  m->mr.pd = pd;
-  m->mr.addr = addr;
-  m->mr.length = length;
-  m->mr.lkey = m->mr.rkey = a.next_key++;
-  m->access = access;
-  a.mrs[m->mr.lkey] = m;
-  reinterpret_cast<TPd *>(pd)->users++;
-  return &m->mr;
-}
-int t_dereg_mr(ibv_mr *mr) {
-  auto &a = adapter();
-  std::lock_guard<std::mutex> lock(a.mu);
-  auto it = a.mrs.find(mr->lkey);
-  if (it == a.mrs.end() || &it->second->mr != mr) return EINVAL;
-  reinterpret_cast<TPd *>(mr->pd)->users--;
-  delete it->second;
-  a.mrs.erase(it);
-  return 0;
-}
-
-ibv_cq *t_create_cq(ibv_context *c, int cqe, void *cq_context, ibv_comp_channel *, int) {
-  if (cqe < 1 || cqe > (1 << 16)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto *q = new TCq{};
-  q->cq.context = c;
-  q->cq.cq_context = cq_context;
-  q->cq.cqe = cqe;
-  q->depth = cqe;
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  all_cqs().push_back(q);
-  return &q->cq;
-}
-int t_destroy_cq(ibv_cq *cq) {
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  if (!tcq(cq)->qps.empty()) return EBUSY;
-  auto &v = all_cqs();
-  v.erase(std::remove(v.begin(), v.end(), tcq(cq)), v.end());
-  delete tcq(cq);
-  return 0;
-}
-
-ibv_qp *t_create_qp(ibv_pd *pd, ibv_qp_init_attr *attr) {
-  if (!pd || !attr || attr->qp_type != IBV_QPT_RC || !attr->send_cq || !attr->recv_cq || attr->srq ||
-      attr->cap.max_send_wr > kMaxWr || attr->cap.max_recv_wr > kMaxWr || attr->cap.max_send_sge > kMaxSge ||
-      attr->cap.max_recv_sge > kMaxSge || attr->cap.max_inline_data > kMaxInline) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto &a = adapter();
-  std::lock_guard<std::mutex> lock(a.mu);
-  auto *q = new TQp{};
-  q->qp.context = pd->context;
-  q->qp.qp_context = attr->qp_context;
-  q->qp.pd = pd;
-  q->qp.send_cq = attr->send_cq;
-  q->qp.recv_cq = attr->recv_cq;
-  q->qp.qp_num = a.next_qpn++;
-  q->qp.state = IBV_QPS_RESET;
-  q->qp.qp_type = IBV_QPT_RC;
-  q->cap = attr->cap;
-  q->scq = tcq(attr->send_cq);
-  q->rcq = tcq(attr->recv_cq);
-  q->in_name = wire_name(a.node, q->qp.qp_num);
-  q->in = map_wire(q->in_name, true);
-  if (!q->in) {
-    int e = errno;
-    delete q;
-    errno = e;
-    return nullptr;
-  }
-  q->scq->qps.push_back(q);
-  if (q->rcq != q->scq) q->rcq->qps.push_back(q);
-  reinterpret_cast<TPd *>(pd)->users++;
-  return &q->qp;
-}
-
-int t_destroy_qp(ibv_qp *qp) {
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  TQp *q = tqp(qp);
-  for (TCq *c : {q->scq, q->rcq}) {
-    auto &v = c->qps;
-    v.erase(std::remove(v.begin(), v.end(), q), v.end());
-  }
-  if (q->in) {
-    q->in->receiver_error.store(1);
-    munmap(q->in, sizeof(Wire));
-    shm_unlink(q->in_name.c_str());  // if no peer took it
-  }
-  if (q->out) munmap(q->out, sizeof(Wire));
-  if (q->peer_pidfd >= 0) close(q->peer_pidfd);
-  reinterpret_cast<TPd *>(qp->pd)->users--;
-  delete q;
-  return 0;
-}
-
 bool has(int mask, int required) { return (mask & required) == required; }
 
 // INIT -> RTR: connect to the peer's QP named by the address vector's GID.
@@ -677,49 +504,7 @@ int to_rtr(TQp *q, const ibv_qp_attr *attr) {
   return 0;
 }
 
-int t_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
-  std::lock_guard<std::mutex> lock(adapter().mu);
-  TQp *q = tqp(qp);
-  if (!(mask & IBV_QP_STATE)) return q->qp.state == IBV_QPS_RTS ? 0 : EINVAL;
-  ibv_qp_state from = q->qp.state, to = attr->qp_state;
-  if (to == IBV_QPS_ERR) {
-    to_error(q);
-    return 0;
-  }
-  if (to == IBV_QPS_RESET) {
-    q->sends.clear();
-    q->recvs.clear();
-    q->qp.state = IBV_QPS_RESET;
-    return 0;
-  }
-  if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-    if (!has(mask, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num < 1 ||
-        attr->port_num > device_of(q->qp.context)->ports)
-      return EINVAL;
-    q->port = attr->port_num;
-  } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
-    if (!has(mask, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                       IBV_QP_MIN_RNR_TIMER))
-      return EINVAL;
-    if (int e = to_rtr(q, attr)) return e;
-  } else if ((from == IBV_QPS_RTR || from == IBV_QPS_RTS) && to == IBV_QPS_RTS) {
-    if (from == IBV_QPS_RTR &&
-        !has(mask, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-      return EINVAL;
-    if (mask & IBV_QP_TIMEOUT) {
-      // 0 is "wait forever" on hardware; here it is capped at 10 s.
-      double per_try = attr->timeout ? 4.096e-6 * static_cast<double>(1ull << std::min<int>(attr->timeout, 31)) : 10.0;
-      double total = std::min(10.0, per_try * ((mask & IBV_QP_RETRY_CNT ? attr->retry_cnt : 7) + 1));
-      q->retry_time = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(total));
-    }
-  } else if (!(from == IBV_QPS_INIT && to == IBV_QPS_INIT)) {
-    return EINVAL;  // RESET->RTR, INIT->RTS, ERR->RTS and the like
-  }
-  q->qp.state = to;
-  return 0;
-}
-
-int t_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) {
+int post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) {
   std::lock_guard<std::mutex> lock(adapter().mu);
   TQp *q = tqp(qp);
   for (; wr; wr = wr->next) {
@@ -743,7 +528,7 @@ Fault next_fault() {
   return a.fault != Fault::none && a.posted++ == a.fault_after ? a.fault : Fault::none;
 }
 
-int t_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
+int post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
   auto &a = adapter();
   std::lock_guard<std::mutex> lock(a.mu);
   TQp *q = tqp(qp);
@@ -834,7 +619,7 @@ int t_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
   return 0;
 }
 
-int t_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) {
+int poll_cq(ibv_cq *cq, int n, ibv_wc *wc) {
   std::lock_guard<std::mutex> lock(adapter().mu);
   TCq *c = tcq(cq);
   for (TQp *q : c->qps) {
@@ -849,7 +634,295 @@ int t_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) {
   return got;
 }
 
-int t_get_async_event(ibv_context *ctx, ibv_async_event *event) {
+// The fault HPU_FAKE_IBV_FAULT asks for; a value equal to the one in force
+// changes nothing (its count goes on).
+void read_fault() {
+  const char *env = getenv("HPU_FAKE_IBV_FAULT");
+  std::string spec = env ? env : "";
+  auto &a = adapter();
+  std::lock_guard<std::mutex> lock(a.mu);
+  if (spec == a.fault_spec) return;
+  size_t colon = spec.find(':');
+  std::string kind = spec.substr(0, colon);
+  Fault fault = kind == "retry_exceeded" ? Fault::retry_exceeded
+                : kind == "remote_access" ? Fault::remote_access
+                : kind == "qp_error"      ? Fault::qp_error
+                : kind == "port_down"     ? Fault::port_down
+                : kind == "device_fatal"  ? Fault::device_fatal
+                                          : Fault::none;
+  char *end = nullptr;
+  long after = colon == std::string::npos ? 0 : strtol(spec.c_str() + colon + 1, &end, 10);
+  if ((fault == Fault::none && !spec.empty()) || after < 0 || (end && (*end || end == spec.c_str() + colon + 1))) {
+    fprintf(stderr,
+            "fake libibverbs: HPU_FAKE_IBV_FAULT=\"%s\" is invalid: expected kind[:n], kind one of retry_exceeded, "
+            "remote_access, qp_error, port_down, device_fatal\n",
+            spec.c_str());
+    abort();
+  }
+  a.fault_spec = spec;
+  a.fault = fault;
+  a.fault_after = after;
+  a.posted = 0;
+}
+
+}  // namespace
+
+// --- libibverbs' entry points ----------------------------------------------
+
+ibv_device **ibv_get_device_list(int *n) {
+  read_fault();
+  if (n) *n = 2;
+  return adapter().list;
+}
+void ibv_free_device_list(ibv_device **) {}
+const char *ibv_get_device_name(ibv_device *d) { return d->name; }
+
+ibv_context *ibv_open_device(ibv_device *d) {
+  auto &a = adapter();
+  TDevice *dev = nullptr;
+  for (auto &x : a.devices)
+    if (&x.device == d) dev = &x;
+  if (!dev) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  int efd = eventfd(0, EFD_CLOEXEC);
+  if (efd < 0) return nullptr;
+  auto *c = new TContext{};
+  c->ctx.device = d;
+  c->ctx.cmd_fd = -1;
+  c->ctx.async_fd = efd;
+  // The calls <infiniband/verbs.h> inlines dispatch through these, as they do
+  // to a provider's.
+  c->ctx.ops.post_send = post_send;
+  c->ctx.ops.post_recv = post_recv;
+  c->ctx.ops.poll_cq = poll_cq;
+  c->dev = dev;
+  std::lock_guard<std::mutex> lock(a.mu);
+  dev->contexts.push_back(c);
+  return &c->ctx;
+}
+int ibv_close_device(ibv_context *ctx) {
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  auto *c = reinterpret_cast<TContext *>(ctx);
+  auto &v = c->dev->contexts;
+  v.erase(std::remove(v.begin(), v.end(), c), v.end());
+  close(c->ctx.async_fd);
+  delete c;
+  return 0;
+}
+
+int ibv_query_device(ibv_context *c, ibv_device_attr *attr) {
+  std::memset(attr, 0, sizeof *attr);
+  std::strcpy(attr->fw_ver, "fake-ibverbs");
+  attr->phys_port_cnt = static_cast<uint8_t>(device_of(c)->ports);
+  attr->max_qp = 1 << 16;
+  attr->max_qp_wr = kMaxWr;
+  attr->max_sge = kMaxSge;
+  attr->max_cqe = 1 << 16;
+  attr->max_mr_size = UINT64_MAX;
+  return 0;
+}
+
+// The exported ibv_query_port fills the leading part of ibv_port_attr that
+// its older, compatible layout has (up to flags), as rdma-core's does.
+int ibv_query_port(ibv_context *c, uint8_t port, _compat_ibv_port_attr *compat) {
+  auto *attr = reinterpret_cast<ibv_port_attr *>(compat);
+  TDevice *d = device_of(c);
+  if (port < 1 || port > d->ports) return EINVAL;
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  std::memset(attr, 0, offsetof(ibv_port_attr, port_cap_flags2));
+  attr->state = d->port_down[port] || d->fatal ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
+  attr->max_mtu = attr->active_mtu = d->ethernet ? IBV_MTU_1024 : IBV_MTU_4096;
+  attr->lid = d->ethernet ? 0 : static_cast<uint16_t>(adapter().node & 0xffff);
+  attr->link_layer = d->ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  attr->gid_tbl_len = d->ethernet ? kRoceGids : 1;
+  return 0;
+}
+
+int _ibv_query_gid_ex(ibv_context *c, uint32_t port, uint32_t index, ibv_gid_entry *entry, uint32_t flags,
+                   size_t entry_size) {
+  TDevice *d = device_of(c);
+  if (port < 1 || port > static_cast<uint32_t>(d->ports) || flags || entry_size < sizeof *entry ||
+      index >= static_cast<uint32_t>(d->ethernet ? kRoceGids : 1))
+    return EINVAL;
+  std::memset(entry, 0, sizeof *entry);
+  entry->gid_index = index;
+  entry->port_num = port;
+  make_gid(*d, static_cast<int>(index), &entry->gid, &entry->gid_type);
+  return 0;
+}
+
+int ibv_query_gid(ibv_context *c, uint8_t port, int index, ibv_gid *gid) {
+  ibv_gid_entry e;
+  if (index < 0 || _ibv_query_gid_ex(c, port, static_cast<uint32_t>(index), &e, 0, sizeof e) != 0) return -1;
+  *gid = e.gid;
+  return 0;
+}
+
+ibv_pd *ibv_alloc_pd(ibv_context *c) {
+  auto *p = new TPd{};
+  p->pd.context = c;
+  return &p->pd;
+}
+int ibv_dealloc_pd(ibv_pd *pd) {
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  auto *p = reinterpret_cast<TPd *>(pd);
+  if (p->users) return EBUSY;
+  delete p;
+  return 0;
+}
+
+ibv_mr *ibv_reg_mr(ibv_pd *pd, void *addr, size_t length, int access) {
+  bool remote = access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+  if (!pd || (!addr && length) || (remote && !(access & IBV_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;  // remote write needs local write, as in the real verbs
+    return nullptr;
+  }
+  auto &a = adapter();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto *m = new TMr{};
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.lkey = m->mr.rkey = a.next_key++;
+  m->access = access;
+  a.mrs[m->mr.lkey] = m;
+  reinterpret_cast<TPd *>(pd)->users++;
+  return &m->mr;
+}
+int ibv_dereg_mr(ibv_mr *mr) {
+  auto &a = adapter();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto it = a.mrs.find(mr->lkey);
+  if (it == a.mrs.end() || &it->second->mr != mr) return EINVAL;
+  reinterpret_cast<TPd *>(mr->pd)->users--;
+  delete it->second;
+  a.mrs.erase(it);
+  return 0;
+}
+
+ibv_cq *ibv_create_cq(ibv_context *c, int cqe, void *cq_context, ibv_comp_channel *, int) {
+  if (cqe < 1 || cqe > (1 << 16)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto *q = new TCq{};
+  q->cq.context = c;
+  q->cq.cq_context = cq_context;
+  q->cq.cqe = cqe;
+  q->depth = cqe;
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  all_cqs().push_back(q);
+  return &q->cq;
+}
+int ibv_destroy_cq(ibv_cq *cq) {
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  if (!tcq(cq)->qps.empty()) return EBUSY;
+  auto &v = all_cqs();
+  v.erase(std::remove(v.begin(), v.end(), tcq(cq)), v.end());
+  delete tcq(cq);
+  return 0;
+}
+
+ibv_qp *ibv_create_qp(ibv_pd *pd, ibv_qp_init_attr *attr) {
+  if (!pd || !attr || attr->qp_type != IBV_QPT_RC || !attr->send_cq || !attr->recv_cq || attr->srq ||
+      attr->cap.max_send_wr > kMaxWr || attr->cap.max_recv_wr > kMaxWr || attr->cap.max_send_sge > kMaxSge ||
+      attr->cap.max_recv_sge > kMaxSge || attr->cap.max_inline_data > kMaxInline) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto &a = adapter();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto *q = new TQp{};
+  q->qp.context = pd->context;
+  q->qp.qp_context = attr->qp_context;
+  q->qp.pd = pd;
+  q->qp.send_cq = attr->send_cq;
+  q->qp.recv_cq = attr->recv_cq;
+  q->qp.qp_num = a.next_qpn++;
+  q->qp.state = IBV_QPS_RESET;
+  q->qp.qp_type = IBV_QPT_RC;
+  q->cap = attr->cap;
+  q->scq = tcq(attr->send_cq);
+  q->rcq = tcq(attr->recv_cq);
+  q->in_name = wire_name(a.node, q->qp.qp_num);
+  q->in = map_wire(q->in_name, true);
+  if (!q->in) {
+    int e = errno;
+    delete q;
+    errno = e;
+    return nullptr;
+  }
+  q->scq->qps.push_back(q);
+  if (q->rcq != q->scq) q->rcq->qps.push_back(q);
+  reinterpret_cast<TPd *>(pd)->users++;
+  return &q->qp;
+}
+
+int ibv_destroy_qp(ibv_qp *qp) {
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  TQp *q = tqp(qp);
+  for (TCq *c : {q->scq, q->rcq}) {
+    auto &v = c->qps;
+    v.erase(std::remove(v.begin(), v.end(), q), v.end());
+  }
+  if (q->in) {
+    q->in->receiver_error.store(1);
+    munmap(q->in, sizeof(Wire));
+    shm_unlink(q->in_name.c_str());  // if no peer took it
+  }
+  if (q->out) munmap(q->out, sizeof(Wire));
+  if (q->peer_pidfd >= 0) close(q->peer_pidfd);
+  reinterpret_cast<TPd *>(qp->pd)->users--;
+  delete q;
+  return 0;
+}
+
+int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
+  std::lock_guard<std::mutex> lock(adapter().mu);
+  TQp *q = tqp(qp);
+  if (!(mask & IBV_QP_STATE)) return q->qp.state == IBV_QPS_RTS ? 0 : EINVAL;
+  ibv_qp_state from = q->qp.state, to = attr->qp_state;
+  if (to == IBV_QPS_ERR) {
+    to_error(q);
+    return 0;
+  }
+  if (to == IBV_QPS_RESET) {
+    q->sends.clear();
+    q->recvs.clear();
+    q->qp.state = IBV_QPS_RESET;
+    return 0;
+  }
+  if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+    if (!has(mask, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num < 1 ||
+        attr->port_num > device_of(q->qp.context)->ports)
+      return EINVAL;
+    q->port = attr->port_num;
+  } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
+    if (!has(mask, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                       IBV_QP_MIN_RNR_TIMER))
+      return EINVAL;
+    if (int e = to_rtr(q, attr)) return e;
+  } else if ((from == IBV_QPS_RTR || from == IBV_QPS_RTS) && to == IBV_QPS_RTS) {
+    if (from == IBV_QPS_RTR &&
+        !has(mask, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+      return EINVAL;
+    if (mask & IBV_QP_TIMEOUT) {
+      // 0 is "wait forever" on hardware; here it is capped at 10 s.
+      double per_try = attr->timeout ? 4.096e-6 * static_cast<double>(1ull << std::min<int>(attr->timeout, 31)) : 10.0;
+      double total = std::min(10.0, per_try * ((mask & IBV_QP_RETRY_CNT ? attr->retry_cnt : 7) + 1));
+      q->retry_time = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(total));
+    }
+  } else if (!(from == IBV_QPS_INIT && to == IBV_QPS_INIT)) {
+    return EINVAL;  // RESET->RTR, INIT->RTS, ERR->RTS and the like
+  }
+  q->qp.state = to;
+  return 0;
+}
+
+int ibv_get_async_event(ibv_context *ctx, ibv_async_event *event) {
   auto *c = reinterpret_cast<TContext *>(ctx);
   for (;;) {
     {
@@ -873,9 +946,9 @@ int t_get_async_event(ibv_context *ctx, ibv_async_event *event) {
   }
 }
 
-void t_ack_async_event(ibv_async_event *) {}
+void ibv_ack_async_event(ibv_async_event *) {}
 
-const char *t_event_type_str(ibv_event_type e) {
+const char *ibv_event_type_str(ibv_event_type e) {
   switch (e) {
     case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
     case IBV_EVENT_QP_ACCESS_ERR: return "local access violation error";
@@ -886,7 +959,7 @@ const char *t_event_type_str(ibv_event_type e) {
   }
 }
 
-const char *t_wc_status_str(ibv_wc_status s) {
+const char *ibv_wc_status_str(ibv_wc_status s) {
   switch (s) {
     case IBV_WC_SUCCESS: return "success";
     case IBV_WC_LOC_LEN_ERR: return "local length error";
@@ -898,34 +971,3 @@ const char *t_wc_status_str(ibv_wc_status s) {
     default: return "unknown";
   }
 }
-
-const VerbsApi kTestApi = {
-    "test adapter",    t_get_device_list, t_free_device_list, t_get_device_name, t_open_device,
-    t_close_device,    t_query_device,    t_query_port,       t_query_gid,       t_query_gid_ex,
-    t_alloc_pd,        t_dealloc_pd,      t_reg_mr,           t_dereg_mr,        t_create_cq,
-    t_destroy_cq,      t_create_qp,       t_modify_qp,        t_destroy_qp,      t_post_send,
-    t_post_recv,       t_poll_cq,         t_get_async_event,  t_ack_async_event, t_event_type_str,
-    t_wc_status_str,
-};
-
-}  // namespace
-
-const VerbsApi *verbs_test_api() { return &kTestApi; }
-
-void verbs_test_set_fault(const std::string &spec) {
-  auto &a = adapter();
-  std::lock_guard<std::mutex> lock(a.mu);
-  if (spec == a.fault_spec) return;
-  a.fault_spec = spec;
-  std::string kind = spec.substr(0, spec.find(':'));
-  a.fault_after = spec.find(':') == std::string::npos ? 0 : std::atol(spec.c_str() + spec.find(':') + 1);
-  a.posted = 0;
-  a.fault = kind == "retry_exceeded" ? Fault::retry_exceeded
-            : kind == "remote_access" ? Fault::remote_access
-            : kind == "qp_error"      ? Fault::qp_error
-            : kind == "port_down"     ? Fault::port_down
-            : kind == "device_fatal"  ? Fault::device_fatal
-                                      : Fault::none;
-}
-
-}  // namespace hpu::comm
