@@ -85,8 +85,9 @@ struct Fixture {
     ASSERT_EQ(hpuCommDestroy(stale_comm), HPU_SUCCESS);
     ASSERT_EQ(hpuCommInitAll(&comm, 1, &device), HPU_SUCCESS);
     ASSERT_EQ(hpuMemAlloc(&dev_mem, device, kDevBytes), HPU_SUCCESS);
+    // Right after dev_mem; freed last, so that no later allocation of the
+    // setup reuses it: freed_mem and the byte past dev_mem's end stay free.
     ASSERT_EQ(hpuMemAlloc(&freed_mem, device, 1536), HPU_SUCCESS);
-    ASSERT_EQ(hpuMemFree(device, freed_mem), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceOpen(&other_device, 3), HPU_SUCCESS);
     ASSERT_EQ(hpuMemAlloc(&other_mem, other_device, kDevBytes), HPU_SUCCESS);
     hpuDevice_t closing = nullptr;
@@ -114,6 +115,7 @@ struct Fixture {
       dims_2p32[i] = int64_t(1) << 32;
       dims_2p61[i] = int64_t(1) << 61;
     }
+    ASSERT_EQ(hpuMemFree(device, freed_mem), HPU_SUCCESS);
   }
 };
 
