@@ -228,7 +228,8 @@ TEST(Misuse, UnusedUniqueIdsGiveBackTheirThreadsAndSockets) {
 }
 
 // Inits that time out (the other rank never comes): the rendezvous each one
-// joined stops with it.
+// joined stops with it, and a second batch leaves the process no larger than
+// the first.
 TEST(Misuse, FailedInitsGiveBackTheRendezvous) {
   const int n = full_run() ? 1000 : 12;
   auto r = run_child({{"HPU_COMM_TIMEOUT", "0.25"}}, [n] {
@@ -245,9 +246,16 @@ TEST(Misuse, FailedInitsGiveBackTheRendezvous) {
     if (int rc = fail_once()) return rc;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const int threads0 = threads(), fds0 = fds();
-    for (int i = 0; i < n; ++i)
-      if (int rc = fail_once()) return rc;
-    return back_to(threads0, fds0, 5, "failed inits");
+    long rss_first = 0;
+    for (int batch = 0; batch < 2; ++batch) {
+      for (int i = 0; i < n / 2; ++i)
+        if (int rc = fail_once()) return rc;
+      if (int rc = back_to(threads0, fds0, 5, "failed inits")) return rc;
+      if (batch == 0) rss_first = rss_kib();
+    }
+    long grew = rss_kib() - rss_first;
+    if (grew > 4096) return why("the second batch of %d failed inits grew the process by %ld KiB", n / 2, grew);
+    return 0;
   });
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
