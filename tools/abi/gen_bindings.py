@@ -189,13 +189,15 @@ def node(api: hpuabi.Api) -> str:
         out.append(f"  {c.name}: {js_str(koffi_prototype(api, c.name, c.ret, c.params))},")
     out += ["});", "",
             "/**",
-            " * Functions: name -> [library, koffi prototype]. _Out_ marks pointers the function writes",
-            " * through (pass [value] or a typed array), _Inout_ structs it reads struct_size from and fills;",
-            " * char ** results are addresses, to be released with hpuFree.",
+            " * Functions: name -> [library, koffi prototype, [[parameter, C type], ...]]. _Out_ marks",
+            " * pointers the function writes through (pass [value] or a typed array), _Inout_ structs it",
+            " * reads struct_size from and fills; char ** results are addresses, released with hpuFree.",
             " */",
             "const FUNCTIONS = Object.freeze({"]
     for f in by_header(api, "  //", out):
-        out.append(f"  {f.name}: [{js_str(f.library)}, {js_str(koffi_prototype(api, f.name, f.ret, f.params))}],")
+        params = ", ".join(f"[{js_str(p.name)}, {js_str(p.ctype)}]" for p in f.params)
+        out.append(f"  {f.name}: [{js_str(f.library)}, {js_str(koffi_prototype(api, f.name, f.ret, f.params))},")
+        out.append(f"    [{params}]],")
     out += ["});", "", "module.exports = { STATUSES, Status, CONSTANTS, HANDLES, ENUMS, STRUCTS, CALLBACKS, FUNCTIONS };"]
     return "\n".join(out) + "\n"
 
@@ -265,7 +267,7 @@ def typescript(api: hpuabi.Api) -> str:
             "export declare const ENUMS: Readonly<Record<string, Readonly<Record<string, number>>>>;",
             "export declare const STRUCTS: Readonly<Record<string, Readonly<Record<string, string>>>>;",
             "export declare const CALLBACKS: Readonly<Record<string, string>>;",
-            "export declare const FUNCTIONS: Readonly<Record<string, readonly [string, string]>>;"]
+            "export declare const FUNCTIONS: Readonly<Record<string, readonly [string, string, ReadonlyArray<readonly [string, string]>]>>;"]
     for s in api.structs.values():
         out += ["", f"/** {s.name} of {s.header}, as koffi reads and writes it. */", f"export interface {s.name} {{"]
         for f in s.fields:
