@@ -380,6 +380,10 @@ class Losses(unittest.TestCase):
         np.testing.assert_allclose(o, m / 0.75, rtol=1e-6)
         self.assertLess(abs(m.mean() - 0.75), 0.05)
         close(self, hpu.dropout(x, p=0.5, training=False), np.ones(10000))
+        close(self, hpu.dropout(hpu.ones(4), p=1.0), np.zeros(4))  # libhpu's range: p in [0, 1]
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.dropout(x, p=1.5)
+        self.assertEqual(cm.exception.message, "hpuDropout: p 1.5 is not a probability in [0, 1]")
         weight, idx = randn(10, 4), np.array([[1, 9], [0, 1]], dtype=np.int32)
         close(self, hpu.embedding(hpu.tensor(idx), hpu.tensor(weight)), weight[idx])
         gw = hpu.ops.embedding_backward(hpu.tensor(np.ones((2, 2, 4), np.float32)), hpu.tensor(idx),
