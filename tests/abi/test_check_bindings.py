@@ -100,6 +100,41 @@ class BrokenBindings(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("hpuScaleInplace is not a function", r.stderr)
 
+    def test_a_new_options_struct_and_function_are_generated_with_the_compilers_layout(self):
+        # What a header change may bring: flags from shifts, an options struct of mixed
+        # types (its layout is checked against the C compiler's), a function taking it.
+        self.edit("include/hpu/ops.h", "HPU_EXTERN_C_BEGIN", """typedef enum hpuEpilogue {
+  HPU_EPILOGUE_NONE = 0,
+  HPU_EPILOGUE_BIAS = 1u << 0,
+  HPU_EPILOGUE_RELU = 1u << 1,
+  HPU_EPILOGUE_BIAS_RELU = HPU_EPILOGUE_BIAS | HPU_EPILOGUE_RELU
+} hpuEpilogue_t;
+typedef struct hpuMatmulOptions {
+  size_t struct_size;
+  hpuEpilogue_t epilogue;
+  hpuTensor_t bias;
+  hpuDataType_t out_dtype;
+  unsigned int flags;
+  double beta;
+  char tag[3];
+} hpuMatmulOptions_t;
+
+HPU_EXTERN_C_BEGIN
+HPU_API hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
+                                const hpuMatmulOptions_t *options, hpuTensor_t *out);""")
+        self.edit("abi/symbols.txt", "\nhpuMm ", "\nhpuMatmulEx 0.1\nhpuMm ")
+        r = self.run_tool(str(TOOLS / "gen_bindings.py"), "--source", str(self.root))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        abi_py = (self.root / "bindings/python/hpu/_abi.py").read_text()
+        self.assertIn("HPU_EPILOGUE_BIAS_RELU = 3", abi_py)
+        self.assertIn('("options", POINTER(hpuMatmulOptions_t), "const hpuMatmulOptions_t *")', abi_py)
+        self.assertIn("'hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, "
+                      "const hpuMatmulOptions_t *options, _Out_ hpuTensor_t *out)'",
+                      (self.root / "bindings/node/lib/abi.js").read_text())
+        r = self.run_tool(str(TOOLS / "check_bindings.py"), str(self.root), "--cc", os.environ.get("CC", "cc"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("7 struct layouts", r.stdout)
+
     def test_a_node_call_with_an_argument_too_many(self):
         self.edit("bindings/node/lib/ops.js", "call('hpuCast', x, dtypeInfo(dtype).value, OUT)",
                   "call('hpuCast', x, dtypeInfo(dtype).value, 0, OUT)")

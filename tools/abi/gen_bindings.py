@@ -46,7 +46,9 @@ def by_header(api: hpuabi.Api, comment: str, out: list):
 
 
 # ---- Python (ctypes) -------------------------------------------------------------------------
-PY_SCALARS = {"char": "c_char", "int": "c_int", "unsigned": "c_uint", "long": "c_long", "float": "c_float",
+PY_SCALARS = {"char": "c_char", "int": "c_int", "unsigned": "c_uint", "unsigned int": "c_uint", "long": "c_long",
+              "unsigned long": "c_ulong", "long long": "c_longlong", "unsigned long long": "c_ulonglong",
+              "float": "c_float",
               "double": "c_double", "size_t": "c_size_t", "int8_t": "c_int8", "uint8_t": "c_uint8",
               "int16_t": "c_int16", "uint16_t": "c_uint16", "int32_t": "c_int32", "uint32_t": "c_uint32",
               "int64_t": "c_int64", "uint64_t": "c_uint64"}
@@ -198,7 +200,8 @@ def node(api: hpuabi.Api) -> str:
         params = ", ".join(f"[{js_str(p.name)}, {js_str(p.ctype)}]" for p in f.params)
         out.append(f"  {f.name}: [{js_str(f.library)}, {js_str(koffi_prototype(api, f.name, f.ret, f.params))},")
         out.append(f"    [{params}]],")
-    out += ["});", "", "module.exports = { STATUSES, Status, CONSTANTS, HANDLES, ENUMS, STRUCTS, CALLBACKS, FUNCTIONS };"]
+    out += ["});", "",
+            "module.exports = { STATUSES, Status, CONSTANTS, HANDLES, ENUMS, STRUCTS, CALLBACKS, FUNCTIONS };"]
     return "\n".join(out) + "\n"
 
 
@@ -267,7 +270,9 @@ def typescript(api: hpuabi.Api) -> str:
             "export declare const ENUMS: Readonly<Record<string, Readonly<Record<string, number>>>>;",
             "export declare const STRUCTS: Readonly<Record<string, Readonly<Record<string, string>>>>;",
             "export declare const CALLBACKS: Readonly<Record<string, string>>;",
-            "export declare const FUNCTIONS: Readonly<Record<string, readonly [string, string, ReadonlyArray<readonly [string, string]>]>>;"]
+            "/** name -> [library, koffi prototype, [[parameter, C type], ...]]. */",
+            "export declare const FUNCTIONS: Readonly<Record<string,",
+            "  readonly [string, string, ReadonlyArray<readonly [string, string]>]>>;"]
     for s in api.structs.values():
         out += ["", f"/** {s.name} of {s.header}, as koffi reads and writes it. */", f"export interface {s.name} {{"]
         for f in s.fields:

@@ -15,6 +15,8 @@ Standard library only; runs with /usr/bin/python3.
 """
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +28,9 @@ LEDGERS = (("abi/symbols.txt", "hpu"), ("abi/trainer-symbols.txt", "hpu-trainer"
 LEDGER_LINE = re.compile(r"^(hpu[A-Z][A-Za-z0-9]*)[ \t]+([0-9]+\.[0-9]+)[ \t]*$")
 
 # Scalar C types the headers use, by name.
-SCALARS = ("char", "int", "unsigned", "long", "float", "double", "size_t", "int8_t", "uint8_t", "int16_t",
-           "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t")
+SCALARS = ("char", "int", "unsigned", "unsigned int", "long", "unsigned long", "long long", "unsigned long long",
+           "float", "double", "size_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
+           "int64_t", "uint64_t")
 
 
 class ParseError(Exception):
@@ -188,16 +191,31 @@ def header_order(include_dir: Path) -> List[Path]:
     return [hdir / n for n in first + [n for n in names if n not in first]]
 
 
+_INT_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.LShift: operator.lshift,
+            ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitAnd: operator.and_,
+            ast.BitXor: operator.xor, ast.USub: operator.neg, ast.Invert: operator.invert}
+
+
 def _eval_int(expr: str, constants: Dict[str, int], where: str) -> int:
-    expr = expr.strip()
-    while expr.startswith("(") and expr.endswith(")"):
-        expr = expr[1:-1].strip()
-    if expr in constants:
-        return constants[expr]
-    m = re.fullmatch(r"(-?)(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", expr)
-    if not m:
-        raise ParseError(f"{where}: cannot read {expr!r} as an integer")
-    return int(m.group(1) + m.group(2), 0)
+    """An integer constant expression of the headers: numbers (with u/l suffixes), names of
+    earlier constants, + - * << >> | & ^ ~ and parentheses."""
+    text = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expr.strip())
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+            return _INT_OPS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _INT_OPS:
+            return _INT_OPS[type(node.op)](value(node.operand))
+        raise ParseError(f"{where}: cannot read {expr.strip()!r} as an integer")
+
+    try:
+        return value(ast.parse(text, mode="eval").body)
+    except SyntaxError:
+        raise ParseError(f"{where}: cannot read {expr.strip()!r} as an integer") from None
 
 
 def _params(text: str, where: str) -> List[Param]:
@@ -219,17 +237,21 @@ def _fields(body: str, constants: Dict[str, int], where: str) -> List[Field]:
         decl = " ".join(decl.split())
         if not decl:
             continue
-        m = re.fullmatch(r"((?:const )?\w+(?: \w+)*?)\s*(\**)\s*(\w.*)", decl)
-        if not m:
+        first, *more = decl.split(",")
+        m = re.fullmatch(r"(.*?[\s*])(\w+)\s*(?:\[([^\]]+)\])?\s*", first)
+        if not m or not m.group(1).strip():
             raise ParseError(f"{where}: cannot read field {decl!r}")
-        base, stars, names = m.group(1), m.group(2), m.group(3)
-        for i, item in enumerate(names.split(",")):
+        ctype = normalise_type(m.group(1))
+        base = ctype.rstrip(" *")  # "double beta1, *p": later declarators bring their own stars
+        items = [("", m.group(2), m.group(3))]
+        for item in more:
             fm = re.fullmatch(r"\s*(\**)\s*(\w+)\s*(?:\[([^\]]+)\])?\s*", item)
             if not fm:
-                raise ParseError(f"{where}: cannot read field {item!r}")
-            ptr = stars if i == 0 else fm.group(1)
-            count = _eval_int(fm.group(3), constants, where) if fm.group(3) else None
-            out.append(Field(fm.group(2), normalise_type(base + " " + ptr), count))
+                raise ParseError(f"{where}: cannot read field {item.strip()!r} of {decl!r}")
+            items.append((fm.group(1), fm.group(2), fm.group(3)))
+        for i, (stars, name, count) in enumerate(items):
+            t = ctype if i == 0 else normalise_type(base + " " + stars)
+            out.append(Field(name, t, _eval_int(count, constants, where) if count else None))
     return out
 
 
@@ -246,8 +268,11 @@ def _parse_header(api: Api, path: Path) -> None:
             code_lines.append(line)
             continue
         m = re.match(r"#\s*define\s+(HPU_\w+)\s+(\S.*)$", s)
-        if m and re.fullmatch(r"\(?-?(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\)?", m.group(2).strip()):
-            api.constants[m.group(1)] = _eval_int(m.group(2), api.constants, name)
+        if m and re.fullmatch(r"[\w\s()+\-*<>|&^~]+", m.group(2)) and re.search(r"\d", m.group(2)):
+            try:  # an integer constant; other macros (_INIT initialisers, HPU_API) are not data
+                api.constants[m.group(1)] = _eval_int(m.group(2), api.constants, name)
+            except ParseError:
+                pass
         elif re.match(r"#\s*define\s+HPU_STATUS_MAP\(X\)", s):
             api.statuses = [Status(n, int(v), t) for n, v, t in STATUS_ENTRY.findall(s)]
             if not api.statuses:

@@ -71,7 +71,9 @@ export declare const HANDLES: readonly string[];
 export declare const ENUMS: Readonly<Record<string, Readonly<Record<string, number>>>>;
 export declare const STRUCTS: Readonly<Record<string, Readonly<Record<string, string>>>>;
 export declare const CALLBACKS: Readonly<Record<string, string>>;
-export declare const FUNCTIONS: Readonly<Record<string, readonly [string, string, ReadonlyArray<readonly [string, string]>]>>;
+/** name -> [library, koffi prototype, [[parameter, C type], ...]]. */
+export declare const FUNCTIONS: Readonly<Record<string,
+  readonly [string, string, ReadonlyArray<readonly [string, string]>]>>;
 
 /** hpuDeviceProperties_t of device.h, as koffi reads and writes it. */
 export interface hpuDeviceProperties_t {
