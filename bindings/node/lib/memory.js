@@ -1,7 +1,7 @@
 'use strict';
 // Device memory: Habana's memory statistics and raw allocations.
 
-const { koffi, C, MemStats, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } = require('./native');
+const { koffi, abi, C, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } = require('./native');
 const { Status, HpuError, invalidArgument } = require('./errors');
 const { resolve } = require('./device');
 
@@ -10,13 +10,12 @@ const HABANA_STATS_KEYS = Object.freeze(['Limit', 'InUse', 'MaxInUse', 'NumAlloc
   'MaxAllocSize', 'TotalSystemAllocs', 'TotalSystemFrees', 'TotalActiveAllocs']);
 /** The three figures libhpu's caching allocator adds after them. */
 const ALLOCATOR_STATS_KEYS = Object.freeze(['ReservedBytes', 'SegmentAllocs', 'SegmentFrees']);
-const FIELDS = ['limit', 'in_use', 'max_in_use', 'num_allocs', 'num_frees', 'active_allocs', 'max_alloc_size',
-  'total_system_allocs', 'total_system_frees', 'total_active_allocs', 'reserved_bytes', 'segment_allocs',
-  'segment_frees'];
+// hpuMemStats_t's figures, in the keys' order, and those that are signed.
+const FIELDS = Object.keys(abi.STRUCTS.hpuMemStats_t).filter((f) => f !== 'struct_size');
+const SIGNED = new Set(FIELDS.filter((f) => abi.STRUCTS.hpuMemStats_t[f] === 'int64_t'));
 
 // hpuMemStats_t read from a Buffer: struct_size, then 13 64-bit figures (two of them signed).
-const STATS_BYTES = koffi.sizeof(MemStats);
-const SIGNED = new Set(['active_allocs', 'total_active_allocs']);
+const STATS_BYTES = koffi.sizeof('hpuMemStats_t');
 
 function stats(device) {
   const buf = Buffer.alloc(STATS_BYTES);
