@@ -1,7 +1,6 @@
 // The context algorithms run in.
 #include "comm/algorithm.hpp"
 
-#include <chrono>
 #include <new>
 
 #include "core/error.hpp"
@@ -67,7 +66,7 @@ RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Co
 }
 
 Deadline Ctx::deadline() const {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+  return deadline_in(timeout_);
 }
 
 void Ctx::fail_all(hpuStatus_t status, const std::string &message) {

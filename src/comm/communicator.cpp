@@ -1,12 +1,13 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
-#include <chrono>
-
 #include <map>
+#include <thread>
 
+#include "comm/bootstrap/connect.hpp"
 #include "comm/collectives.hpp"
 #include "comm/reduce.hpp"
+#include "comm/transports/select.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/profiler.hpp"
@@ -17,10 +18,6 @@ namespace hpu::comm {
 namespace {
 
 constexpr uint64_t kP2PTag = uint64_t(1) << 63;  // collective tags are seq << 24 | step, below it
-
-Deadline deadline_in(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 // At exit and dlclose, before the devices stop their streams (shutdown hooks
 // run from the highest priority down; devices are 10): abort every live
@@ -108,6 +105,24 @@ Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int r
   prof::name_comm(group_, nranks);
   prof::name_track({prof::TrackKind::comm, group_, rank}, strf("rank %d of %d", rank, nranks));
   device_.comm_opened();
+}
+
+std::vector<Joined> join_all(const std::vector<Device *> &devices, int nranks, const UniqueId &id, int first_rank) {
+  std::vector<Joined> joined(devices.size());
+  auto join = [&](size_t i) {
+    try {
+      joined[i].comm = std::make_shared<Communicator>(*devices[i], nranks, id, first_rank + static_cast<int>(i));
+    } catch (const Error &e) {
+      joined[i].error = e;
+    } catch (const std::bad_alloc &) {
+      joined[i].error = Error(HPU_ERROR_OUT_OF_MEMORY, "host memory exhausted");
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < devices.size(); ++i) threads.emplace_back(join, i);
+  if (!devices.empty()) join(0);
+  for (auto &t : threads) t.join();
+  return joined;
 }
 
 Communicator::~Communicator() {

@@ -64,10 +64,9 @@
 #include <string>
 #include <vector>
 
-namespace hpu::comm {
+#include "comm/deadline.hpp"
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
+namespace hpu::comm {
 
 // One pause of a spinning wait (a hint to the CPU; no system call).
 inline void cpu_relax() {

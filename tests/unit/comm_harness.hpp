@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
+#include "comm/bootstrap/socket.hpp"
 #include "comm/transport.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"

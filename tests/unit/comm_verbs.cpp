@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "comm/algorithm.hpp"
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "comm/transports/verbs_engine.hpp"
 #include "comm_collectives.hpp"

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "comm_collectives.hpp"
 #include "comm_harness.hpp"

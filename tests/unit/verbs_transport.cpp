@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "comm/transports/verbs_api.hpp"
 #include "comm/transports/verbs_engine.hpp"

@@ -6,7 +6,8 @@
 
 #include <memory>
 
-#include "comm/bootstrap.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/transport.hpp"
 
 namespace hpu::comm {
 

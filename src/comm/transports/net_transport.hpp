@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
 #include "comm/transport.hpp"
 
 namespace hpu::comm {

@@ -8,7 +8,7 @@
 // Setup (collective over the bootstrap): each rank listens on the interface
 // its bootstrap connection uses, the addresses are exchanged, every rank
 // connects to the ranks below it and accepts the ranks above it; every
-// connection runs the authenticated handshake (socket.hpp), strangers are
+// connection runs the authenticated handshake (socket/handshake.hpp), strangers are
 // dropped. The listener closes once the links are up.
 #include <pthread.h>
 #include <sched.h>
@@ -23,8 +23,8 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"

@@ -6,7 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/transport.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "core/config.hpp"
 

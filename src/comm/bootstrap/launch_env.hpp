@@ -21,8 +21,8 @@
 #include <functional>
 #include <string>
 
-#include "comm/bootstrap.hpp"
-#include "comm/socket.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/socket/address.hpp"
 
 namespace hpu::comm {
 
@@ -55,6 +55,12 @@ UniqueId launch_unique_id(const LaunchEnv &env);
 // interface (HPU_COMM_LISTEN=any) or the host HPU_COMM_LISTEN names, at the
 // id's port. The address is logged; every interface at level info.
 Address launch_listen_address(const LaunchEnv &env, const UniqueId &id);
+
+// launch_unique_id, with the rendezvous running: in the process of launch rank
+// 0 the root listener is started at launch_listen_address before this
+// returns. Throws as socket_root_start does; HPU_ERROR_CONFIG, saying where
+// the listener must run, when the rendezvous address is not this host's.
+UniqueId launch_rendezvous(const LaunchEnv &env);
 
 // The user's secret file: $XDG_CONFIG_HOME/hpu/secret, else
 // $HOME/.config/hpu/secret (HOME from the password database when unset).

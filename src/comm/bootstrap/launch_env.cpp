@@ -1,6 +1,6 @@
-// hpuCommInitFromEnv: the launch environment decides the ranks and the
-// rendezvous; the process with launch rank 0 runs the root listener there.
-#include "comm/launch_env.hpp"
+// Launch environments: the ranks, the rendezvous and the secret from the
+// launcher's variables; the process with launch rank 0 runs the root listener.
+#include "comm/bootstrap/launch_env.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,11 +13,10 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
-#include "api/api.hpp"
-#include "comm/bootstrap_socket.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace hpu::comm {
@@ -292,66 +291,26 @@ void read_secret_file(const std::string &path, uint8_t secret[16], bool *created
   parse_secret(strf("the secret file %s", path.c_str()).c_str(), text, secret);
 }
 
-}  // namespace hpu::comm
-
-using namespace hpu;
-using namespace hpu::comm;
-
-HPU_API hpuStatus_t hpuCommInitFromEnv(hpuComm_t *comms, int ndev, const hpuDevice_t *devs) {
-  HPU_API_BEGIN
-  HPU_CHECK_ARG(comms != nullptr, "comms is NULL");
-  HPU_CHECK_ARG(ndev >= 1 && ndev <= 4096, "ndev is %d; expected 1 to 4096", ndev);
-  HPU_CHECK_ARG(devs != nullptr, "devs is NULL");
-  LaunchEnv env = read_launch_env([](const char *name) { return getenv(name); });
-  long long world = static_cast<long long>(env.size) * ndev;
-  if (world > INT_MAX) fail(HPU_ERROR_CONFIG, "%d processes x %d devices is too many ranks", env.size, ndev);
-  HPU_LOG(info, "comm", "launch environment: %s, process %d of %d (local %d), %d device(s) each: ranks %d..%d of %lld%s",
-          env.source.c_str(), env.rank, env.size, env.local_rank, ndev, env.rank * ndev, env.rank * ndev + ndev - 1,
-          world,
-          env.host.empty() ? "" : strf("; rendezvous %s:%u from %s; secret %s", env.host.c_str(), env.port,
-                                       env.address_source.c_str(), env.secret_source.c_str()).c_str());
-  if (env.size == 1 && env.host.empty()) {
-    hpuStatus_t s = hpuCommInitAll(comms, ndev, devs);
-    if (s != HPU_SUCCESS) throw Error(s, api::last_error());
-    return HPU_SUCCESS;
-  }
+UniqueId launch_rendezvous(const LaunchEnv &env) {
   UniqueId id = launch_unique_id(env);
-  if (env.rank == 0) {
-    Address at = launch_listen_address(env, id);
-    std::string what = strf("rendezvous listener (%s %s:%u)", env.listen.empty() ? env.address_source.c_str()
-                            : "HPU_COMM_LISTEN", env.listen.empty() ? env.host.c_str() : env.listen.c_str(), env.port);
-    try {
-      // The others connect to the rendezvous address; this process to where
-      // it listens, or for every interface, to the rendezvous address too, so
-      // that its connection shows the interface its transports offer.
-      UniqueId bound = id;
-      socket_root_start(bound, &at, what.c_str());
-      if (env.listen != "any") id = bound;
-    } catch (const Error &e) {
-      if (e.status() != HPU_ERROR_CONFIG || !env.listen.empty()) throw;
-      fail(HPU_ERROR_CONFIG, "%s; the process of launch rank 0 must run on the host the rendezvous address names, or "
-           "HPU_COMM_LISTEN name where it listens (an address of this host, or \"any\" for every interface)",
-           e.what());
-    }
+  if (env.rank != 0) return id;
+  Address at = launch_listen_address(env, id);
+  std::string what = strf("rendezvous listener (%s %s:%u)", env.listen.empty() ? env.address_source.c_str()
+                          : "HPU_COMM_LISTEN", env.listen.empty() ? env.host.c_str() : env.listen.c_str(), env.port);
+  try {
+    // The others connect to the rendezvous address; this process to where
+    // it listens, or for every interface, to the rendezvous address too, so
+    // that its connection shows the interface its transports offer.
+    UniqueId bound = id;
+    socket_root_start(bound, &at, what.c_str());
+    if (env.listen != "any") id = bound;
+  } catch (const Error &e) {
+    if (e.status() != HPU_ERROR_CONFIG || !env.listen.empty()) throw;
+    fail(HPU_ERROR_CONFIG, "%s; the process of launch rank 0 must run on the host the rendezvous address names, or "
+         "HPU_COMM_LISTEN name where it listens (an address of this host, or \"any\" for every interface)",
+         e.what());
   }
-  hpuUniqueId_t pub = id.to_public();
-  std::vector<hpuComm_t> made(static_cast<size_t>(ndev), nullptr);
-  std::vector<hpuStatus_t> status(static_cast<size_t>(ndev), HPU_SUCCESS);
-  std::vector<std::string> message(static_cast<size_t>(ndev));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i)
-    threads.emplace_back([&, i] {
-      status[i] = hpuCommInitRank(&made[i], devs[i], static_cast<int>(world), &pub, env.rank * ndev + i);
-      if (status[i] != HPU_SUCCESS) message[i] = api::last_error();
-    });
-  for (auto &t : threads) t.join();
-  int worst = -1;
-  for (int i = 0; i < ndev; ++i)  // the root cause first: an abort or timeout is often a consequence
-    if (status[i] != HPU_SUCCESS && (worst < 0 || status[worst] == HPU_ERROR_ABORTED)) worst = i;
-  if (worst >= 0) {
-    for (hpuComm_t c : made) hpuCommDestroy(c);
-    throw Error(status[worst], strf("device %d (rank %d): %s", worst, env.rank * ndev + worst, message[worst].c_str()));
-  }
-  for (int i = 0; i < ndev; ++i) comms[i] = made[i];
-  HPU_API_END
+  return id;
 }
+
+}  // namespace hpu::comm

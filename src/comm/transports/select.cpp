@@ -1,5 +1,5 @@
 // Picks the transport of a new endpoint by where its peers run.
-#include "comm/bootstrap.hpp"
+#include "comm/transports/select.hpp"
 #include "comm/transports/local.hpp"
 #include "comm/transports/net_transport.hpp"
 #include "core/error.hpp"

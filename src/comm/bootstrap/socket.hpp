@@ -1,6 +1,6 @@
 // The bootstrap across processes and hosts. As in NCCL, the unique id names a
 // root listener (address + random secret). Every rank connects to the root,
-// proves it knows the secret (socket.hpp's handshake) and says which rank of
+// proves it knows the secret (socket/handshake.hpp) and says which rank of
 // how many it is; the root then serves the group's allgathers as a star: each
 // rank sends its record, the root sends the concatenation back once all have.
 //
@@ -13,8 +13,8 @@
 #include <atomic>
 #include <memory>
 
-#include "comm/bootstrap.hpp"
-#include "comm/socket.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/socket/fd.hpp"
 
 namespace hpu::comm {
 

@@ -4,14 +4,15 @@
 // random secret, and for groups that span processes the address of the
 // rendezvous (root) listener.
 //
-//   hpuGetUniqueId     -> UniqueId::make()        (secret; part 2 adds an address)
-//   hpuCommInitRank    -> bootstrap_connect(id, rank, nranks, deadline)
-//                      -> make_transport(bootstrap, ...)   (transport_select.cpp)
+//   hpuGetUniqueId     -> UniqueId::make(), socket_root_start    (socket.hpp)
+//   hpuCommInitRank    -> bootstrap_connect(id, rank, nranks)     (connect.hpp)
+//                      -> make_transport(bootstrap, ...)          (transports/select.hpp)
 //
-// Bootstraps of this file: "local", a process-wide table keyed by the secret,
-// for ranks that are threads of one process. Part 2 adds a socket bootstrap
-// (root listener named by the id's address, magic/version/secret handshake)
-// behind the same interface; bootstrap_connect picks by the id.
+// This file: the id, where a rank runs, and the interface every bootstrap
+// implements. The bootstraps: local.hpp (ranks that are threads of one
+// process) and socket.hpp (a root listener named by the id's address);
+// connect.hpp picks one by the id; launch_env.hpp derives the id from a
+// launcher's environment.
 #pragma once
 
 #include <hpu/comm.h>
@@ -21,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/transport.hpp"
+#include "comm/deadline.hpp"
 
 namespace hpu::comm {
 
@@ -94,16 +95,5 @@ class Bootstrap {
  private:
   const int rank_, size_;
 };
-
-// Joins the group named by `id` as `rank` of `nranks`. Blocks until every rank
-// has joined, or throws as allgather does.
-std::unique_ptr<Bootstrap> bootstrap_connect(const UniqueId &id, int rank, int nranks, Deadline deadline);
-
-// This rank's transport endpoint: exchanges addresses through `bootstrap` and
-// picks the transport per peer by locality; `forced` (HPU_TRANSPORT, "" = pick)
-// names one. Throws HPU_ERROR_NOT_AVAILABLE when a forced or needed transport
-// is not available (naming it), HPU_ERROR_CONFIG for an unknown name.
-std::shared_ptr<Transport> make_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
-                                          Deadline deadline);
 
 }  // namespace hpu::comm

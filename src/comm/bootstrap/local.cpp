@@ -1,97 +1,19 @@
-// Unique ids, locality, and the local bootstrap: ranks that are threads of one
-// process meet in a process-wide table keyed by the id's secret.
-#include "comm/bootstrap.hpp"
-#include "comm/bootstrap_socket.hpp"
-
-#include <sys/random.h>
-#include <unistd.h>
+// The local bootstrap: ranks that are threads of one process meet in a
+// process-wide table keyed by the id's secret.
+#include "comm/bootstrap/local.hpp"
 
 #include <condition_variable>
 #include <cstring>
-#include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
 
 #include "core/error.hpp"
-#include "core/log.hpp"
 #include "core/runtime.hpp"
 
 namespace hpu::comm {
 
-void random_bytes(void *out, size_t n) {
-  auto *p = static_cast<uint8_t *>(out);
-  while (n > 0) {
-    ssize_t got = getrandom(p, n, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      fail(HPU_ERROR_IO, "getrandom failed: %s", strerror(errno));
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-}
-
 namespace {
 
-std::string read_first_line(const char *path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-}  // namespace
-
-UniqueId UniqueId::make() {
-  UniqueId id;
-  id.magic = kMagic;
-  id.version = kVersion;
-  random_bytes(id.secret, sizeof id.secret);
-  return id;
-}
-
-UniqueId UniqueId::from(const hpuUniqueId_t &pub, const char *what) {
-  UniqueId id;
-  std::memcpy(static_cast<void *>(&id), &pub, sizeof id);
-  if (id.magic != kMagic)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is not a unique id made by hpuGetUniqueId (bad magic 0x%016llx)", what,
-         static_cast<unsigned long long>(id.magic));
-  if (id.version != kVersion)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "%s has version %u; this libhpu reads version %u", what, id.version, kVersion);
-  return id;
-}
-
-hpuUniqueId_t UniqueId::to_public() const {
-  hpuUniqueId_t pub;
-  std::memcpy(&pub, this, sizeof pub);
-  return pub;
-}
-
-std::string UniqueId::short_name() const {
-  return strf("%02x%02x%02x%02x", secret[0], secret[1], secret[2], secret[3]);
-}
-
-Locality this_process(int device) {
-  static const uint64_t host =
-      std::hash<std::string>()(read_first_line("/etc/machine-id") + "/" +
-                               read_first_line("/proc/sys/kernel/random/boot_id"));
-  static const uint64_t process = [] {
-    uint64_t v;
-    random_bytes(&v, sizeof v);
-    return v;
-  }();
-  Locality l;
-  l.host = host;
-  l.process = process;
-  l.pid = static_cast<int32_t>(getpid());
-  l.device = device;
-  return l;
-}
-
-namespace {
-
-// One group being bootstrapped in this process.
 struct Group {
   explicit Group(int n) : nranks(n), joined(static_cast<size_t>(n), false) {}
   struct Round {
@@ -172,6 +94,8 @@ class LocalBootstrap final : public Bootstrap {
   bool aborted_ = false;  // guarded by group_->mu
 };
 
+}  // namespace
+
 std::unique_ptr<Bootstrap> local_bootstrap(const UniqueId &id, int rank, int nranks) {
   GroupTable &t = group_table();
   std::string key(reinterpret_cast<const char *>(id.secret), sizeof id.secret);
@@ -194,19 +118,6 @@ std::unique_ptr<Bootstrap> local_bootstrap(const UniqueId &id, int rank, int nra
     fail(HPU_ERROR_INVALID_USAGE, "rank %d of unique id %s has already joined", rank, id.short_name().c_str());
   g->joined[static_cast<size_t>(rank)] = true;
   return std::make_unique<LocalBootstrap>(g, rank);
-}
-
-}  // namespace
-
-std::unique_ptr<Bootstrap> bootstrap_connect(const UniqueId &id, int rank, int nranks, Deadline deadline) {
-  if (id.flags & UniqueId::kHasAddress) return socket_bootstrap(id, rank, nranks, deadline);
-  auto b = local_bootstrap(id, rank, nranks);
-  HPU_LOG(debug, "comm", "rank %d of %d joining group %s (local bootstrap)", rank, nranks, id.short_name().c_str());
-  // Everyone present: the first exchange doubles as the join barrier.
-  char nothing = 0;
-  std::vector<char> all(static_cast<size_t>(nranks));
-  b->allgather(&nothing, 1, all.data(), deadline);
-  return b;
 }
 
 }  // namespace hpu::comm

@@ -1,4 +1,5 @@
-#include "comm/bootstrap_socket.hpp"
+// The socket bootstrap: the rendezvous root and the ranks' side of it.
+#include "comm/bootstrap/socket.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/socket/acceptor.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/runtime.hpp"
