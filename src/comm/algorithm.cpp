@@ -21,6 +21,8 @@ void *Scratch::get(int slot, size_t bytes) {
 
 Ctx::Ctx(Transport &transport, const OpHeader &header, double timeout_seconds, Scratch &scratch)
     : t_(transport),
+      chaining_(transport.find<Chaining>()),
+      shared_(transport.find<SharedMemory>()),
       header_(header),
       rank_(transport.rank()),
       size_(transport.size()),
@@ -51,7 +53,10 @@ RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes, co
     header_sent_[static_cast<size_t>(peer)] = true;
     d.header = &header_;
   }
-  return any(after) ? t_.isend_after(d, after, deadline()) : t_.isend(d);
+  if (!any(after)) return t_.isend(d);
+  if (chaining_) return chaining_->isend_after(d, after);
+  t_.wait(after, deadline());
+  return t_.isend(d);
 }
 
 RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine,
@@ -62,7 +67,10 @@ RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Co
   d.data = data;
   d.bytes = bytes;
   d.combine = combine;
-  return any(after) ? t_.irecv_after(d, after, deadline()) : t_.irecv(d);
+  if (!any(after)) return t_.irecv(d);
+  if (chaining_) return chaining_->irecv_after(d, after);
+  t_.wait(after, deadline());
+  return t_.irecv(d);
 }
 
 Deadline Ctx::deadline() const {

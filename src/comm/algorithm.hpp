@@ -1,7 +1,8 @@
 // What the collective algorithms are written against: one operation's context
 // (this rank's transport endpoint, the operation's header and tags, deadlines,
 // scratch memory), and the algorithms themselves, one per file in
-// src/comm/algorithms/. Algorithms see only the Transport interface.
+// src/comm/algorithms/. Algorithms see only the Transport interface and its
+// capabilities (transports/capability.hpp), through Ctx.
 //
 // Conventions every algorithm keeps:
 //   - deterministic: each element of a result is combined in an order fixed by
@@ -20,7 +21,7 @@
 #include <vector>
 
 #include "comm/reduce.hpp"
-#include "comm/transport.hpp"
+#include "comm/transports/capability.hpp"
 
 namespace hpu::comm {
 
@@ -52,15 +53,17 @@ class Ctx {
   const OpHeader &header() const { return header_; }
   bool shares_address_space() const { return t_.shares_address_space(); }
   size_t few_steps_bytes() const { return t_.few_steps_bytes(); }
-  bool chains() const { return t_.chains(); }  // Transport::chains
+  // True when the transport offers Chaining: the steps of `after` below go on
+  // without the waiting thread, which may then wait once, at the end.
+  bool chains() const { return chaining_ != nullptr; }
   // Throws the endpoint's sticky error (a peer failed or aborted), if any.
   void throw_if_failed() const { t_.throw_if_failed(); }
 
   // Messages of this operation. `step` (< 2^24) tells the messages of one
   // operation between one pair apart; the first message to each peer carries
   // the header. Each is posted once the requests of `after` are done (null
-  // entries are skipped; Transport::isend_after): post a whole chain of steps,
-  // then wait once.
+  // entries are skipped; Chaining, when the transport offers it, else after a
+  // wait here): post a whole chain of steps, then wait once.
   RequestPtr send(int peer, uint32_t step, const void *data, size_t bytes, const std::vector<Request *> &after = {});
   RequestPtr recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine = nullptr,
                   const std::vector<Request *> &after = {});
@@ -72,9 +75,12 @@ class Ctx {
 
   void *scratch(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
-  // The memory all ranks map (Transport::shared_area), and waiting on it.
-  SharedArea shared_area() const { return t_.shared_area(); }
-  void wake_peers() { t_.wake_peers(); }
+  // The memory all ranks map (SharedMemory; base nullptr without it), and
+  // waiting on it.
+  SharedArea shared_area() const { return shared_ ? shared_->shared_area() : SharedArea{}; }
+  void wake_peers() {
+    if (shared_) shared_->wake_peers();
+  }
   void wait_until(const std::function<bool()> &ready, const std::function<std::string()> &what) {
     t_.wait_until(ready, deadline(), what);
   }
@@ -85,6 +91,8 @@ class Ctx {
   Deadline deadline() const;
 
   Transport &t_;
+  Chaining *chaining_;
+  SharedMemory *shared_;
   OpHeader header_;
   int rank_, size_;
   double timeout_;

@@ -11,13 +11,20 @@ namespace {
 
 enum class Algo { rule, ring, tree, recursive_doubling, halving_doubling, direct, shared };
 
+// HPU_ALGO's values.
+const struct {
+  const char *name;
+  Algo algo;
+} kForcible[] = {{"ring", Algo::ring},
+                 {"tree", Algo::tree},
+                 {"recursive_doubling", Algo::recursive_doubling},
+                 {"halving_doubling", Algo::halving_doubling},
+                 {"direct", Algo::direct}};
+
 Algo forced() {
   const std::string &a = config().comm.algo;
-  if (a == "ring") return Algo::ring;
-  if (a == "tree") return Algo::tree;
-  if (a == "recursive_doubling") return Algo::recursive_doubling;
-  if (a == "halving_doubling") return Algo::halving_doubling;
-  if (a == "direct") return Algo::direct;
+  for (const auto &f : kForcible)
+    if (a == f.name) return f.algo;
   return Algo::rule;
 }
 
@@ -32,6 +39,18 @@ bool go_direct(const Ctx &c, Algo a, size_t all_bytes) {
 }
 
 }  // namespace
+
+bool algo_known(const std::string &name) {
+  for (const auto &f : kForcible)
+    if (name == f.name) return true;
+  return false;
+}
+
+std::string algo_names() {
+  std::string s;
+  for (const auto &f : kForcible) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
+}
 
 void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
   const size_t bytes = count * dtype_bytes(dtype);

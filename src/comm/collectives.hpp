@@ -19,6 +19,8 @@
 //   barrier         dissemination
 #pragma once
 
+#include <string>
+
 #include "comm/algorithm.hpp"
 
 namespace hpu::comm {
@@ -35,6 +37,10 @@ void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataTy
 void reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op);
 void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype);
 void barrier(Ctx &c);
+
+// Whether `name` is a value of HPU_ALGO (comm.algo); the values, joined by ", ".
+bool algo_known(const std::string &name);
+std::string algo_names();
 
 // The collective that c.header() names (kind, count, data type, operation,
 // root), on these buffers: what an operation queued by the API runs.

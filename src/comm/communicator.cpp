@@ -28,13 +28,12 @@ void abort_all() {
 
 void check_config(const Config &c) {
   const std::string &a = c.comm.algo;
-  if (!a.empty() && a != "ring" && a != "tree" && a != "recursive_doubling" && a != "halving_doubling" &&
-      a != "direct")
-    fail(HPU_ERROR_CONFIG,
-         "HPU_ALGO (comm.algo) is \"%s\"; known: ring, tree, recursive_doubling, halving_doubling, direct", a.c_str());
+  if (!a.empty() && !algo_known(a))
+    fail(HPU_ERROR_CONFIG, "HPU_ALGO (comm.algo) is \"%s\"; known: %s", a.c_str(), algo_names().c_str());
   const std::string &t = c.comm.transport;
-  if (!t.empty() && t != "local" && t != "shm" && t != "tcp" && t != "verbs")
-    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT (comm.transport) is \"%s\"; known: local, shm, tcp, verbs", t.c_str());
+  if (!t.empty() && !transport_known(t))
+    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT (comm.transport) is \"%s\"; known: %s", t.c_str(),
+         transport_names(", ").c_str());
 }
 
 const bool registered = (on_init(30, check_config), on_shutdown(30, abort_all), true);

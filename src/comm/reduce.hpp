@@ -17,7 +17,7 @@
 
 #include <cstddef>
 
-#include "comm/transport.hpp"
+#include "comm/transports/transport.hpp"
 
 namespace hpu::comm {
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "comm/bootstrap/socket.hpp"
-#include "comm/transport.hpp"
+#include "comm/transports/transport.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "kernels/convert.hpp"

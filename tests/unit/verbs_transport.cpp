@@ -20,10 +20,10 @@
 
 #include "comm/bootstrap/socket.hpp"
 #include "comm/socket/acceptor.hpp"
-#include "comm/transports/net_transport.hpp"
-#include "comm/transports/verbs_api.hpp"
-#include "comm/transports/verbs_engine.hpp"
-#include "comm/transports/verbs_reg_cache.hpp"
+#include "comm/transports/net/transport.hpp"
+#include "comm/transports/verbs/api.hpp"
+#include "comm/transports/verbs/verbs.hpp"
+#include "comm/transports/verbs/reg_cache.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "comm/transports/fault_engine.hpp"
+#include "comm/transports/net/fault.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -19,7 +19,7 @@ struct Faults {
   bool stall = false;
 };
 
-class FaultLink final : public Link {
+class FaultLink final : public Link, public DirectWrite {
  public:
   FaultLink(Link *inner, const Faults &f) : inner_(inner), f_(f) {}
 
@@ -39,9 +39,13 @@ class FaultLink final : public Link {
   int lanes() const override { return inner_->lanes(); }
   // Receives here never go direct (every byte passes send(), where the faults
   // are); a peer's direct clear-to-send is honoured.
+  void offer(Frame &cts, void *dst, size_t bytes) override {}
   void write(const Frame &cts, const void *src, size_t bytes, std::function<void(bool)> done) override {
     if (f_.stall) return;
-    inner_->write(cts, src, bytes, std::move(done));
+    if (auto *direct = dynamic_cast<DirectWrite *>(inner_))
+      direct->write(cts, src, bytes, std::move(done));
+    else
+      done(false);
   }
   size_t max_chunk() const override { return inner_->max_chunk(); }
   const char *kind() const override { return inner_->kind(); }

@@ -1,7 +1,7 @@
 // Binds the verbs registration cache to the device allocator's segments when
 // libhpu loads (white-box tests of the transport, which do not build the
 // device layer, set a lookup of their own).
-#include "comm/transports/verbs_reg_cache.hpp"
+#include "comm/transports/verbs/reg_cache.hpp"
 #include "device/allocator.hpp"
 
 namespace hpu::comm {

@@ -7,7 +7,7 @@
 // work of its own receives and the ring's work stays spread over the ranks.
 // Small messages (64 KiB or less) that find their receive posted are moved by
 // the sender at once: cheaper than a wake-up.
-#include "comm/transports/local.hpp"
+#include "comm/transports/local/local.hpp"
 
 #include <cstring>
 #include <deque>
@@ -26,11 +26,6 @@ constexpr size_t kTokenBytes = size_t(64) << 10;
 // Messages this small are moved by the sender when their receive is already
 // posted: a copy this size costs less than waking the receiver's thread.
 constexpr size_t kSenderMovesBytes = size_t(64) << 10;
-
-bool is_collective(const OpHeader &h) {
-  auto k = static_cast<CollKind>(h.coll);
-  return k != CollKind::send && k != CollKind::recv && k != CollKind::none;
-}
 
 class LocalTransport;
 

@@ -1,5 +1,5 @@
 // The verbs table (libibverbs through dlopen) and port discovery.
-#include "comm/transports/verbs_api.hpp"
+#include "comm/transports/verbs/api.hpp"
 
 #include <dlfcn.h>
 

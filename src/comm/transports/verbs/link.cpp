@@ -1,10 +1,10 @@
 // verbs: links between hosts over RDMA reliable-connected queue pairs, every
-// verbs call through the VerbsApi table (verbs_api.hpp).
+// verbs call through the VerbsApi table (api.hpp).
 //
 // Lanes. Each peer is reached over L queue pairs ("lanes"): HPU_IB_QPS_PER_PORT
 // on each active port this rank uses (verbs_find_ports), at most kMaxLanes, the
 // smaller count of the two ends. Lane 0 carries the ordered frames of the net
-// protocol (net_transport.hpp); DATA frames and zero-copy writes are striped
+// protocol (net/link.hpp); DATA frames and zero-copy writes are striped
 // over all lanes.
 //
 // Frames. Each lane has a ring of kRecvSlots receive slots at the receiver
@@ -19,9 +19,9 @@
 // credits come back without a message.
 //
 // Zero copy (receiver-driven). For a large message into device memory the
-// receiver's clear-to-send is DIRECT (Link::offer): it carries the address and
+// receiver's clear-to-send is DIRECT (DirectWrite::offer): it carries the address and
 // rkey of the receive buffer, registered through the registration cache
-// (verbs_reg_cache.hpp: one memory region per device memory segment, kept),
+// (reg_cache.hpp: one memory region per device memory segment, kept),
 // and a handle. The sender RDMA-writes the message straight from its own
 // registered buffer into the receiver's, in pieces of up to kPiece bytes
 // striped over the lanes; the last piece on each lane is a write with
@@ -54,10 +54,10 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/transports/net_transport.hpp"
-#include "comm/transports/verbs_api.hpp"
-#include "comm/transports/verbs_engine.hpp"
-#include "comm/transports/verbs_reg_cache.hpp"
+#include "comm/transports/net/transport.hpp"
+#include "comm/transports/verbs/api.hpp"
+#include "comm/transports/verbs/verbs.hpp"
+#include "comm/transports/verbs/reg_cache.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "core/log.hpp"
@@ -150,7 +150,7 @@ struct Direct {
 
 class VerbsEngine;
 
-class VerbsLink final : public Link {
+class VerbsLink final : public Link, public DirectWrite {
  public:
   VerbsLink(VerbsEngine *e, int peer) : engine(e), peer(peer) {}
   void send(const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) override;

@@ -1,6 +1,5 @@
-// What every transport shares: headers, the mismatch check, waiting with a
-// deadline, and the sticky error.
-#include "comm/transport.hpp"
+// What every transport shares: waiting with a deadline, and the sticky error.
+#include "comm/transports/transport.hpp"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -29,59 +28,7 @@ void futex_wait(std::atomic<uint32_t> *word, uint32_t seen, Clock::duration slic
           0);
 }
 
-const char *dtype_name(uint32_t t) {
-  static const char *const names[] = {"bool", "u8", "i8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64"};
-  return t < sizeof names / sizeof names[0] ? names[t] : "?";
-}
-
-const char *redop_name(uint32_t op) {
-  static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
-  return op < sizeof names / sizeof names[0] ? names[op] : "?";
-}
-
-bool has_redop(CollKind k) {
-  return k == CollKind::allreduce || k == CollKind::reduce || k == CollKind::reducescatter;
-}
-
-bool has_root(CollKind k) { return k == CollKind::broadcast || k == CollKind::reduce; }
-
 }  // namespace
-
-const char *coll_name(CollKind kind) {
-  switch (kind) {
-    case CollKind::none: return "none";
-    case CollKind::allreduce: return "allreduce";
-    case CollKind::broadcast: return "broadcast";
-    case CollKind::reduce: return "reduce";
-    case CollKind::allgather: return "allgather";
-    case CollKind::reducescatter: return "reducescatter";
-    case CollKind::alltoall: return "alltoall";
-    case CollKind::barrier: return "barrier";
-    case CollKind::send: return "send";
-    case CollKind::recv: return "recv";
-  }
-  return "?";
-}
-
-std::string describe(const OpHeader &h) {
-  auto k = static_cast<CollKind>(h.coll);
-  std::string s = strf("%s #%" PRIu64 " (count %" PRIu64 ", %s", coll_name(k), h.seq, h.count, dtype_name(h.dtype));
-  if (has_redop(k)) s += strf(", %s", redop_name(h.redop));
-  if (has_root(k)) s += strf(", root %d", h.root);
-  return s + ")";
-}
-
-std::string header_mismatch(const OpHeader &mine, int self, const OpHeader &theirs, int peer) {
-  auto mk = static_cast<CollKind>(mine.coll), tk = static_cast<CollKind>(theirs.coll);
-  bool same = mine.seq == theirs.seq && mine.dtype == theirs.dtype && mine.count == theirs.count;
-  if (mk == CollKind::recv && tk == CollKind::send)
-    same = same && mine.root == theirs.root;
-  else
-    same = same && mine.coll == theirs.coll && mine.root == theirs.root && mine.redop == theirs.redop;
-  if (same) return "";
-  return strf("mismatched calls: rank %d called %s but rank %d called %s", self, describe(mine).c_str(), peer,
-              describe(theirs).c_str());
-}
 
 std::string Request::describe() const {
   if (is_send) return strf("send of %zu bytes to rank %d (tag 0x%" PRIx64 ")", bytes, peer, tag);
@@ -258,19 +205,9 @@ void Transport::wait(std::initializer_list<Request *> requests, Deadline deadlin
   wait_all(raw, n, deadline);
 }
 
-RequestPtr Transport::isend_after(const SendDesc &desc, const std::vector<Request *> &after, Deadline deadline) {
-  wait_for(after, deadline);
-  return isend(desc);
-}
-
-RequestPtr Transport::irecv_after(const RecvDesc &desc, const std::vector<Request *> &after, Deadline deadline) {
-  wait_for(after, deadline);
-  return irecv(desc);
-}
-
-void Transport::wait_for(const std::vector<Request *> &after, Deadline deadline) {
+void Transport::wait(const std::vector<Request *> &requests, Deadline deadline) {
   std::vector<Request *> raw;
-  for (Request *r : after)
+  for (Request *r : requests)
     if (r) raw.push_back(r);
   wait_all(raw.data(), raw.size(), deadline);
 }

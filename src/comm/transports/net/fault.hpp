@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "comm/transports/net_transport.hpp"
+#include "comm/transports/net/transport.hpp"
 
 namespace hpu::comm {
 

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/transport.hpp"
+#include "comm/transports/transport.hpp"
 
 namespace hpu::comm {
 

@@ -1,18 +1,12 @@
-#include "comm/transports/net_transport.hpp"
-
-#include <sched.h>
-#include <sys/random.h>
-#include <sys/stat.h>
+// The net protocol's endpoint: matching, rendezvous, chains and failures.
+#include "comm/transports/net/transport.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "comm/transports/fault_engine.hpp"
-#include "comm/transports/verbs_engine.hpp"
+#include "comm/transports/net/fault.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/runtime.hpp"
-#include "device/compute_budget.hpp"
 
 namespace hpu::comm {
 
@@ -75,6 +69,12 @@ NetTransport::~NetTransport() {
   engines_.clear();
 }
 
+void NetTransport::tune(const Tuning &tuning) {
+  tuning_ = tuning;
+  set_polling(tuning.busy_poll, tuning.poll);
+  set_wake_on_awaited(tuning.wake_on_awaited);
+}
+
 void NetTransport::add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit) {
   // Injected transport faults act on frames: the group then exchanges
   // messages only (decided alike on every rank, whichever rank is faulty).
@@ -84,8 +84,10 @@ void NetTransport::add_engine(std::unique_ptr<Engine> engine, const std::vector<
   }
   engine = wrap_faulty_engine(*this, std::move(engine));  // HPU_FAULT_INJECT's transport faults, if any
   for (int p : peers) {
-    peers_[static_cast<size_t>(p)].link = engine->link(p);
-    peers_[static_cast<size_t>(p)].eager_limit = eager_limit;
+    Peer &peer = peers_[static_cast<size_t>(p)];
+    peer.link = engine->link(p);
+    peer.direct = dynamic_cast<DirectWrite *>(peer.link);
+    peer.eager_limit = eager_limit;
   }
   engine->start();
   engines_.push_back(std::move(engine));
@@ -109,14 +111,26 @@ void NetTransport::check_peer(int peer) const {
 
 RequestPtr NetTransport::isend(const SendDesc &d) { return start<SendReq>(d, {}); }
 
-RequestPtr NetTransport::isend_after(const SendDesc &d, const std::vector<Request *> &after, Deadline deadline) {
-  return chains_ ? start<SendReq>(d, after) : Transport::isend_after(d, after, deadline);
+RequestPtr NetTransport::isend_after(const SendDesc &d, const std::vector<Request *> &after) {
+  check_chains();
+  return start<SendReq>(d, after);
 }
 
 RequestPtr NetTransport::irecv(const RecvDesc &d) { return start<RecvReq>(d, {}); }
 
-RequestPtr NetTransport::irecv_after(const RecvDesc &d, const std::vector<Request *> &after, Deadline deadline) {
-  return chains_ ? start<RecvReq>(d, after) : Transport::irecv_after(d, after, deadline);
+RequestPtr NetTransport::irecv_after(const RecvDesc &d, const std::vector<Request *> &after) {
+  check_chains();
+  return start<RecvReq>(d, after);
+}
+
+void NetTransport::check_chains() const {
+  if (!tuning_.chains) hpu::fail(HPU_ERROR_INTERNAL, "%s transport of rank %d does not chain", name(), rank());
+}
+
+void *NetTransport::find_capability(const std::type_info &capability) {
+  if (capability == typeid(Chaining)) return tuning_.chains ? static_cast<Chaining *>(this) : nullptr;
+  if (capability == typeid(SharedMemory)) return area_.base ? static_cast<SharedMemory *>(this) : nullptr;
+  return nullptr;
 }
 
 template <class Req, class Desc>
@@ -204,7 +218,7 @@ bool NetTransport::chain(const std::shared_ptr<NetReq> &r, const std::vector<Req
 }
 
 void NetTransport::finish(NetReq &r) {
-  if (chains_) {
+  if (tuning_.chains) {
     std::lock_guard<std::mutex> lock(chain_mu_);
     r.finished = true;
     for (auto &next : r.then)
@@ -215,7 +229,7 @@ void NetTransport::finish(NetReq &r) {
 }
 
 void NetTransport::post_ready() {
-  while (chains_) {
+  while (tuning_.chains) {
     std::vector<std::shared_ptr<NetReq>> batch;
     {
       std::lock_guard<std::mutex> lock(chain_mu_);
@@ -261,7 +275,8 @@ void NetTransport::send_cts(int peer, const std::shared_ptr<RecvReq> &r, uint64_
   f.a = send_id;
   f.b = r->id;
   f.c = chunk;
-  if (!r->combine.fn) link->offer(f, r->desc.data, r->bytes);
+  DirectWrite *direct = peers_[static_cast<size_t>(peer)].direct;
+  if (direct && !r->combine.fn) direct->offer(f, r->desc.data, r->bytes);
   link->send(f, nullptr, 0, 0, nullptr);
 }
 
@@ -282,7 +297,11 @@ void NetTransport::start_data(const std::shared_ptr<SendReq> &s, const Frame &ct
     }
   };
   if (cts.flags & Frame::kDirect) {
-    link->write(cts, s->desc.data, s->bytes, sent);
+    DirectWrite *direct = peers_[static_cast<size_t>(s->peer)].direct;
+    if (direct)
+      direct->write(cts, s->desc.data, s->bytes, sent);
+    else
+      sent(false);  // a direct clear-to-send to a link that cannot write
     return;
   }
   auto *base = static_cast<const uint8_t *>(s->desc.data);
@@ -572,159 +591,6 @@ void NetTransport::on_fail(hpuStatus_t status, const std::string &message) {
   std::string text = message.substr(0, kMaxErrorText);
   f.size = text.size();
   tell_peers(f, text);
-}
-
-// ---- choosing links -----------------------------------------------------------
-
-namespace {
-
-struct Where {
-  uint64_t host;   // machine and boot
-  uint64_t netns;  // network namespace: separate namespaces count as separate hosts
-  int32_t pid;
-  int32_t cpu_count;     // CPUs this process may run on
-  uint64_t cpu_bits[4];  // which, of the first 256
-  uint8_t secret[16];  // rank 0's is the group's link secret
-};
-
-void cpus_of_process(Where &w) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) {
-    w.cpu_count = 1;
-    return;
-  }
-  w.cpu_count = CPU_COUNT(&set);
-  for (int c = 0; c < 256; ++c)
-    if (CPU_ISSET(c, &set)) w.cpu_bits[c / 64] |= uint64_t(1) << (c % 64);
-}
-
-// The CPUs the ranks of `ranks` may use together (each may be pinned to a
-// few of them, as mpirun binds ranks).
-int cpus_together(const std::vector<Where> &all, const std::vector<int> &ranks) {
-  uint64_t bits[4] = {0, 0, 0, 0};
-  int most = 1;
-  for (int r : ranks) {
-    for (int i = 0; i < 4; ++i) bits[i] |= all[static_cast<size_t>(r)].cpu_bits[i];
-    most = std::max(most, static_cast<int>(all[static_cast<size_t>(r)].cpu_count));
-  }
-  int n = 0;
-  for (uint64_t b : bits) n += __builtin_popcountll(b);
-  return std::max(n, most);
-}
-
-uint64_t netns_inode() {
-  struct stat st {};
-  if (stat("/proc/self/ns/net", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino);
-}
-
-std::string rank_list(const std::vector<int> &ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
-  return s;
-}
-
-}  // namespace
-
-std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
-                                              Deadline deadline) {
-  if (!forced.empty() && forced != "shm" && forced != "tcp" && forced != "verbs") {
-    if (forced == "local")
-      fail(HPU_ERROR_NOT_AVAILABLE, "HPU_TRANSPORT is \"local\", but the group spans processes");
-    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT is \"%s\"; expected local, shm, tcp or verbs", forced.c_str());
-  }
-  Where me{};
-  me.host = self.host;
-  me.netns = netns_inode();
-  me.pid = self.pid;
-  cpus_of_process(me);
-  if (getrandom(me.secret, sizeof me.secret, 0) != static_cast<ssize_t>(sizeof me.secret))
-    fail(HPU_ERROR_IO, "getrandom failed: %s", strerror(errno));
-  std::vector<Where> all = bootstrap.allgather(me, deadline);
-  int rank = bootstrap.rank(), size = bootstrap.size();
-  auto same_host = [&](int i, int j) { return all[i].host == all[j].host && all[i].netns == all[j].netns; };
-  // RDMA ports, probed by the ranks that have peers on other hosts (collective).
-  bool cross = false;
-  for (int j = 0; j < size; ++j) cross = cross || !same_host(rank, j);
-  std::vector<char> ib = verbs_ports(bootstrap, cross || forced == "verbs", forced == "verbs", config().comm.ib, deadline);
-  enum Kind { kShm, kTcp, kVerbs };
-  std::vector<int> lists[3];
-  bool any[3] = {false, false, false};
-  for (int i = 0; i < size; ++i)
-    for (int j = 0; j < size; ++j) {
-      if (i == j) continue;
-      if (forced == "shm" && !same_host(i, j))
-        fail(HPU_ERROR_NOT_AVAILABLE, "HPU_TRANSPORT is \"shm\", but ranks %d and %d are on different hosts", i, j);
-      Kind k = forced == "shm" ? kShm : forced == "tcp" ? kTcp : forced == "verbs" ? kVerbs
-               : same_host(i, j) ? kShm : ib[static_cast<size_t>(i)] && ib[static_cast<size_t>(j)] ? kVerbs : kTcp;
-      any[k] = true;
-      if (i == rank) lists[k].push_back(j);
-    }
-  auto t = std::make_unique<NetTransport>(rank, size);
-  // Ranks that each have a CPU spin briefly before they yield (see set_polling).
-  // Over tcp alone a rank's messages move on its libuv loop thread: when the
-  // waiters and loop threads outnumber the CPUs, a waiter that polls takes the
-  // CPU from a loop thread, so it sleeps at once and the loop thread wakes it.
-  // The loop threads poll a while before they block while the host's ranks
-  // are at most twice the CPUs they may use together: with chains the waiting
-  // threads sleep through a collective, so the loop threads have the CPUs to
-  // themselves (4 ranks on 2 CPUs, 1 MiB: median 1131 -> 986 us, 10 of 10
-  // alternating pairs faster; 4 KiB to 16 MiB otherwise within the noise).
-  // With more ranks they take the CPU from each other (before chains: 4 ranks
-  // on 2 CPUs, 64 KiB, 336 instead of 256 us).
-  std::vector<int> here;
-  for (int j = 0; j < size; ++j)
-    if (same_host(rank, j)) here.push_back(j);
-  const int on_host = static_cast<int>(here.size());
-  const bool tcp_only = !lists[kTcp].empty() && lists[kShm].empty() && lists[kVerbs].empty();
-  if (on_host * (tcp_only ? 2 : 1) <= available_cpus())
-    t->set_polling(std::chrono::microseconds(2), std::chrono::microseconds(50));
-  else if (tcp_only)
-    t->set_polling(Clock::duration::zero(), Clock::duration::zero());
-  // Chains (isend_after) go on on the libuv loop thread, which moves every tcp
-  // frame anyway: the waiting thread sleeps through a whole collective instead
-  // of being woken for each step (4 ranks on 2 CPUs, 1 MiB: median 1038 ->
-  // 935 us). Not with shm peers, whose frames move in the waiting thread: a
-  // chain there moves onto the watcher thread (4 ranks, 1 MiB: 225 -> 463 us).
-  t->set_chains(tcp_only);  // before the engines' threads start
-  // Those steps complete on the loop thread too: only the last one the
-  // waiting thread waits for wakes it, not each step (4 ranks on 2 CPUs:
-  // futex calls 63 -> 17 per ms, 1 MiB median 1019 -> 790 us, 16 MiB 21.4 -> 18.3 ms).
-  t->set_wake_on_awaited(tcp_only);
-  std::vector<int32_t> pids;
-  for (auto &w : all) pids.push_back(w.pid);
-  if (any[kShm]) t->add_engine(make_shm_engine(*t, bootstrap, lists[kShm], all[0].secret, pids, deadline),
-                               lists[kShm], 32 << 10);
-  if (any[kVerbs])
-    t->add_engine(make_verbs_engine(*t, bootstrap, lists[kVerbs], config().comm.ib, deadline), lists[kVerbs], 32 << 10);
-  // Over tcp a message of up to one ring segment (1 MiB, kSegmentBytes) goes
-  // at once: a clear-to-send round trip costs more than copying its payload
-  // once more out of the link's buffer when its receive is not posted yet
-  // (1 MiB allreduce at 2 ranks: about 0.28 ms, not 0.42; 4 MiB, whose
-  // segments are 1 MiB: 4 ranks median 4957 -> 4124 us, 2 ranks 1594 -> 1344).
-  // Every step of a ring over tcp passes through the libuv loop thread and the
-  // waiting thread of each rank: at 4 ranks on 2 CPUs, halving-doubling's 4
-  // larger steps beat the ring's 6 up to 1 MiB (1.06-1.25 ms instead of
-  // 1.35-1.51), not at 4 MiB (5.2-6.0 instead of 4.5-5.1 ms).
-  if (any[kTcp]) {
-    t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, on_host <= 2 * cpus_together(all, here),
-                                  deadline),
-                  lists[kTcp], 1 << 20);
-    t->set_few_steps_bytes(2 << 20);
-  }
-  static const char *const names[] = {"shm", "tcp", "verbs"};
-  std::string name, detail;
-  for (int k : {kShm, kVerbs, kTcp}) {
-    if (!lists[k].empty()) name += (name.empty() ? "" : "+") + std::string(names[k]);
-    detail += strf("%s%s: ranks %s", detail.empty() ? "" : "; ", names[k],
-                   lists[k].empty() ? "none" : rank_list(lists[k]).c_str());
-  }
-  if (name.empty()) name = "self";
-  t->set_name(name);
-  HPU_LOG(info, "comm", "rank %d of %d: transport %s%s (%s)", rank, size, name.c_str(),
-          forced.empty() ? " by locality" : " forced by HPU_TRANSPORT", detail.c_str());
-  return t;
 }
 
 }  // namespace hpu::comm

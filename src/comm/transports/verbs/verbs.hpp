@@ -1,4 +1,5 @@
-// The verbs engine (verbs_link.cpp): net-protocol links over RDMA RC queue
+// verbs: the net transport's kind for ranks on hosts with RDMA ports: links
+// over RDMA RC queue
 // pairs, and the probe that decides whether verbs can be used. Both are
 // collective over the bootstrap: every rank calls them.
 #pragma once
@@ -7,8 +8,7 @@
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/transport.hpp"
-#include "comm/transports/net_transport.hpp"
+#include "comm/transports/net/transport.hpp"
 #include "core/config.hpp"
 
 namespace hpu::comm {

@@ -25,7 +25,7 @@
 
 #include "comm/bootstrap/socket.hpp"
 #include "comm/socket/acceptor.hpp"
-#include "comm/transports/net_transport.hpp"
+#include "comm/transports/tcp/tcp.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "core/log.hpp"
@@ -479,9 +479,16 @@ int lanes_from_env() {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
-                                        const uint8_t secret[16], bool spin, Deadline deadline) {
+std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const Placement &place,
+                                        const std::vector<int> &peers, Deadline deadline) {
   int rank = bootstrap.rank(), size = bootstrap.size();
+  const uint8_t *secret = place.secret();
+  // The loop thread polls a while before it blocks (run_loop) while the host's
+  // ranks are at most twice the CPUs they may use together: the waiting
+  // threads sleep through a collective (chains), so the loop threads have the
+  // CPUs to themselves; with more ranks they would take the CPU from each other.
+  const std::vector<int> here = place.on_host(rank);
+  const bool spin = static_cast<int>(here.size()) <= 2 * place.cpus_together(here);
   auto engine = std::make_unique<TcpEngine>(t, size, spin ? kLoopSpin : Clock::duration::zero());
   Listing me{};
   Fd listener;

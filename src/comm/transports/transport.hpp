@@ -36,10 +36,9 @@
 //     that came early, and fails the operation with HPU_ERROR_INVALID_USAGE
 //     naming both ranks and both calls. A frame from an operation this rank has
 //     already finished is a mismatch too.
-//   - A transport whose ranks all map one piece of memory (shm, when every
-//     rank is on this host) offers it as a SharedArea: algorithms may meet
-//     there instead of exchanging messages (algorithms/shared_memory.cpp),
-//     waiting with wait_until() and waking the peers with wake_peers().
+//   - What only some transports can do (chains of steps posted up front, a
+//     memory area every rank maps) are capabilities (capability.hpp): an
+//     algorithm asks for one with find<C>() and takes another path without it.
 //   - fail_all(status, message) makes an error sticky on this endpoint, wakes every
 //     waiter and tells every peer (best effort, never blocking): a peer adopts
 //     the status (HPU_ERROR_ABORTED becomes HPU_ERROR_REMOTE there), so one
@@ -62,9 +61,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "comm/deadline.hpp"
+#include "comm/wire.hpp"
 
 namespace hpu::comm {
 
@@ -76,42 +77,6 @@ inline void cpu_relax() {
   asm volatile("yield");
 #endif
 }
-
-// What a collective is, in headers and messages.
-enum class CollKind : uint32_t {
-  none = 0,
-  allreduce = 1,
-  broadcast = 2,
-  reduce = 3,
-  allgather = 4,
-  reducescatter = 5,
-  alltoall = 6,
-  barrier = 7,
-  send = 8,  // point to point: the header travels with each message
-  recv = 9,
-};
-const char *coll_name(CollKind kind);
-
-// The first frame of each operation to each peer carries this (fixed layout: it
-// goes on the wire as it is, little-endian).
-struct OpHeader {
-  uint64_t seq = 0;    // collectives: 1, 2, ... per communicator; p2p: per (sender, receiver) pair
-  uint32_t coll = 0;   // CollKind
-  uint32_t dtype = 0;  // hpuDataType_t
-  uint64_t count = 0;  // elements, as the caller passed them
-  int32_t root = -1;   // root rank; for point to point the sending rank; -1 if none
-  uint32_t redop = 0;  // hpuRedOp_t, 0 when the collective has none
-};
-static_assert(sizeof(OpHeader) == 32, "OpHeader is a wire format");
-
-// "allreduce #7 (count 1024, bf16, sum)" for messages.
-std::string describe(const OpHeader &h);
-
-// "" when `theirs` (sent by rank `peer`) matches `mine` (running on rank
-// `self`), else the message of the HPU_ERROR_INVALID_USAGE to fail with, naming
-// both ranks and both calls. For point to point a send matches a receive of
-// the same sequence, count and type.
-std::string header_mismatch(const OpHeader &mine, int self, const OpHeader &theirs, int peer);
 
 // out[i] = in[i] (+) local[i] for n elements; `in` is what arrived, `local` may
 // equal `out` (in place). Called on element-aligned pieces, from whichever
@@ -150,13 +115,6 @@ struct RecvDesc {
   const MemoryRegion *mr = nullptr;
   const OpHeader *expect = nullptr;  // point to point: the header the frame must match
   const Combine *combine = nullptr;  // nullptr: store the bytes as they are
-};
-
-// Memory every rank of the group maps, each at its own address: the same
-// bytes for all, zero at first.
-struct SharedArea {
-  void *base = nullptr;  // nullptr: the transport has none
-  size_t bytes = 0;
 };
 
 // One posted send or receive. Transports derive from it to keep their state.
@@ -210,16 +168,6 @@ class Transport {
   // Post a message; throw the sticky error if the endpoint has failed.
   virtual RequestPtr isend(const SendDesc &desc) = 0;
   virtual RequestPtr irecv(const RecvDesc &desc) = 0;
-  // The same, posted once every request of `after` is done (null entries are
-  // skipped): an algorithm posts a chain of steps up front and waits once, at
-  // the end. A transport whose messages move on threads of its own (net) posts
-  // it from the thread that completes the last of `after`, so the steps go on
-  // without waking the waiting thread; by default this waits for `after` here
-  // (as wait() does, until `deadline`) and posts then. If one of `after`
-  // fails, the endpoint fails (the request itself never completes).
-  virtual bool chains() const { return false; }  // true: *_after post from the completing thread
-  virtual RequestPtr isend_after(const SendDesc &desc, const std::vector<Request *> &after, Deadline deadline);
-  virtual RequestPtr irecv_after(const RecvDesc &desc, const std::vector<Request *> &after, Deadline deadline);
 
   // Declares the collective this rank runs from now on (see the header check).
   virtual void begin(const OpHeader &header) = 0;
@@ -229,16 +177,12 @@ class Transport {
   // fails the endpoint, naming what it waited for) or HPU_ERROR_ABORTED.
   void wait(std::initializer_list<Request *> requests, Deadline deadline);
   void wait(const std::vector<RequestPtr> &requests, Deadline deadline);
+  void wait(const std::vector<Request *> &requests, Deadline deadline);
   // True when done; throws like wait() on failure. Never blocks.
   bool test(Request &request);
 
-  // The area every rank maps (see above); base is nullptr when there is none.
-  // The same answer on every rank of the group.
-  virtual SharedArea shared_area() const { return {}; }
-  // Wakes the peers' threads in wait_until(), after this rank wrote the area.
-  virtual void wake_peers() {}
   // Waits until ready() is true, as wait() waits for requests (polling, then
-  // asleep on the doorbell, which wake_peers() rings), with the same errors;
+  // asleep on the doorbell, which a peer rings), with the same errors;
   // at the deadline the timeout names what(). ready() may be called often.
   void wait_until(const std::function<bool()> &ready, Deadline deadline, const std::function<std::string()> &what);
 
@@ -250,6 +194,17 @@ class Transport {
   // The sticky error, HPU_SUCCESS if none.
   hpuStatus_t error(std::string *message = nullptr) const;
   void throw_if_failed() const;
+
+  // The capability C (capability.hpp) when this transport offers it, else nullptr.
+  template <class C>
+  C *find() {
+    return static_cast<C *>(find_capability(typeid(C)));
+  }
+
+ protected:
+  // The transport's side of find<C>(): this transport as a C (the pointer
+  // converted to C *, then to void *) when it offers C now; nullptr otherwise.
+  virtual void *find_capability(const std::type_info &capability) { return nullptr; }
 
   // The doorbell: `word` is bumped by every ring, `sleepers` counts the
   // threads asleep on it. `shared`: the words live in memory shared between
@@ -274,7 +229,6 @@ class Transport {
   // wake the waiter once each. Set before any thread waits.
   void set_wake_on_awaited(bool on) { wake_on_awaited_ = on; }
 
- protected:
   // Called by fail_all() once, after the sticky error is set: cancel what is in
   // flight and tell the peers. Must not block on a peer.
   virtual void on_fail(hpuStatus_t status, const std::string &message) = 0;
@@ -292,7 +246,6 @@ class Transport {
   void ring();
   bool poll_until(const std::function<bool()> &ready, Deadline deadline);
   void wait_all(Request *const *requests, size_t n, Deadline deadline);
-  void wait_for(const std::vector<Request *> &after, Deadline deadline);  // the non-null ones
   void throw_request_error(const Request &request);
   void time_out(const std::string &what);
 

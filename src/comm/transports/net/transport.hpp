@@ -1,7 +1,8 @@
 // The transport of ranks in different processes: one message protocol, and per
-// peer a Link that moves its frames (tcp_link.cpp: libuv sockets across hosts;
-// shm_link.cpp: shared-memory rings within a host). A communicator that mixes
-// peers on this host and on others gets one of each, chosen per peer.
+// peer a Link that moves its frames (link.hpp; shm/: shared-memory rings within
+// a host, tcp/: libuv sockets across hosts, verbs/: RDMA). A group whose peers
+// are on this host and on others gets one of each, chosen per peer
+// (select.cpp).
 //
 // The protocol (one ordered stream of frames per peer; DATA may use any lane):
 //   EAGER  tag, size, [OpHeader] + payload      small messages, inline
@@ -20,7 +21,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,94 +28,50 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap/bootstrap.hpp"
-#include "comm/transport.hpp"
+#include "comm/transports/capability.hpp"
+#include "comm/transports/net/link.hpp"
+#include "comm/transports/transport.hpp"
 
 namespace hpu::comm {
 
-struct Frame {
-  enum Type : uint32_t { eager = 1, rts = 2, cts = 3, data = 4, error = 5, bye = 6, pad = 7 };
-  static constexpr uint32_t kHasHeader = 1;
-  static constexpr uint32_t kDirect = 2;  // CTS: the link wrote where to write (Link::offer)
-  uint32_t type = 0;
-  uint32_t flags = 0;
-  uint64_t tag = 0;
-  uint64_t size = 0;  // eager, data, error: payload bytes; rts: message bytes
-  uint64_t a = 0;     // rts, cts: send id; error: status
-  uint64_t b = 0;     // cts, data: recv id
-  uint64_t c = 0;     // cts: chunk bytes; data: offset
-  OpHeader header;
-};
-static_assert(sizeof(Frame) == 80, "Frame is a wire format");
-
-constexpr size_t kMaxErrorText = 4096;
-
-class NetTransport;
-
-// Moves one peer's frames. send() may be called from any thread; `done` runs
-// once the payload is no longer needed (true) or the link broke (false).
-class Link {
- public:
-  virtual ~Link() = default;
-  virtual void send(const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) = 0;
-  virtual int lanes() const { return 1; }
-  // Zero copy, for links that can write straight into the receiver's memory
-  // (verbs): offer() may turn a clear-to-send for [dst, dst + bytes) into a
-  // direct one (kDirect, with what the sender's link needs); the sender's
-  // transport then calls write() for the whole message instead of sending
-  // DATA, and the receiver's link delivers one DATA frame whose payload is dst.
-  virtual void offer(Frame &cts, void *dst, size_t bytes) {}
-  virtual void write(const Frame &cts, const void *src, size_t bytes, std::function<void(bool)> done) { done(false); }
-  virtual size_t max_chunk() const = 0;
-  virtual const char *kind() const = 0;
-};
-
-// A set of links that share threads (one libuv loop, one shm poller).
-class Engine {
- public:
-  virtual ~Engine() = default;
-  virtual Link *link(int peer) = 0;
-  // Starts delivering frames (after the transport knows the links).
-  virtual void start() = 0;
-  // Progress from a thread waiting for requests; true if anything moved.
-  virtual bool poll() { return false; }
-  // Memory every rank of the group maps (Transport::shared_area), when this
-  // engine links this rank to every other; and waking the peers waiting on it.
-  virtual SharedArea shared_area() const { return {}; }
-  virtual void wake_peers() {}
-  // After a failure: returns once no thread of the engine writes into user
-  // memory any more (the waiters are about to return it to the caller).
-  virtual void quiesce() = 0;
-  // Stops the threads after sending what is queued (BYE included), bounded.
-  virtual void shutdown() = 0;
-};
-
-class NetTransport final : public Transport {
+// Capabilities (capability.hpp): Chaining when tuned so (the steps then go
+// on on the engines' threads), SharedMemory when an engine links this rank to
+// every other through memory they all map (shm on one host).
+class NetTransport final : public Transport, public Chaining, public SharedMemory {
  public:
   NetTransport(int rank, int size);
   ~NetTransport() override;
 
-  const char *name() const override { return name_.c_str(); }
-  size_t few_steps_bytes() const override { return few_steps_bytes_; }
+  const char *name() const override { return tuning_.name.c_str(); }
+  size_t few_steps_bytes() const override { return tuning_.few_steps_bytes; }
   MemoryRegionPtr register_memory(void *base, size_t bytes) override;
   RequestPtr isend(const SendDesc &desc) override;
   RequestPtr irecv(const RecvDesc &desc) override;
-  bool chains() const override { return chains_; }
-  RequestPtr isend_after(const SendDesc &desc, const std::vector<Request *> &after, Deadline deadline) override;
-  RequestPtr irecv_after(const RecvDesc &desc, const std::vector<Request *> &after, Deadline deadline) override;
   void begin(const OpHeader &header) override;
+
+  RequestPtr isend_after(const SendDesc &desc, const std::vector<Request *> &after) override;
+  RequestPtr irecv_after(const RecvDesc &desc, const std::vector<Request *> &after) override;
   SharedArea shared_area() const override { return area_; }
   void wake_peers() override {
     if (area_engine_) area_engine_->wake_peers();
   }
 
-  // Set up by make_net_transport.
+  // How the endpoint works with the engines it gets (make_net_transport
+  // derives it from the kinds of its peers; select.cpp).
+  struct Tuning {
+    std::string name = "net";
+    size_t few_steps_bytes = 0;  // Transport::few_steps_bytes
+    bool chains = false;         // offer Chaining
+    bool wake_on_awaited = false;  // Transport::set_wake_on_awaited
+    Clock::duration busy_poll = Clock::duration::zero(), poll = std::chrono::microseconds(50);  // set_polling
+  };
+  // Before add_engine.
+  void tune(const Tuning &tuning);
+  void set_name(std::string name) { tuning_.name = std::move(name); }
   void add_engine(std::unique_ptr<Engine> engine, const std::vector<int> &peers, size_t eager_limit);
-  void set_name(std::string name) { name_ = std::move(name); }
-  void set_few_steps_bytes(size_t bytes) { few_steps_bytes_ = bytes; }
-  // isend_after/irecv_after post from the thread that completes a chain's last
-  // step (else they wait in the caller, as Transport's do). Before add_engine.
-  void set_chains(bool on) { chains_ = on; }
+  // For engines whose peers ring this endpoint's doorbell themselves (shm).
+  using Transport::use_doorbell;
+  using Transport::use_own_doorbell;
 
   // From the links' threads.
   void on_frame(int peer, const Frame &f, const void *payload);
@@ -135,6 +91,7 @@ class NetTransport final : public Transport {
   size_t frame_limit(int peer, const Frame &f) const;  // the largest payload allowed for f
 
  protected:
+  void *find_capability(const std::type_info &capability) override;
   void on_fail(hpuStatus_t status, const std::string &message) override;
   void progress() override;
 
@@ -152,6 +109,7 @@ class NetTransport final : public Transport {
   };
   struct Peer {
     Link *link = nullptr;
+    DirectWrite *direct = nullptr;  // the link's, if it can
     size_t eager_limit = 0;
     bool left = false;  // said BYE
     // Few at a time, so flat lists (their capacity is reused: no allocation
@@ -165,6 +123,7 @@ class NetTransport final : public Transport {
   std::string check_header(const RecvReq &r, int peer, const Frame &f) const;  // the same, for a frame in hand
   std::string match(Peer &p, int peer, const std::shared_ptr<RecvReq> &r, Arrival &a);
   void check_peer(int peer) const;
+  void check_chains() const;
   // isend, irecv and their *_after: a request of type Req posted now, or
   // chained after `after` (chain()).
   template <class Req, class Desc>
@@ -198,9 +157,7 @@ class NetTransport final : public Transport {
     NetTransport &t;
   };
 
-  std::string name_ = "net";
-  size_t few_steps_bytes_ = 0;
-  bool chains_ = false;
+  Tuning tuning_;
   SelfLink self_{*this};
   std::atomic<bool> quiet_{false};  // failed: deliver nothing more into user memory
   std::vector<std::unique_ptr<Engine>> engines_;
@@ -222,21 +179,5 @@ class NetTransport final : public Transport {
   std::mutex chain_mu_;  // NetReq's chain fields and ready_; taken under mu_, never the other way
   std::vector<std::shared_ptr<NetReq>> ready_;  // chained requests whose wait is over, to post
 };
-
-// The transport for a group some of whose ranks live in other processes: shm
-// for peers on this host (network namespace included), tcp for the others;
-// `forced` ("shm" or "tcp") uses one for every peer. Collective over the
-// bootstrap. Logs the choice.
-std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locality &self, const std::string &forced,
-                                              Deadline deadline);
-
-// Engines (tcp_link.cpp, shm_link.cpp). Each is collective over the bootstrap
-// (every rank calls it, with or without peers of its kind). `spin`: the tcp
-// loop thread may poll a while before it blocks (when it mostly has a CPU to itself).
-std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
-                                        const uint8_t secret[16], bool spin, Deadline deadline);
-std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
-                                        const uint8_t secret[16], const std::vector<int32_t> &pids,
-                                        Deadline deadline);
 
 }  // namespace hpu::comm

@@ -1,4 +1,4 @@
-#include "comm/transports/verbs_reg_cache.hpp"
+#include "comm/transports/verbs/reg_cache.hpp"
 
 #include <atomic>
 #include <cerrno>

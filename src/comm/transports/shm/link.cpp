@@ -13,7 +13,7 @@
 // stops is left to the deadline) and pushes frames queued for a full ring
 // when no one waits (error reports, goodbyes).
 //
-// Rank 0's segment ends with the group's shared area (Transport::shared_area),
+// Rank 0's segment ends with the group's shared area (SharedMemory),
 // which every rank maps with it when all ranks are on this host
 // (shared_area_bytes: algorithms/shared_memory.cpp). Pages cost memory only
 // once touched.
@@ -32,7 +32,7 @@
 #include <thread>
 
 #include "comm/algorithm.hpp"
-#include "comm/transports/net_transport.hpp"
+#include "comm/transports/shm/shm.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "core/log.hpp"
@@ -386,10 +386,11 @@ void ShmLink::send(const Frame &f, const void *payload, size_t bytes, int, std::
 }
 }  // namespace
 
-std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
-                                        const uint8_t secret[16], const std::vector<int32_t> &pids,
-                                        Deadline deadline) {
+std::unique_ptr<Engine> make_shm_engine(NetTransport &t, Bootstrap &bootstrap, const Placement &place,
+                                        const std::vector<int> &peers, Deadline deadline) {
   int rank = bootstrap.rank(), size = bootstrap.size();
+  const uint8_t *secret = place.secret();
+  const std::vector<int32_t> pids = place.pids();
   auto engine = std::make_unique<ShmEngine>(t, rank, size);
   std::string name = segment_name(secret, rank);
   if (!peers.empty()) {

@@ -19,7 +19,7 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/transports/verbs_api.hpp"
+#include "comm/transports/verbs/api.hpp"
 
 namespace hpu::comm {
 
@@ -32,7 +32,7 @@ struct MemorySegment {
 using SegmentLookup = bool (*)(const void *ptr, size_t bytes, MemorySegment *out);
 
 // Where the cache finds device memory: libhpu sets the device allocator's
-// lookup when it loads (verbs_segments.cpp); white-box tests set their own.
+// lookup when it loads (segments.cpp); white-box tests set their own.
 // nullptr (the default otherwise): no memory counts as device memory.
 void set_verbs_segment_lookup(SegmentLookup lookup);
 
