@@ -7,7 +7,6 @@
 #include "api/api.hpp"
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/bootstrap/socket.hpp"
-#include "comm/collectives.hpp"
 #include "comm/communicator.hpp"
 #include "comm/group.hpp"
 #include "core/log.hpp"

@@ -159,9 +159,8 @@ void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_ra
 // copies the result out. Larger allreduces go chunk by chunk: each rank
 // combines its piece of every input and copies the others' pieces out.
 // Recursive doubling's order in every case. shared_allreduce_fits says
-// whether `bytes` go through the area (false without one);
-// shared_area_bytes(n) is the area n ranks need.
-size_t shared_area_bytes(int n);
+// whether `bytes` go through the area (false without one); the area n ranks
+// need is shared_area_bytes(n) (capability.hpp).
 bool shared_allreduce_fits(const Ctx &c, size_t bytes);
 // Says which call this rank runs, for the mismatch check of ranks waiting in
 // the area; every collective calls it first (nothing without an area).

@@ -43,6 +43,10 @@ struct SharedArea {
   size_t bytes = 0;
 };
 
+// The bytes of area a group of n ranks needs (algorithms/shared_memory.cpp
+// defines it): a transport offers SharedMemory with at least this much.
+size_t shared_area_bytes(int n);
+
 class SharedMemory {
  public:
   virtual SharedArea shared_area() const = 0;

@@ -31,7 +31,6 @@
 #include <deque>
 #include <thread>
 
-#include "comm/algorithm.hpp"
 #include "comm/transports/shm/shm.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
