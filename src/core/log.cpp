@@ -63,7 +63,6 @@ bool parse_log_level(const char *text, LogLevel *level) {
   return false;
 }
 
-const char *log_level_name(LogLevel level) { return kNames[static_cast<int>(level)]; }
 
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 

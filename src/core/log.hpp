@@ -15,7 +15,6 @@ enum class LogLevel { off = 0, error = 1, warn = 2, info = 3, debug = 4, trace =
 
 // Parses "off", "error".."trace" (any case; "warning" too); false on an unknown name.
 bool parse_log_level(const char *text, LogLevel *level);
-const char *log_level_name(LogLevel level);
 
 void set_log_level(LogLevel level);
 LogLevel log_level();

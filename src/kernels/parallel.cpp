@@ -134,13 +134,6 @@ struct Latch {
 
 }  // namespace
 
-int parallel_threads_hint() {
-  ComputeBudget &b = ComputeBudget::instance();
-  int got = b.try_acquire(b.size());
-  b.release(got);
-  return 1 + got;
-}
-
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);

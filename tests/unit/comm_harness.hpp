@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/transport.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/transports/transport.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "kernels/convert.hpp"

@@ -36,7 +36,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // GCC ships no he
 #endif
 
 #include "child.hpp"
-#include "comm/socket.hpp"
+#include "comm/socket/acceptor.hpp"
 #include "core/error.hpp"
 #include "ports.hpp"
 
