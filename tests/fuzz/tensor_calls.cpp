@@ -335,8 +335,10 @@ void one_call(Input &in, Slots &s) {
       int64_t index = in.value();
       hpuTensor_t *o = s.out(in);
       if (!small(x) || !small(target)) break;
-      hpuStatus_t r = embed ? hpuEmbedding(st, x, target, index, o)
-                            : hpuCrossEntropyLoss(st, x, target, static_cast<hpuReduction_t>(in.byte() % 4), index, o);
+      hpuLossOptions_t options = HPU_LOSS_OPTIONS_INIT;
+      options.reduction = static_cast<hpuReduction_t>(in.byte() % 4), options.ignore_index = index;
+      hpuStatus_t r =
+          embed ? hpuEmbedding(st, x, target, index, o) : hpuCrossEntropyLoss(st, x, target, nullptr, &options, o);
       check(r);
       s.took(o, r);
       break;

@@ -317,12 +317,12 @@ std::unique_ptr<Module> Sequential::clone() const {
 Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
   hpuStream_t s = ctx.stream;
   Tensor loss = op([&](hpuTensor_t *o) {
-    return hpuCrossEntropyLoss(s, logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
+    return hpuCrossEntropyLoss(s, logits.get(), labels.get(), nullptr, nullptr, o);
   });
   if (ctx.training && ctx.tape.needs_input_grad())
     ctx.tape.push([s, logits, labels](const Tensor &g) {
       return op([&](hpuTensor_t *o) {
-        return hpuCrossEntropyLossBackward(s, g.get(), logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
+        return hpuCrossEntropyLossBackward(s, g.get(), logits.get(), labels.get(), nullptr, nullptr, o);
       });
     });
   return loss;

@@ -14,6 +14,9 @@ const { Tensor, tensor } = require('./tensor');
 const SgdOptions = koffi.struct('hpuSgdOptions_t', {
   struct_size: 'size_t', lr: 'double', momentum: 'double', dampening: 'double', weight_decay: 'double', nesterov: 'int',
 });
+const LossOptions = koffi.struct('hpuLossOptions_t', {
+  struct_size: 'size_t', reduction: 'int', ignore_index: 'int64_t', label_smoothing: 'double',
+});
 const AdamwOptions = koffi.struct('hpuAdamwOptions_t', {
   struct_size: 'size_t', lr: 'double', beta1: 'double', beta2: 'double', eps: 'double', weight_decay: 'double',
 });
@@ -35,16 +38,10 @@ const prototypes = {
   AddInplace: `${T} src, double alpha, ${T} dst`,
   Softmax: `${T} x, int dim, ${O}out`, SoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
   LogSoftmax: `${T} x, int dim, ${O}out`, LogSoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
-  NllLoss: `${T} input, ${T} target, int reduction, int64_t ignore, ${O}loss`,
-  NllLossBackward: `${T} g, ${T} input, ${T} target, int reduction, int64_t ignore, ${O}gi`,
-  CrossEntropyLoss: `${T} input, ${T} target, int reduction, int64_t ignore, ${O}loss`,
-  CrossEntropyLossBackward: `${T} g, ${T} input, ${T} target, int reduction, int64_t ignore, ${O}gi`,
-  NllLossWeighted: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}loss`,
-  NllLossWeightedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}gi`,
-  CrossEntropyLossWeighted: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}loss`,
-  CrossEntropyLossWeightedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, ${O}gi`,
-  CrossEntropyLossSmoothed: `${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, double e, ${O}loss`,
-  CrossEntropyLossSmoothedBackward: `${T} g, ${T} input, ${T} target, ${T} weight, int reduction, int64_t ignore, double e, ${O}gi`,
+  NllLoss: `${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}loss`,
+  NllLossBackward: `${T} g, ${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}gi`,
+  CrossEntropyLoss: `${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}loss`,
+  CrossEntropyLossBackward: `${T} g, ${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}gi`,
   LayerNormNd: `${T} x, int ndim, ${T} w, ${T} b, double eps, ${O}y, ${O}mean, ${O}rstd`,
   LayerNormBackward: `${T} g, ${T} x, ${T} mean, ${T} rstd, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
   Dropout: `${T} x, double p, int train, ${O}out, ${O}mask`,
@@ -362,8 +359,7 @@ function normParams(op, x, k, params) {
  * Checks a loss's arguments (input [C], [N, C] or [N, C, d1, ...]; target input's shape
  * without the class dim, or, where probabilities allows, a floating target of input's
  * shape holding class probabilities); returns [device, the loss's shape, the C call's
- * arguments after target: weight (with class weights or label smoothing), reduction,
- * ignore_index, label_smoothing (when smoothing)] and the C function's suffix.
+ * arguments after target: weight and the hpuLossOptions_t].
  */
 function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, weight = null, labelSmoothing = 0 }, probabilities) {
   const dev = onOneDevice(op, { input, target, weight });
@@ -391,9 +387,8 @@ function checkLoss(op, input, target, { reduction = 'mean', ignoreIndex = -100, 
     throw invalidArgument(`${op}: labelSmoothing ${labelSmoothing} is not in [0, 1]`);
   }
   const shape = reduction === 'none' ? perSample : [];
-  const tail = [REDUCTIONS[reduction], ignoreIndex];
-  if (labelSmoothing) return [dev, shape, [h(weight), ...tail, labelSmoothing], 'Smoothed'];
-  return weight ? [dev, shape, [weight.handle, ...tail], 'Weighted'] : [dev, shape, tail, ''];
+  const o = { ...sized(LossOptions), reduction: REDUCTIONS[reduction], ignore_index: ignoreIndex, label_smoothing: labelSmoothing };
+  return [dev, shape, [h(weight), o]];
 }
 
 // nllLoss, crossEntropy and their backwards. options.weight (a floating tensor
@@ -409,15 +404,15 @@ for (const [js, c] of [['nllLoss', 'NllLoss'], ['crossEntropy', 'CrossEntropyLos
     return checkLoss(op, input, target, options, js === 'crossEntropy');
   };
   ops[js] = (input, target, options = {}) => {
-    const [dev, , args, kind] = check(js, input, target, options);
-    return call(`${c}${kind}`, dev, [input.handle, target.handle, ...args]);
+    const [dev, , args] = check(js, input, target, options);
+    return call(c, dev, [input.handle, target.handle, ...args]);
   };
   ops[`${js}Backward`] = (g, input, target, options = {}) => {
     const op = `${js}Backward`;
-    const [dev, shape, args, kind] = check(op, input, target, options);
+    const [dev, shape, args] = check(op, input, target, options);
     onOneDevice(op, { g, input });
     shapeIs(op, 'the gradient', g, shape);
-    return call(`${c}${kind}Backward`, dev, [g.handle, input.handle, target.handle, ...args]);
+    return call(`${c}Backward`, dev, [g.handle, input.handle, target.handle, ...args]);
   };
 }
 

@@ -39,6 +39,11 @@ class SgdOptions_t(ctypes.Structure):
                 ("dampening", c_double), ("weight_decay", c_double), ("nesterov", c_int)]
 
 
+class LossOptions_t(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("reduction", c_int), ("ignore_index", c_int64),
+                ("label_smoothing", c_double)]
+
+
 class AdamwOptions_t(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("lr", c_double), ("beta1", c_double), ("beta2", c_double),
                 ("eps", c_double), ("weight_decay", c_double)]
@@ -61,15 +66,10 @@ _PROTOTYPES = {
     "hpuAddInplace": [T, T, c_double, T],
     "hpuSoftmax": [T, T, c_int, P], "hpuSoftmaxBackward": [T, T, T, c_int, c_int, P],
     "hpuLogSoftmax": [T, T, c_int, P], "hpuLogSoftmaxBackward": [T, T, T, c_int, c_int, P],
-    "hpuNllLoss": [T, T, T, c_int, c_int64, P], "hpuNllLossBackward": [T, T, T, T, c_int, c_int64, P],
-    "hpuCrossEntropyLoss": [T, T, T, c_int, c_int64, P],
-    "hpuCrossEntropyLossBackward": [T, T, T, T, c_int, c_int64, P],
-    "hpuNllLossWeighted": [T, T, T, T, c_int, c_int64, P],
-    "hpuNllLossWeightedBackward": [T, T, T, T, T, c_int, c_int64, P],
-    "hpuCrossEntropyLossWeighted": [T, T, T, T, c_int, c_int64, P],
-    "hpuCrossEntropyLossWeightedBackward": [T, T, T, T, T, c_int, c_int64, P],
-    "hpuCrossEntropyLossSmoothed": [T, T, T, T, c_int, c_int64, c_double, P],
-    "hpuCrossEntropyLossSmoothedBackward": [T, T, T, T, T, c_int, c_int64, c_double, P],
+    "hpuNllLoss": [T, T, T, T, POINTER(LossOptions_t), P],
+    "hpuNllLossBackward": [T, T, T, T, T, POINTER(LossOptions_t), P],
+    "hpuCrossEntropyLoss": [T, T, T, T, POINTER(LossOptions_t), P],
+    "hpuCrossEntropyLossBackward": [T, T, T, T, T, POINTER(LossOptions_t), P],
     "hpuLayerNormNd": [T, T, c_int, T, T, c_double, P, P, P],
     "hpuLayerNormBackward": [T, T, T, T, T, T, P, P, P],
     "hpuDropout": [T, T, c_double, c_int, P, P], "hpuDropoutBackward": [T, T, T, c_double, c_int, P],
@@ -443,16 +443,16 @@ def _check_loss(op: str, input: Tensor, target: Tensor, reduction: str, ignore_i
     return dev, _REDUCTIONS[reduction], per_sample if reduction == "none" else ()
 
 
+def _loss_options(red: int, ignore_index: int, label_smoothing: float) -> LossOptions_t:
+    return LossOptions_t(ctypes.sizeof(LossOptions_t), red, ignore_index, label_smoothing)
+
+
 def _loss(op: str, cname: str, input: Tensor, target: Tensor, reduction: str, ignore_index: int,
           weight: Optional[Tensor], label_smoothing: float = 0.0) -> Tensor:
     probabilities = cname == "hpuCrossEntropyLoss"
     dev, red, _ = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing, probabilities)
-    if label_smoothing:
-        return _call(cname + "Smoothed", dev, input.handle, target.handle, _h(weight), red, ignore_index,
-                     label_smoothing)[0]
-    if weight is None:
-        return _call(cname, dev, input.handle, target.handle, red, ignore_index)[0]
-    return _call(cname + "Weighted", dev, input.handle, target.handle, weight.handle, red, ignore_index)[0]
+    options = _loss_options(red, ignore_index, label_smoothing)
+    return _call(cname, dev, input.handle, target.handle, _h(weight), ctypes.byref(options))[0]
 
 
 def _loss_backward(op: str, cname: str, grad: Tensor, input: Tensor, target: Tensor, reduction: str,
@@ -461,12 +461,9 @@ def _loss_backward(op: str, cname: str, grad: Tensor, input: Tensor, target: Ten
     dev, red, shape = _check_loss(op, input, target, reduction, ignore_index, weight, label_smoothing, probabilities)
     _tensors(op, grad=grad, input=input)
     _grad(op, grad, shape, "the loss")
-    args = (grad.handle, input.handle, target.handle)
-    if label_smoothing:
-        return _call(cname + "SmoothedBackward", dev, *args, _h(weight), red, ignore_index, label_smoothing)[0]
-    if weight is None:
-        return _call(cname + "Backward", dev, *args, red, ignore_index)[0]
-    return _call(cname + "WeightedBackward", dev, *args, weight.handle, red, ignore_index)[0]
+    options = _loss_options(red, ignore_index, label_smoothing)
+    return _call(cname + "Backward", dev, grad.handle, input.handle, target.handle, _h(weight),
+                 ctypes.byref(options))[0]
 
 
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
