@@ -36,6 +36,15 @@ typedef struct hpuLossOptions {
 
 #define HPU_LOSS_OPTIONS_INIT {sizeof(hpuLossOptions_t), HPU_REDUCTION_MEAN, -100, 0.0}
 
+/* Options of hpuLayerNorm. */
+typedef struct hpuLayerNormOptions {
+  size_t struct_size;
+  int normalized_ndim; /* how many trailing dims of x are normalized; 1 */
+  double eps;          /* added to the variance, >= 0; 1e-5 */
+} hpuLayerNormOptions_t;
+
+#define HPU_LAYER_NORM_OPTIONS_INIT {sizeof(hpuLayerNormOptions_t), 1, 1e-5}
+
 /* torch.optim.SGD. */
 typedef struct hpuSgdOptions {
   size_t struct_size;
@@ -207,18 +216,16 @@ HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t 
                                                 hpuTensor_t target, hpuTensor_t weight,
                                                 const hpuLossOptions_t *options, hpuTensor_t *grad_input);
 
-/* Layer normalisation over the last dim D: y = (x - mean) rstd weight + bias;
- * weight and bias [D] or NULL. mean and rstd (f32, x's shape without its last
- * dim) are what the backward needs; either output may be NULL. */
+/* Layer normalisation over the last options->normalized_ndim dims D of x
+ * (1..x's ndim; ATen's normalized_shape is x's shape from there): y = (x -
+ * mean) rstd weight + bias, rstd = 1 / sqrt(var + options->eps); weight and
+ * bias have those dims' shape, or are NULL. mean and rstd (f32, x's shape
+ * without the normalized dims) are what the backward needs; either output may
+ * be NULL. options NULL: HPU_LAYER_NORM_OPTIONS_INIT (the last dim, eps
+ * 1e-5). hpuLayerNormBackward tells the normalized dims from mean's shape. */
 HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
-                                 double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd);
-/* The same over the last normalized_ndim dims of x (1..x's ndim; ATen's
- * normalized_shape is x's shape from there): weight and bias have those dims'
- * shape; mean and rstd x's shape without them. hpuLayerNormBackward tells the
- * normalized dims from mean's shape. */
-HPU_API hpuStatus_t hpuLayerNormNd(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t weight,
-                                   hpuTensor_t bias, double eps, hpuTensor_t *y, hpuTensor_t *mean,
-                                   hpuTensor_t *rstd);
+                                 const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean,
+                                 hpuTensor_t *rstd);
 HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean,
                                          hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x,
                                          hpuTensor_t *grad_weight, hpuTensor_t *grad_bias);

@@ -98,8 +98,7 @@ kernels::LossArgs args_of(const Loss &l, const TensorPtr &target) {
 
 // The caller's options, or PyTorch's defaults when it passes NULL.
 hpuLossOptions_t options_of(const hpuLossOptions_t *options) {
-  hpuLossOptions_t defaults = HPU_LOSS_OPTIONS_INIT;
-  return options ? read_sized(options, defaults, "options") : defaults;
+  return read_optional_sized(options, hpuLossOptions_t HPU_LOSS_OPTIONS_INIT, "options");
 }
 
 void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,

@@ -17,6 +17,15 @@ struct LossOptions {
   operator const hpuLossOptions_t *() const { return &o; }
 };
 
+// LayerNorm options as a call's argument, as LossOptions.
+struct LayerNormOptions {
+  hpuLayerNormOptions_t o = HPU_LAYER_NORM_OPTIONS_INIT;
+  explicit LayerNormOptions(int normalized_ndim, double eps = 1e-5) {
+    o.normalized_ndim = normalized_ndim, o.eps = eps;
+  }
+  operator const hpuLayerNormOptions_t *() const { return &o; }
+};
+
 // Softmax of [outer, n, inner] over n.
 std::vector<double> ref_softmax(const std::vector<double> &x, int64_t outer, int64_t n, int64_t inner, bool log) {
   std::vector<double> y(x.size());
@@ -308,7 +317,7 @@ TEST_P(Nn, LayerNormMatchesReference) {
   auto xv = round_all(dt, random_values(rows * d, 3, -2, 3));
   auto wv = round_all(dt, random_values(d, 4)), bv = round_all(dt, random_values(d, 5));
   hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
-  ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, d}, xv), T(dt, {d}, wv), T(dt, {d}, bv), 1e-5, &y, &mean, &rstd));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, d}, xv), T(dt, {d}, wv), T(dt, {d}, bv), nullptr, &y, &mean, &rstd));
   keep(y), keep(mean), keep(rstd);
   EXPECT_EQ(shape_of(mean), (Shape{2, 3}));
   EXPECT_EQ(dtype_of(mean), HPU_FLOAT32);
@@ -329,8 +338,8 @@ TEST_P(Nn, LayerNormOverSeveralDimsMatchesReference) {
     Shape pshape = k == 2 ? Shape{3, 4} : Shape{2, 3, 4};
     std::vector<double> w(wv.begin(), wv.begin() + d), b(bv.begin(), bv.begin() + d);
     hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
-    ASSERT_HPU_OK(hpuLayerNormNd(nullptr, T(dt, {2, 3, 4}, xv), k, T(dt, pshape, w), T(dt, pshape, b), 1e-5, &y,
-                                 &mean, &rstd));
+    ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, 4}, xv), T(dt, pshape, w), T(dt, pshape, b), LayerNormOptions(k),
+                               &y, &mean, &rstd));
     keep(y), keep(mean), keep(rstd);
     EXPECT_EQ(shape_of(y), (Shape{2, 3, 4}));
     EXPECT_EQ(shape_of(mean), k == 2 ? Shape{2} : Shape{});
@@ -340,11 +349,11 @@ TEST_P(Nn, LayerNormOverSeveralDimsMatchesReference) {
     EXPECT_TRUE(near(read(mean), wm, 1e-5)) << k;
     EXPECT_TRUE(near(read(rstd), wr, 1e-5)) << k;
   }
-  // normalized_ndim 1 is hpuLayerNorm.
+  // normalized_ndim 1 is the default.
   hpuTensor_t a = nullptr, b = nullptr;
   hpuTensor_t x = T(dt, {2, 3, 4}, xv);
-  ASSERT_HPU_OK(hpuLayerNormNd(nullptr, x, 1, nullptr, nullptr, 1e-5, &a, nullptr, nullptr));
-  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, 1e-5, &b, nullptr, nullptr));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, LayerNormOptions(1), &a, nullptr, nullptr));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, nullptr, &b, nullptr, nullptr));
   keep(a), keep(b);
   EXPECT_TRUE(near(read(a), read(b), 0));
 }
@@ -573,12 +582,12 @@ TEST_F(NnGrad, LayerNormByFiniteDifferences) {
       dev, {{{3, 5}, random_values(15, 3, -2, 2)}, {{5}, random_values(5, 4)}, {{5}, random_values(5, 5)}},
       [](auto &t) {
         hpuTensor_t y = nullptr;
-        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], 1e-5, &y, nullptr, nullptr));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], nullptr, &y, nullptr, nullptr));
         return y;
       },
       [](hpuTensor_t g, auto &t, hpuTensor_t) {
         hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr, gx = nullptr, gw = nullptr, gb = nullptr;
-        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], 1e-5, &y, &mean, &rstd));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], nullptr, &y, &mean, &rstd));
         EXPECT_HPU_OK(hpuLayerNormBackward(nullptr, g, t[0], mean, rstd, t[1], &gx, &gw, &gb));
         hpuTensorRelease(y), hpuTensorRelease(mean), hpuTensorRelease(rstd);
         return std::vector<hpuTensor_t>{gx, gw, gb};
@@ -702,12 +711,12 @@ TEST_F(NnGrad, LayerNormOverSeveralDimsByFiniteDifferences) {
       dev, {{{2, 3, 4}, random_values(24, 9, -2, 2)}, {{3, 4}, random_values(12, 10)}, {{3, 4}, random_values(12, 11)}},
       [](auto &t) {
         hpuTensor_t y = nullptr;
-        EXPECT_HPU_OK(hpuLayerNormNd(nullptr, t[0], 2, t[1], t[2], 1e-5, &y, nullptr, nullptr));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], LayerNormOptions(2), &y, nullptr, nullptr));
         return y;
       },
       [](hpuTensor_t g, auto &t, hpuTensor_t) {
         hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr, gx = nullptr, gw = nullptr, gb = nullptr;
-        EXPECT_HPU_OK(hpuLayerNormNd(nullptr, t[0], 2, t[1], t[2], 1e-5, &y, &mean, &rstd));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], LayerNormOptions(2), &y, &mean, &rstd));
         EXPECT_HPU_OK(hpuLayerNormBackward(nullptr, g, t[0], mean, rstd, t[1], &gx, &gw, &gb));
         hpuTensorRelease(y), hpuTensorRelease(mean), hpuTensorRelease(rstd);
         return std::vector<hpuTensor_t>{gx, gw, gb};
@@ -717,10 +726,10 @@ TEST_F(NnGrad, LayerNormOverSeveralDimsByFiniteDifferences) {
 TEST_F(NnGrad, LayerNormOverSeveralDimsBadInput) {
   hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 12)), out = nullptr, g = nullptr;
   for (int k : {0, 4, -1})
-    EXPECT_HPU_FAIL(hpuLayerNormNd(nullptr, x, k, nullptr, nullptr, 1e-5, &out, nullptr, nullptr),
-                    HPU_ERROR_INVALID_ARGUMENT, ("normalized_ndim " + std::to_string(k)).c_str(), "1..3");
-  EXPECT_HPU_FAIL(hpuLayerNormNd(nullptr, x, 2, T(HPU_FLOAT32, {12}, random_values(12, 13)), nullptr, 1e-5, &out,
-                                 nullptr, nullptr),
+    EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, LayerNormOptions(k), &out, nullptr, nullptr),
+                    HPU_ERROR_INVALID_ARGUMENT, ("options->normalized_ndim " + std::to_string(k)).c_str(), "1..3");
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {12}, random_values(12, 13)), nullptr, LayerNormOptions(2),
+                               &out, nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "weight is f32[12]", "expected shape [3, 4]");
   hpuTensor_t same = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 14));
   EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, same, same, nullptr, &g, nullptr, nullptr),
@@ -747,10 +756,10 @@ TEST_F(NnGrad, BadInput) {
                   HPU_ERROR_INVALID_ARGUMENT, "options->reduction 9");
   EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, x, x, t, nullptr, LossOptions(HPU_REDUCTION_MEAN, -100), &g),
                   HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3]");
-  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {2}, {1, 1}), nullptr, 1e-5, &out, nullptr, nullptr),
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {2}, {1, 1}), nullptr, nullptr, &out, nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "weight is f32[2]", "expected shape [3]");
-  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, -1, &out, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT,
-                  "eps -1");
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, LayerNormOptions(1, -1), &out, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "options->eps -1");
   EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, t, t, nullptr, &g, nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "mean is i64[2]", "expected f32");
   EXPECT_HPU_FAIL(hpuDropout(nullptr, x, 1.5, 1, &out, nullptr), HPU_ERROR_INVALID_ARGUMENT, "p 1.5");

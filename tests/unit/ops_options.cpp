@@ -23,6 +23,13 @@ class OpsOptions : public OpsTest {
                                 : hpuNllLoss(nullptr, x, t, weight, o, &out));
     return out ? read(keep(out)) : std::vector<double>{};
   }
+  // y of hpuLayerNorm of [2, 2, 2] = 0..7 with no weight and bias.
+  std::vector<double> layer_norm(const hpuLayerNormOptions_t *o) {
+    hpuTensor_t y = nullptr;
+    EXPECT_HPU_OK(hpuLayerNorm(nullptr, T(HPU_FLOAT64, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr, o, &y,
+                               nullptr, nullptr));
+    return y ? read(keep(y)) : std::vector<double>{};
+  }
 };
 
 TEST_F(OpsOptions, NullLossOptionsArePyTorchDefaults) {
@@ -94,6 +101,41 @@ TEST_F(OpsOptions, LossOptionsCombine) {
   ASSERT_EQ(sum.size(), 1u);
   EXPECT_NEAR(sum[0], per[0] + per[2] + per[3], 1e-5);
   EXPECT_NEAR(mean[0], sum[0] / (0.5 + 2 + 2), 1e-5);
+}
+
+TEST_F(OpsOptions, LayerNormOptions) {
+  const hpuLayerNormOptions_t defaults = HPU_LAYER_NORM_OPTIONS_INIT;
+  EXPECT_EQ(defaults.normalized_ndim, 1);
+  EXPECT_EQ(defaults.eps, 1e-5);
+  // NULL: over the last dim with eps 1e-5: pairs (a, a + 1) give -+1/sqrt(0.25 + 1e-5).
+  const double one = 0.5 / std::sqrt(0.25 + 1e-5);
+  std::vector<double> y = layer_norm(nullptr);
+  EXPECT_TRUE(near(y, {-one, one, -one, one, -one, one, -one, one}, 1e-12));
+  EXPECT_TRUE(near(layer_norm(&defaults), y, 0));
+  // Over the last two dims with eps 1: rows 0..3 and 4..7, variance 1.25.
+  hpuLayerNormOptions_t o = HPU_LAYER_NORM_OPTIONS_INIT;
+  o.normalized_ndim = 2, o.eps = 1;
+  std::vector<double> want;
+  for (int i = 0; i < 8; ++i) want.push_back((i % 4 - 1.5) / std::sqrt(1.25 + 1));
+  EXPECT_TRUE(near(layer_norm(&o), want, 1e-12));
+  // A struct that ends after normalized_ndim: eps stays 1e-5.
+  o.struct_size = offsetof(hpuLayerNormOptions_t, eps);
+  o.normalized_ndim = 1;
+  EXPECT_TRUE(near(layer_norm(&o), y, 0));
+  // Bad fields name themselves.
+  hpuTensor_t out = nullptr;
+  o = HPU_LAYER_NORM_OPTIONS_INIT;
+  o.struct_size = 1 << 20;
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, &o, &out, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "hpuLayerNorm: options->struct_size is 1048576");
+  o = HPU_LAYER_NORM_OPTIONS_INIT;
+  o.normalized_ndim = 0;
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, &o, &out, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "hpuLayerNorm: options->normalized_ndim 0 is out of range for x f32[4, 3] (1..2)");
+  o.normalized_ndim = 1, o.eps = NAN;
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, &o, &out, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+                  "hpuLayerNorm: options->eps nan is not a finite number >= 0");
+  EXPECT_EQ(out, nullptr);
 }
 
 }  // namespace

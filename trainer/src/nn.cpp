@@ -219,7 +219,9 @@ void LayerNorm::parameters(std::vector<Parameter *> &out, const std::string &pre
 Tensor LayerNorm::forward(Context &ctx, const Tensor &x) {
   hpuStream_t s = ctx.stream;
   hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
-  check(hpuLayerNorm(s, x.get(), w_.value.get(), b_.value.get(), eps_, &y, &mean, &rstd));
+  hpuLayerNormOptions_t options = HPU_LAYER_NORM_OPTIONS_INIT;
+  options.eps = eps_;
+  check(hpuLayerNorm(s, x.get(), w_.value.get(), b_.value.get(), &options, &y, &mean, &rstd));
   Tensor ty(y), tm(mean), tr(rstd);
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();

@@ -17,6 +17,9 @@ const SgdOptions = koffi.struct('hpuSgdOptions_t', {
 const LossOptions = koffi.struct('hpuLossOptions_t', {
   struct_size: 'size_t', reduction: 'int', ignore_index: 'int64_t', label_smoothing: 'double',
 });
+const LayerNormOptions = koffi.struct('hpuLayerNormOptions_t', {
+  struct_size: 'size_t', normalized_ndim: 'int', eps: 'double',
+});
 const AdamwOptions = koffi.struct('hpuAdamwOptions_t', {
   struct_size: 'size_t', lr: 'double', beta1: 'double', beta2: 'double', eps: 'double', weight_decay: 'double',
 });
@@ -42,7 +45,7 @@ const prototypes = {
   NllLossBackward: `${T} g, ${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}gi`,
   CrossEntropyLoss: `${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}loss`,
   CrossEntropyLossBackward: `${T} g, ${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}gi`,
-  LayerNormNd: `${T} x, int ndim, ${T} w, ${T} b, double eps, ${O}y, ${O}mean, ${O}rstd`,
+  LayerNorm: `${T} x, ${T} w, ${T} b, const hpuLayerNormOptions_t *o, ${O}y, ${O}mean, ${O}rstd`,
   LayerNormBackward: `${T} g, ${T} x, ${T} mean, ${T} rstd, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
   Dropout: `${T} x, double p, int train, ${O}out, ${O}mask`,
   DropoutBackward: `${T} g, ${T} mask, double p, int dtype, ${O}gx`,
@@ -228,7 +231,8 @@ const ops = {
     const k = normalizedNdim('layerNorm', x, normalizedShape);
     normParams('layerNorm', x, k, { weight, bias });
     if (typeof eps !== 'number' || !(eps >= 0 && eps < Infinity)) throw invalidArgument(`layerNorm: eps ${eps} is not a finite number >= 0`);
-    const r = call('LayerNormNd', dev, [x.handle, k, h(weight), h(bias), eps], [true, returnStats, returnStats]);
+    const o = { ...sized(LayerNormOptions), normalized_ndim: k, eps };
+    const r = call('LayerNorm', dev, [x.handle, h(weight), h(bias), o], [true, returnStats, returnStats]);
     return returnStats ? r : r[0];
   },
   /** [gradX, gradWeight, gradBias] (null without weight); the normalized dims are those of x that mean lacks. */

@@ -44,6 +44,10 @@ class LossOptions_t(ctypes.Structure):
                 ("label_smoothing", c_double)]
 
 
+class LayerNormOptions_t(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("normalized_ndim", c_int), ("eps", c_double)]
+
+
 class AdamwOptions_t(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("lr", c_double), ("beta1", c_double), ("beta2", c_double),
                 ("eps", c_double), ("weight_decay", c_double)]
@@ -70,7 +74,7 @@ _PROTOTYPES = {
     "hpuNllLossBackward": [T, T, T, T, T, POINTER(LossOptions_t), P],
     "hpuCrossEntropyLoss": [T, T, T, T, POINTER(LossOptions_t), P],
     "hpuCrossEntropyLossBackward": [T, T, T, T, T, POINTER(LossOptions_t), P],
-    "hpuLayerNormNd": [T, T, c_int, T, T, c_double, P, P, P],
+    "hpuLayerNorm": [T, T, T, T, POINTER(LayerNormOptions_t), P, P, P],
     "hpuLayerNormBackward": [T, T, T, T, T, T, P, P, P],
     "hpuDropout": [T, T, c_double, c_int, P, P], "hpuDropoutBackward": [T, T, T, c_double, c_int, P],
     "hpuEmbedding": [T, T, T, c_int64, P], "hpuEmbeddingBackward": [T, T, T, T, c_int64, P],
@@ -540,7 +544,8 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
     _check_params("layer_norm", x, k, weight=weight, bias=bias)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 <= eps < math.inf:
         raise InvalidArgumentError(f"layer_norm: eps {eps!r} is not a finite number >= 0")
-    y, mean_, rstd = _call("hpuLayerNormNd", dev, x.handle, k, _h(weight), _h(bias), eps,
+    options = LayerNormOptions_t(ctypes.sizeof(LayerNormOptions_t), k, eps)
+    y, mean_, rstd = _call("hpuLayerNorm", dev, x.handle, _h(weight), _h(bias), ctypes.byref(options),
                            outs=(True, return_stats, return_stats))
     return (y, mean_, rstd) if return_stats else y
 
