@@ -110,7 +110,7 @@ class Stream : public detail::UniqueHandle<hpuStream_t, hpuStreamDestroy> {
 class Event : public detail::UniqueHandle<hpuEvent_t, hpuEventDestroy> {
  public:
   Event() { check(hpuEventCreate(&h_)); }
-  void record(hpuStream_t stream) { check(hpuEventRecord(h_, stream)); }
+  void record(hpuStream_t stream) { check(hpuEventRecord(stream, h_)); }
   void synchronize() const { check(hpuEventSynchronize(h_)); }
 };
 
@@ -202,12 +202,12 @@ class Tensor {
     check(hpuTensorGetDevice(get(), &d));
     return d;
   }
-  void fill(double value, hpuStream_t stream = nullptr) { check(hpuTensorFill(get(), value, stream)); }
+  void fill(double value, hpuStream_t stream = nullptr) { check(hpuTensorFill(stream, get(), value)); }
   void copy_from_host(const void *src, size_t bytes, hpuStream_t stream = nullptr) {
-    check(hpuTensorCopyFromHost(get(), src, bytes, stream));
+    check(hpuTensorCopyFromHost(stream, get(), src, bytes));
   }
   void copy_to_host(void *dst, size_t bytes, hpuStream_t stream = nullptr) const {
-    check(hpuTensorCopyToHost(get(), dst, bytes, stream));
+    check(hpuTensorCopyToHost(stream, get(), dst, bytes));
   }
   template <class T>
   std::vector<T> to_vector(hpuStream_t stream = nullptr) const {

@@ -148,7 +148,7 @@ HPU_API hpuStatus_t hpuDivBackward(hpuStream_t stream, hpuTensor_t grad_out, hpu
  * floating types (bf16 gradients into an f32 buffer), dst contiguous. src may
  * be dst itself (dst *= 1 + alpha) or overlap it otherwise (src is then read
  * as it was before the call). */
-HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double alpha, hpuTensor_t dst);
+HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src, double alpha);
 
 /* x *= alpha, in place (gradient clipping): x floating and contiguous;
  * computed in f32 (f64 for f64) and rounded once. */

@@ -98,7 +98,7 @@ struct Fixture {
     ASSERT_EQ(hpuMemFree(closing, closed_mem), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceClose(closing), HPU_SUCCESS);
     ASSERT_EQ(hpuEventCreate(&recorded_event), HPU_SUCCESS);
-    ASSERT_EQ(hpuEventRecord(recorded_event, stream), HPU_SUCCESS);
+    ASSERT_EQ(hpuEventRecord(stream, recorded_event), HPU_SUCCESS);
     ASSERT_EQ(hpuEventSynchronize(recorded_event), HPU_SUCCESS);
     const float zeros[8] = {};
     const int64_t classes[2] = {0, 1}, n2[1] = {2}, s12[2] = {1, 2}, s3[3] = {2, 2, 2};

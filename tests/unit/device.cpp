@@ -166,8 +166,8 @@ TEST(Device, SynchronizeWaitsForEveryStream) {
   hpuStream_t s1, s2;
   ASSERT_HPU_OK(hpuStreamCreate(&s1, dev));
   ASSERT_HPU_OK(hpuStreamCreate(&s2, dev));
-  ASSERT_HPU_OK(hpuMemsetAsync(a, 1, n, s1));
-  ASSERT_HPU_OK(hpuMemsetAsync(b, 2, n, s2));
+  ASSERT_HPU_OK(hpuMemsetAsync(s1, a, 1, n));
+  ASSERT_HPU_OK(hpuMemsetAsync(s2, b, 2, n));
   ASSERT_HPU_OK(hpuDeviceSynchronize(dev));
   EXPECT_HPU_OK(hpuStreamQuery(s1));
   EXPECT_HPU_OK(hpuStreamQuery(s2));

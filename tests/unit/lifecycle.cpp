@@ -49,7 +49,7 @@ TEST(Lifecycle, ChildOfAnInitialisedParentIsRefused) {
   ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0));
   void *p;
   ASSERT_HPU_OK(hpuMemAlloc(&p, dev, kBytes));
-  for (int i = 0; i < 20; ++i) ASSERT_HPU_OK(hpuMemsetAsync(p, i, kBytes, nullptr));  // workers busy at the fork
+  for (int i = 0; i < 20; ++i) ASSERT_HPU_OK(hpuMemsetAsync(nullptr, p, i, kBytes));  // workers busy at the fork
   auto r = run_child({}, [dev, p] {
     alarm(60);
     int n;
@@ -89,9 +89,9 @@ TEST(Lifecycle, ExitWithWorkStillQueuedDoesNotHang) {
           hpuStreamCreate(&waiting, dev) || hpuEventCreate(&event))
         return 1;
       for (int i = 0; i < 200; ++i)
-        if (hpuMemsetAsync(buf, i, 4 * kBytes, busy) || hpuMemsetAsync(buf, i, 4 * kBytes, nullptr)) return 2;
-      if (hpuEventRecord(event, busy) || hpuStreamWaitEvent(waiting, event) ||
-          hpuMemsetAsync(buf, 0, 4 * kBytes, waiting))
+        if (hpuMemsetAsync(busy, buf, i, 4 * kBytes) || hpuMemsetAsync(nullptr, buf, i, 4 * kBytes)) return 2;
+      if (hpuEventRecord(busy, event) || hpuStreamWaitEvent(waiting, event) ||
+          hpuMemsetAsync(waiting, buf, 0, 4 * kBytes))
         return 3;
     }
     std::exit(0);

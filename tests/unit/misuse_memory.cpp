@@ -83,14 +83,14 @@ void expect_copies_refuse(const BadRange &r, char *other, hpuStream_t s) {
   };
   const std::string dst = named("dst"), src = named("src");
   EXPECT_HPU_FAIL(hpuMemcpy(r.ptr, host.data(), r.bytes, H2D), r.status, dst.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(r.ptr, host.data(), r.bytes, H2D, s), r.status, dst.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, r.ptr, host.data(), r.bytes, H2D), r.status, dst.c_str());
   EXPECT_HPU_FAIL(hpuMemcpy(r.ptr, other, r.bytes, D2D), r.status, dst.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(r.ptr, other, r.bytes, D2D, s), r.status, dst.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, r.ptr, other, r.bytes, D2D), r.status, dst.c_str());
   EXPECT_HPU_FAIL(hpuMemcpy(host.data(), r.ptr, r.bytes, D2H), r.status, src.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(host.data(), r.ptr, r.bytes, D2H, s), r.status, src.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(other, r.ptr, r.bytes, D2D, s), r.status, src.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, host.data(), r.ptr, r.bytes, D2H), r.status, src.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, other, r.ptr, r.bytes, D2D), r.status, src.c_str());
   EXPECT_HPU_FAIL(hpuMemset(r.ptr, 0xEE, r.bytes), r.status, dst.c_str());
-  EXPECT_HPU_FAIL(hpuMemsetAsync(r.ptr, 0xEE, r.bytes, s), r.status, dst.c_str());
+  EXPECT_HPU_FAIL(hpuMemsetAsync(s, r.ptr, 0xEE, r.bytes), r.status, dst.c_str());
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   for (char c : host) EXPECT_EQ(c, 1);  // nothing read into host memory either
 }
@@ -183,7 +183,7 @@ TEST(Misuse, MemoryWhoseFreeWaitsForQueuedWorkIsRefused) {
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
   const size_t big = size_t(64) << 20;
   char *busy = alloc(dev, big), *p = alloc(dev, 4 * KiB), *other = alloc(dev, 4 * KiB);
-  for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemsetAsync(busy, i, big, s));
+  for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemsetAsync(s, busy, i, big));
   EXPECT_HPU_OK(hpuMemFree(dev, p));  // deferred behind the fills, or done at once if they are over
   expect_copies_refuse({"freed, waiting", p, 4 * KiB, HPU_ERROR_INVALID_HANDLE, "is not in a live allocation"}, other,
                        s);
@@ -221,29 +221,31 @@ TEST(Misuse, CollectiveBuffersLieInOneLiveAllocation) {
   fill(send, 0x01, n * 4);
   fill(recv, 0x02, n * 4);
   fill(next, 0x03, 64 * KiB);
-  EXPECT_HPU_FAIL(hpuAllreduce(send, recv, n + 128, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_ARGUMENT,
-                  ("send " + ptr_text(send) + " (+66048 bytes) runs 512 bytes past the end of its 65536-byte "
-                   "allocation").c_str());
-  EXPECT_HPU_FAIL(hpuAllreduce(recv, recv, n + 128, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, send, recv, n + 128, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
+                  ("send " + ptr_text(send) +
+                   " (+66048 bytes) runs 512 bytes past the end of its 65536-byte "
+                   "allocation")
+                      .c_str());
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, recv, recv, n + 128, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   ("send " + ptr_text(recv) + " (+66048 bytes) runs 512 bytes").c_str());
-  EXPECT_HPU_FAIL(hpuAllreduce(send, recv + 4, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, send, recv + 4, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   ("recv " + ptr_text(recv + 4) + " (+65536 bytes) runs 4 bytes past the end").c_str());
   char *freed = alloc(dev, n * 4);
   EXPECT_HPU_OK(hpuMemFree(dev, freed));  // parked
-  EXPECT_HPU_FAIL(hpuAllreduce(send, freed, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, send, freed, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("recv " + ptr_text(freed) + " (+65536 bytes) is not in a live allocation").c_str());
   char *closed = alloc(d1, n * 4);
-  EXPECT_HPU_FAIL(hpuAllreduce(closed, recv, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, closed, recv, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("send " + ptr_text(closed) + " (+65536 bytes) is memory of device 1, not of device 0").c_str());
   EXPECT_HPU_OK(hpuMemFree(d1, closed));
   ASSERT_HPU_OK(hpuDeviceClose(d1));
-  EXPECT_HPU_FAIL(hpuAllreduce(closed, recv, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, closed, recv, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("send " + ptr_text(closed) + " (+65536 bytes) is memory of device 1, which is closed").c_str());
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_TRUE(all_equal(read(recv, n * 4), 0x02));
   EXPECT_TRUE(all_equal(read(next, 64 * KiB), 0x03));
   // The same buffers, within their allocations, are fine.
-  EXPECT_HPU_OK(hpuAllreduce(send, recv, n, HPU_FLOAT32, HPU_SUM, comm, s));
+  EXPECT_HPU_OK(hpuAllreduce(s, comm, send, recv, n, HPU_FLOAT32, HPU_SUM));
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_TRUE(all_equal(read(recv, n * 4), 0x01));
   EXPECT_HPU_OK(hpuCommDestroy(comm));
@@ -294,7 +296,7 @@ TEST(Misuse, FreeingWrappedMemoryIsBusyUntilEveryHandleIsReleased) {
   EXPECT_HPU_OK(hpuTensorRelease(t));
   EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_BUSY, "1 live tensor handle");
   EXPECT_HPU_FAIL(hpuDeviceClose(dev), HPU_ERROR_BUSY, "1 allocation");
-  EXPECT_HPU_OK(hpuTensorFill(view, 2.0, nullptr));  // queued; the view is then released
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, view, 2.0));  // queued; the view is then released
   EXPECT_HPU_OK(hpuTensorRelease(view));
   EXPECT_HPU_OK(hpuMemFree(dev, p));
   EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str());
@@ -312,22 +314,22 @@ TEST(Misuse, RowGatherRowNumberOf2To40ForEveryKind) {
   std::vector<char> host_src(n * row, 7), host_dst(n * row, 8);
   const int64_t rows[] = {1, int64_t(1) << 40, 2};
   const char *named = "rows[1] is 1099511627776";
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, host_src.data(), row, rows, 3, H2D, s), HPU_ERROR_INVALID_ARGUMENT, named,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, host_src.data(), row, rows, 3, H2D), HPU_ERROR_INVALID_ARGUMENT, named,
                   "not memory of this process");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(host_dst.data(), src, row, rows, 3, D2H, s), HPU_ERROR_INVALID_ARGUMENT, named,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, host_dst.data(), src, row, rows, 3, D2H), HPU_ERROR_INVALID_ARGUMENT, named,
                   ("src " + ptr_text(src) + " holds 64 rows of row_bytes 16").c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, src, row, rows, 3, D2D, s), HPU_ERROR_INVALID_ARGUMENT, named,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, src, row, rows, 3, D2D), HPU_ERROR_INVALID_ARGUMENT, named,
                   "holds 64 rows");
   // Row numbers in range, but past the end of a device src's allocation.
   const int64_t one_past[] = {64}, inside[] = {63};
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, src, row, one_past, 1, D2D, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, src, row, one_past, 1, D2D), HPU_ERROR_INVALID_ARGUMENT,
                   "rows[0] is 64, but src");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, src + row, row, inside, 1, D2D, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, src + row, row, inside, 1, D2D), HPU_ERROR_INVALID_ARGUMENT,
                   "rows[0] is 63, but src", "holds 63 rows");
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_TRUE(all_equal(read(dst, n * row), 0x66));
   for (char c : host_dst) EXPECT_EQ(c, 8);
-  EXPECT_HPU_OK(hpuMemcpyRowsAsync(dst, src, row, inside, 1, D2D, s));
+  EXPECT_HPU_OK(hpuMemcpyRowsAsync(s, dst, src, row, inside, 1, D2D));
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   free_and_close(dev, {dst, src});
 }

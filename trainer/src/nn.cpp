@@ -55,9 +55,9 @@ bool layer_is(const std::vector<std::unique_ptr<Module>> &layers, size_t i) {
 void Parameter::accumulate(const Tensor &g, hpuStream_t stream) {
   if (!g) return;
   if (zero_pending_)
-    check(hpuTensorCopy(grad.get(), g.get(), stream));
+    check(hpuTensorCopy(stream, grad.get(), g.get()));
   else
-    check(hpuAddInplace(stream, g.get(), 1.0, grad.get()));
+    check(hpuAddInplace(stream, grad.get(), g.get(), 1.0));
   zero_pending_ = false;
   if (on_grad) on_grad(false);
 }

@@ -132,7 +132,7 @@ class DeviceMemory {
     });
     const dst = this._at(offset, rows.length * rowBytes, 'copyRowsFromHost');
     if (!rows.length || !rowBytes) return;
-    C.hpuMemcpyRowsAsync(dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE, null);
+    C.hpuMemcpyRowsAsync(null, dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE);
     this.device.synchronize();
   }
 
@@ -158,7 +158,7 @@ class DeviceMemory {
     const s = src._at(srcOffset, n, 'copyFrom (source)');
     const d = this._at(offset, n, 'copyFrom (destination)');
     if (n === 0) return;
-    if (stream) C.hpuMemcpyAsync(d, s, n, DEVICE_TO_DEVICE, stream.handle);
+    if (stream) C.hpuMemcpyAsync(stream.handle, d, s, n, DEVICE_TO_DEVICE);
     else C.hpuMemcpy(d, s, n, DEVICE_TO_DEVICE);
   }
 
@@ -168,7 +168,7 @@ class DeviceMemory {
     checkCount(n, 'nbytes');
     const d = this._at(offset, n, 'fill');
     if (n === 0) return;
-    if (stream) C.hpuMemsetAsync(d, value, n, stream.handle);
+    if (stream) C.hpuMemsetAsync(stream.handle, d, value, n);
     else C.hpuMemset(d, value, n);
   }
 

@@ -38,7 +38,7 @@ const prototypes = {
   Linear: `${T} x, ${T} w, ${T} bias, ${O}y`, LinearBackward: `${T} g, ${T} x, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
   LinearRelu: `${T} x, ${T} w, ${T} bias, ${O}y`,
   ReluLinearBackward: `${T} g, ${T} x, ${T} w, ${O}gz, ${O}gw, ${O}gb`,
-  AddInplace: `${T} src, double alpha, ${T} dst`,
+  AddInplace: `${T} dst, ${T} src, double alpha`,
   Softmax: `${T} x, int dim, ${O}out`, SoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
   LogSoftmax: `${T} x, int dim, ${O}out`, LogSoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
   NllLoss: `${T} input, ${T} target, ${T} weight, const hpuLossOptions_t *o, ${O}loss`,
@@ -205,7 +205,7 @@ const ops = {
     const dev = onOneDevice('addInplace', { dst, src });
     floating('addInplace', { dst, src });
     shapeIs('addInplace', 'src', src, dst.shape);
-    underAutocast(() => C.AddInplace(streamFor(dev), src.handle, alpha, dst.handle));
+    underAutocast(() => C.AddInplace(streamFor(dev), dst.handle, src.handle, alpha));
     return dst;
   },
   softmax(x, dim = -1) {

@@ -67,7 +67,7 @@ _PROTOTYPES = {
     "hpuReluLinearBackward": [T, T, T, T, P, P, P],
     "hpuAdd": _binary, "hpuAddBackward": _binary_bwd, "hpuSub": _binary, "hpuSubBackward": _binary_bwd,
     "hpuMul": _binary, "hpuMulBackward": _binary_bwd, "hpuDiv": _binary, "hpuDivBackward": _binary_bwd,
-    "hpuAddInplace": [T, T, c_double, T],
+    "hpuAddInplace": [T, T, T, c_double],
     "hpuSoftmax": [T, T, c_int, P], "hpuSoftmaxBackward": [T, T, T, c_int, c_int, P],
     "hpuLogSoftmax": [T, T, c_int, P], "hpuLogSoftmaxBackward": [T, T, T, c_int, c_int, P],
     "hpuNllLoss": [T, T, T, T, POINTER(LossOptions_t), P],
@@ -348,7 +348,7 @@ def add_(dst: Tensor, src: Tensor, alpha: float = 1.0) -> Tensor:
     dev = _tensors("add_", dst=dst, src=src)
     _floating("add_", dst=dst, src=src)
     _same("add_", "shapes differ", ("dst", dst.shape), ("src", src.shape))  # type: ignore[arg-type]
-    _lib.hpuAddInplace(stream_for(dev), src.handle, alpha, dst.handle)
+    _lib.hpuAddInplace(stream_for(dev), dst.handle, src.handle, alpha)
     return dst
 
 

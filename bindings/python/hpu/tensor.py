@@ -43,10 +43,10 @@ _lib._declare({
     "hpuTensorCreateFromHost": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.c_int,
                                               ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]),
     "hpuTensorRelease": (_lib.Status, [T]),
-    "hpuTensorCopyFromHost": (_lib.Status, [T, ctypes.c_void_p, ctypes.c_size_t, T]),
-    "hpuTensorCopyToHost": (_lib.Status, [T, ctypes.c_void_p, ctypes.c_size_t, T]),
+    "hpuTensorCopyFromHost": (_lib.Status, [T, T, ctypes.c_void_p, ctypes.c_size_t]),
+    "hpuTensorCopyToHost": (_lib.Status, [T, T, ctypes.c_void_p, ctypes.c_size_t]),
     "hpuTensorCopy": (_lib.Status, [T, T, T]),
-    "hpuTensorFill": (_lib.Status, [T, ctypes.c_double, T]),
+    "hpuTensorFill": (_lib.Status, [T, T, ctypes.c_double]),
     "hpuTensorReshape": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
     "hpuTensorSlice": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
                                      ctypes.c_int64]),
@@ -60,8 +60,8 @@ _lib._declare({
     "hpuRandomSeed": (_lib.Status, [T, ctypes.c_uint64]),
     "hpuRandomGetState": (_lib.Status, [T, ctypes.POINTER(RandomState_t)]),
     "hpuRandomSetState": (_lib.Status, [T, ctypes.POINTER(RandomState_t)]),
-    "hpuTensorFillUniform": (_lib.Status, [T, ctypes.c_double, ctypes.c_double, T]),
-    "hpuTensorFillNormal": (_lib.Status, [T, ctypes.c_double, ctypes.c_double, T]),
+    "hpuTensorFillUniform": (_lib.Status, [T, T, ctypes.c_double, ctypes.c_double]),
+    "hpuTensorFillNormal": (_lib.Status, [T, T, ctypes.c_double, ctypes.c_double]),
 })
 
 
@@ -196,7 +196,7 @@ class Tensor:
             if n != self.nbytes:
                 raise InvalidArgumentError(f"dst has {n} bytes; the tensor has {self.nbytes}")
             if n:
-                _lib.hpuTensorCopyToHost(self._handle, addr, n, stream_for(self.device.index))
+                _lib.hpuTensorCopyToHost(stream_for(self.device.index), self._handle, addr, n)
 
     def _host_dtype(self) -> DType:
         return dtypes.float32 if self.dtype is dtypes.bfloat16 else self.dtype
@@ -244,7 +244,7 @@ class Tensor:
     # ---- in place -------------------------------------------------------------
     def fill_(self, value: float) -> "Tensor":
         """Sets every element to `value` (converted to the dtype); queued."""
-        _lib.hpuTensorFill(self._handle, float(value), stream_for(self.device.index))
+        _lib.hpuTensorFill(stream_for(self.device.index), self._handle, float(value))
         return self
 
     def zero_(self) -> "Tensor":
@@ -253,12 +253,12 @@ class Tensor:
 
     def uniform_(self, low: float = 0.0, high: float = 1.0) -> "Tensor":
         """Uniform in [low, high) from the device's generator (floating tensors)."""
-        _lib.hpuTensorFillUniform(self._handle, low, high, stream_for(self.device.index))
+        _lib.hpuTensorFillUniform(stream_for(self.device.index), self._handle, low, high)
         return self
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
         """Normal(mean, std) from the device's generator (floating tensors)."""
-        _lib.hpuTensorFillNormal(self._handle, mean, std, stream_for(self.device.index))
+        _lib.hpuTensorFillNormal(stream_for(self.device.index), self._handle, mean, std)
         return self
 
     def copy_(self, src: Union["Tensor", Any]) -> "Tensor":
@@ -268,7 +268,7 @@ class Tensor:
             src = tensor(src, device=self.device)
         if src.shape != self.shape:
             raise InvalidArgumentError(f"copy_: src has shape {src.shape}, this tensor {self.shape}")
-        _lib.hpuTensorCopy(self._handle, src._handle, stream_for(self.device.index))
+        _lib.hpuTensorCopy(stream_for(self.device.index), self._handle, src._handle)
         return self
 
     # ---- conversions ----------------------------------------------------------

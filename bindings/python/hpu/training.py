@@ -32,7 +32,7 @@ def _load_trainer() -> Tuple[ctypes.CDLL, str]:
             except ImportError as e:
                 raise error_for(Status.NOT_AVAILABLE, f"hpu.train: {e}") from None
             fn = lib.hpuTrainerRunJob
-            fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p]
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
             fn.restype, fn.errcheck = ctypes.c_int, _lib._check
             lib.hpuTrainerCancelJob.argtypes, lib.hpuTrainerCancelJob.restype = [], ctypes.c_int  # status read here
             _trainer = (lib, path)
@@ -110,7 +110,7 @@ def train(config: JobLike) -> Dict[str, Any]:
 
     def run() -> None:  # the job runs on a worker thread, so the main thread can take signals
         try:
-            lib.hpuTrainerRunJob(ctypes.byref(out), text.encode("utf-8"), name.encode("utf-8"))
+            lib.hpuTrainerRunJob(text.encode("utf-8"), name.encode("utf-8"), ctypes.byref(out))
         except BaseException as e:  # raised again on the caller's thread
             failure.append(e)
         finally:
