@@ -157,8 +157,8 @@ class Bench {
   ~Bench() {
     for (auto &r : ranks_) {
       hpuCommDestroy(r.comm);
-      hpuMemFree(r.dev, r.send);
-      hpuMemFree(r.dev, r.recv);
+      hpuMemFree(r.send);
+      hpuMemFree(r.recv);
       hpuDeviceClose(r.dev);
     }
   }

@@ -120,8 +120,8 @@ int rank_main(const Options &o, int rank, Shared *out) {
     }
     out->wrong[k][rank] = wrong;
   }
-  hpuMemFree(dev, send);
-  hpuMemFree(dev, recv);
+  hpuMemFree(send);
+  hpuMemFree(recv);
   BENCH_CHECK(hpuCommDestroy(comm));
   BENCH_CHECK(hpuDeviceClose(dev));
   return 0;

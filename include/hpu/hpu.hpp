@@ -125,7 +125,7 @@ class DeviceBuffer {
       : dev_(o.dev_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
     if (this != &o) {
-      if (ptr_) hpuMemFree(dev_, ptr_);
+      if (ptr_) hpuMemFree(ptr_);
       dev_ = o.dev_;
       ptr_ = std::exchange(o.ptr_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
@@ -135,7 +135,7 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   ~DeviceBuffer() {
-    if (ptr_) hpuMemFree(dev_, ptr_);
+    if (ptr_) hpuMemFree(ptr_);
   }
   void *get() const noexcept { return ptr_; }
   size_t size() const noexcept { return bytes_; }

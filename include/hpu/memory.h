@@ -38,11 +38,12 @@ HPU_EXTERN_C_BEGIN
 
 /* Allocates `bytes` of device memory. bytes == 0 gives *ptr = NULL. */
 HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes);
-/* Frees an allocation of `dev`; NULL is accepted. While queued work may still
- * use it, the free is deferred until that work completes (see hpuMemFree(3)).
- * HPU_ERROR_BUSY, nothing freed, while a tensor handle (hpuTensorWrap, or a
- * view of it) wraps the allocation. */
-HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr);
+/* Frees an allocation from hpuMemAlloc (its device is the one it came from);
+ * NULL is accepted. While queued work may still use it, the free is deferred
+ * until that work completes (see hpuMemFree(3)). HPU_ERROR_BUSY, nothing
+ * freed, while a tensor handle (hpuTensorWrap, or a view of it) wraps the
+ * allocation. */
+HPU_API hpuStatus_t hpuMemFree(void *ptr);
 
 /* Device memory taken by the functions below must lie inside one live
  * allocation (the bytes asked for; it may start inside one) of an open

@@ -167,10 +167,14 @@ HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes) {
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr) {
+HPU_API hpuStatus_t hpuMemFree(void *ptr) {
   HPU_API_BEGIN
-  Device &d = device_from_handle(dev);
-  if (ptr != nullptr) d.free(ptr);
+  if (ptr == nullptr) return HPU_SUCCESS;
+  // The allocation names its device: the segment holding ptr belongs to one,
+  // whose allocator refuses anything but a live allocation's start.
+  SegmentInfo s;
+  if (!segment_of(ptr, 1, &s)) fail(HPU_ERROR_INVALID_HANDLE, "ptr %p is not device memory (from hpuMemAlloc)", ptr);
+  s.device->free(ptr);
   HPU_API_END
 }
 

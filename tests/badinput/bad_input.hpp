@@ -95,7 +95,7 @@ struct Fixture {
     hpuDevice_t closing = nullptr;
     ASSERT_EQ(hpuDeviceOpen(&closing, 2), HPU_SUCCESS);
     ASSERT_EQ(hpuMemAlloc(&closed_mem, closing, kDevBytes), HPU_SUCCESS);
-    ASSERT_EQ(hpuMemFree(closing, closed_mem), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(closed_mem), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceClose(closing), HPU_SUCCESS);
     ASSERT_EQ(hpuEventCreate(&recorded_event), HPU_SUCCESS);
     ASSERT_EQ(hpuEventRecord(stream, recorded_event), HPU_SUCCESS);
@@ -117,7 +117,7 @@ struct Fixture {
       dims_2p32[i] = int64_t(1) << 32;
       dims_2p61[i] = int64_t(1) << 61;
     }
-    ASSERT_EQ(hpuMemFree(device, freed_mem), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(freed_mem), HPU_SUCCESS);
   }
 };
 

@@ -386,7 +386,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < kSlots; ++i) s.drop(i);
   for (hpuDevice_t d : devices) hpuDeviceSynchronize(d);
   for (int b = 0; b < 3; ++b)
-    if (hpuMemFree(devices[b == 2], buffers[b]) != HPU_SUCCESS) abort();
+    if (hpuMemFree(buffers[b]) != HPU_SUCCESS) abort();
   for (hpuDevice_t d : devices) {
     if (hpuDeviceClose(d) != HPU_SUCCESS) {
       fprintf(stderr, "%s\n", hpuGetLastErrorMessage());

@@ -91,7 +91,7 @@ Step allreduce(hpuComm_t comm, hpuDevice_t dev, size_t count, bool *correct) {
     step(async);
     step(hpuMemcpy(host.data(), buf, count * sizeof(float), HPU_MEMCPY_DEVICE_TO_HOST));
   }
-  hpuMemFree(dev, buf);
+  hpuMemFree(buf);
   hpuStreamDestroy(stream);
   if (correct) {
     const float sum = float(kRanks * (kRanks + 1) / 2);

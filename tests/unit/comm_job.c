@@ -103,9 +103,9 @@ int main(int argc, char **argv) {
     }
   }
   for (d = 0; d < ndev; ++d) {
-    hpuMemFree(devs[d], send[d]);
-    hpuMemFree(devs[d], recv[d]);
-    hpuMemFree(devs[d], gathered[d]);
+    hpuMemFree(send[d]);
+    hpuMemFree(recv[d]);
+    hpuMemFree(gathered[d]);
     hpuCommDestroy(comms[d]);
     hpuDeviceClose(devs[d]);
   }

@@ -121,8 +121,8 @@ int every_type_and_reduction(Rank &self, Page *page) {
         hpuMemcpy(got.data(), c.recv, got.size(), HPU_MEMCPY_DEVICE_TO_HOST);
         RANK_CHECK(got == c.want, "%s %s count %zu %s: wrong result", dtype_name(dt), op_name(op), c.count,
                    c.in_place ? "in place" : "out of place");
-        if (c.send != c.recv) hpuMemFree(self.dev, c.send);
-        hpuMemFree(self.dev, c.recv);
+        if (c.send != c.recv) hpuMemFree(c.send);
+        hpuMemFree(c.recv);
       }
     }
   return 0;
@@ -162,7 +162,7 @@ int many_calls(Rank &self, Page *page) {
       for (int q = 0; q < self.n; ++q) want += static_cast<float>((q * 7 + i * 3 + static_cast<int>(j)) % 101);
       RANK_CHECK(got[j] == want, "call %d element %zu: %g, want %g", i, j, got[j], want);
     }
-    hpuMemFree(self.dev, buf[i]);
+    hpuMemFree(buf[i]);
   }
   return 0;
 }
@@ -190,7 +190,7 @@ int bits_follow_recursive_doubling(Rank &self, Page *page) {
                  "%s", hpuGetLastErrorMessage());
       std::vector<uint8_t> got(in.size());
       hpuMemcpy(got.data(), buf, got.size(), HPU_MEMCPY_DEVICE_TO_HOST);
-      hpuMemFree(self.dev, buf);
+      hpuMemFree(buf);
       RANK_CHECK(got == want, "%s count %zu: not the bits of recursive doubling's order", dtype_name(t), count);
     }
   return 0;
@@ -215,7 +215,7 @@ int mismatched_counts(Rank &self, Page *page, size_t small, size_t large) {
   if (s == HPU_SUCCESS) s = hpuStreamSynchronize(self.stream);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string message = hpuGetLastErrorMessage();
-  hpuMemFree(self.dev, buf);
+  hpuMemFree(buf);
   RANK_CHECK(s == HPU_ERROR_INVALID_USAGE, "status %s: %s", hpuGetErrorName(s), message.c_str());
   RANK_CHECK(message.find("count " + std::to_string(small)) != std::string::npos &&
                  message.find("count " + std::to_string(large)) != std::string::npos,

@@ -114,8 +114,8 @@ bool run_collectives(Rank &k) {
       bool ok = k.check(hpuAllreduce(k.stream, k.comm, in, out, count, c.t, c.op), what.c_str()) &&
                 k.check(hpuStreamSynchronize(k.stream), what.c_str()) &&
                 k.same(k.get(out, bytes), reference(c.t, c.op, n, count), what);
-      hpuMemFree(k.dev, in);
-      hpuMemFree(k.dev, out);
+      hpuMemFree(in);
+      hpuMemFree(out);
       if (!ok) return false;
     }
   const hpuDataType_t t = HPU_FLOAT32;
@@ -153,8 +153,8 @@ bool run_collectives(Rank &k) {
               k.check(hpuRecv(k.stream, k.comm, out, count, t, prev), "recv") && sync(hpuGroupEnd(), "group end");
     if (!ok || !k.same(k.get(out, bytes), encode(t, inputs(t, op, prev, count)), "send/recv")) return false;
     if (!sync(hpuBarrier(k.stream, k.comm), "barrier")) return false;
-    hpuMemFree(k.dev, in);
-    hpuMemFree(k.dev, out);
+    hpuMemFree(in);
+    hpuMemFree(out);
   }
   return true;
 }
@@ -261,8 +261,8 @@ TEST(CommVerbsProc, LargeTransfersIntoDeviceMemoryAreZeroCopy) {
         }
         hpuCommDestroy(k.comm);
         k.comm = nullptr;
-        hpuMemFree(k.dev, in);
-        hpuMemFree(k.dev, out);
+        hpuMemFree(in);
+        hpuMemFree(out);
         unsigned long long direct = 0, copied = 0, slots = 0, inl = 0, regs = 0, hits = 0, stale = 0;
         if (std::sscanf(std::strstr(g_summary, ": ") ? std::strstr(g_summary, "verbs transport") : "",
                         "verbs transport of rank %*d: %llu bytes written into receive buffers directly (%llu of them "

@@ -66,7 +66,7 @@ class Memory : public ::testing::Test {
     EXPECT_HPU_OK(hpuMemAlloc(&p, dev, bytes));
     return p;
   }
-  void free(void *p) { EXPECT_HPU_OK(hpuMemFree(dev, p)); }
+  void free(void *p) { EXPECT_HPU_OK(hpuMemFree(p)); }
 
   hpuDevice_t dev = nullptr;
 };
@@ -146,7 +146,7 @@ TEST_F(Memory, ZeroBytesGiveNullAndCountNothing) {
   ASSERT_HPU_OK(hpuMemAlloc(&p, dev, 0));
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(figures(dev), expected(0, 0, 0, 0, 0, 0, 0, 0));
-  EXPECT_HPU_OK(hpuMemFree(dev, nullptr));
+  EXPECT_HPU_OK(hpuMemFree(nullptr));
   EXPECT_EQ(figures(dev), expected(0, 0, 0, 0, 0, 0, 0, 0));
 }
 
@@ -301,7 +301,7 @@ TEST_F(Memory, WholeCapacityOnAHostWithLessRam) {
   void *q;
   EXPECT_HPU_FAIL(hpuMemAlloc(&q, devs[7], 1), HPU_ERROR_OUT_OF_MEMORY, "96 GiB in use");
   for (int i = 0; i < 8; ++i) {
-    EXPECT_HPU_OK(hpuMemFree(devs[i], ptrs[i]));
+    EXPECT_HPU_OK(hpuMemFree(ptrs[i]));
     EXPECT_HPU_OK(hpuMemEmptyCache(devs[i]));
     EXPECT_EQ(stats_of(devs[i]).reserved_bytes, 0u);
     EXPECT_HPU_OK(hpuDeviceClose(devs[i]));
@@ -427,22 +427,30 @@ TEST_F(Memory, EmptyCacheReturnsFreeSegments) {
 }
 
 TEST_F(Memory, FreeRejectsWhatItDidNotAllocate) {
-  hpuDevice_t other;
-  ASSERT_HPU_OK(hpuDeviceOpen(&other, 1));
   char *p = static_cast<char *>(alloc(4096));
-  void *q = nullptr;
-  ASSERT_HPU_OK(hpuMemAlloc(&q, other, 4096));
   int on_stack;
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p + 512), HPU_ERROR_INVALID_HANDLE, ptr_text(p + 512).c_str(), "device 0");
-  EXPECT_HPU_FAIL(hpuMemFree(dev, q), HPU_ERROR_INVALID_HANDLE, ptr_text(q).c_str());
-  EXPECT_HPU_FAIL(hpuMemFree(dev, &on_stack), HPU_ERROR_INVALID_HANDLE, ptr_text(&on_stack).c_str());
-  EXPECT_HPU_FAIL(hpuMemFree(nullptr, p), HPU_ERROR_INVALID_HANDLE, "dev is NULL");
+  EXPECT_HPU_FAIL(hpuMemFree(p + 512), HPU_ERROR_INVALID_HANDLE, ptr_text(p + 512).c_str(), "device 0");
+  EXPECT_HPU_FAIL(hpuMemFree(&on_stack), HPU_ERROR_INVALID_HANDLE, ptr_text(&on_stack).c_str(), "is not device memory");
   EXPECT_EQ(stats_of(dev).num_frees, 0u);
   free(p);
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str(), "already freed");
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str(), "already freed");
   EXPECT_EQ(stats_of(dev).num_frees, 1u);
-  EXPECT_HPU_OK(hpuMemFree(other, q));
-  EXPECT_HPU_OK(hpuDeviceClose(other));
+}
+
+// hpuMemFree takes no device: the allocation's own device frees it.
+TEST_F(Memory, FreeFindsTheAllocationsDevice) {
+  hpuDevice_t other;
+  ASSERT_HPU_OK(hpuDeviceOpen(&other, 1));
+  void *q = nullptr;
+  ASSERT_HPU_OK(hpuMemAlloc(&q, other, 4096));
+  const uint64_t frees_here = stats_of(dev).num_frees;
+  EXPECT_EQ(stats_of(other).in_use, 4096u);
+  EXPECT_HPU_OK(hpuMemFree(q));
+  EXPECT_EQ(stats_of(other).in_use, 0u);
+  EXPECT_EQ(stats_of(other).num_frees, 1u);
+  EXPECT_EQ(stats_of(dev).num_frees, frees_here);
+  EXPECT_HPU_OK(hpuDeviceClose(other));  // nothing of `other` is left allocated
+  EXPECT_HPU_FAIL(hpuMemFree(q), HPU_ERROR_INVALID_HANDLE, ptr_text(q).c_str());
 }
 
 TEST_F(Memory, AllocBadInput) {
@@ -498,7 +506,7 @@ TEST_F(Memory, CopiesInEveryDirection) {
   EXPECT_HPU_OK(hpuStreamDestroy(s));
   free(a);
   free(c);
-  EXPECT_HPU_OK(hpuMemFree(other, b));
+  EXPECT_HPU_OK(hpuMemFree(b));
   EXPECT_HPU_OK(hpuDeviceClose(other));
 }
 
@@ -652,12 +660,12 @@ bool churn(hpuDevice_t dev, unsigned seed, int rounds) {
       back.assign(n, 0);
       if (hpuMemcpy(back.data(), p, n, HPU_MEMCPY_DEVICE_TO_HOST) != HPU_SUCCESS) return false;
       if (std::any_of(back.begin(), back.end(), [&](unsigned char c) { return c != tag; })) return false;
-      if (hpuMemFree(dev, p) != HPU_SUCCESS) return false;
+      if (hpuMemFree(p) != HPU_SUCCESS) return false;
       live.erase(live.begin() + k);
     }
   }
   for (auto [p, n] : live)
-    if (hpuMemFree(dev, p) != HPU_SUCCESS) return false;
+    if (hpuMemFree(p) != HPU_SUCCESS) return false;
   return true;
 }
 

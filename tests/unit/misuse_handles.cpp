@@ -98,7 +98,7 @@ TEST(Misuse, ElapsedTimeOfOneEvent) {
   ASSERT_HPU_OK(hpuStreamSynchronize(s1));
   for (int i = 0; i < 2; ++i) {
     EXPECT_HPU_OK(hpuCommDestroy(comms[i]));
-    EXPECT_HPU_OK(hpuMemFree(devs[i], buf[i]));
+    EXPECT_HPU_OK(hpuMemFree(buf[i]));
   }
   EXPECT_HPU_OK(hpuEventDestroy(e));
   for (hpuDevice_t d : devs) EXPECT_HPU_OK(hpuDeviceClose(d));

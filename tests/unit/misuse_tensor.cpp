@@ -27,7 +27,7 @@ class Misuse : public testing::Test {
     ASSERT_HPU_OK(hpuMemcpy(mem, pattern.data(), kBytes, HPU_MEMCPY_HOST_TO_DEVICE));
   }
   void TearDown() override {
-    EXPECT_HPU_OK(hpuMemFree(dev, mem));
+    EXPECT_HPU_OK(hpuMemFree(mem));
     EXPECT_HPU_OK(hpuDeviceClose(dev));
   }
 

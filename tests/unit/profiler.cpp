@@ -82,7 +82,7 @@ TEST(Profiler, TraceIsValidNestsAndCountsTheWork) {
   char *json;
   ASSERT_EQ(hpuMemStatsJson(dev, &json), HPU_SUCCESS);  // nests hpuMemStats inside
   hpuFree(json);
-  ASSERT_EQ(hpuMemFree(dev, buf), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemFree(buf), HPU_SUCCESS);
   ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
 
   json_t *root = load(path);
@@ -219,7 +219,7 @@ TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
   hpuFree(summary);
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(hpuCommDestroy(comms[r]), HPU_SUCCESS);
-    ASSERT_EQ(hpuMemFree(devs[r], buf[r]), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(buf[r]), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceClose(devs[r]), HPU_SUCCESS);
   }
 }
@@ -519,7 +519,7 @@ TEST(Profiler, AnOperationRunningAtStartCountsFromTheStart) {
   }
   EXPECT_GE(memsets, 3u);  // the ones queued behind the first, at least
   json_decref(root);
-  hpuMemFree(dev, buf);
+  hpuMemFree(buf);
   hpuStreamDestroy(stream);
   hpuDeviceClose(dev);
 }

@@ -21,7 +21,7 @@ class Streams : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0)); }
   void TearDown() override {
-    for (void *p : allocations) EXPECT_HPU_OK(hpuMemFree(dev, p));
+    for (void *p : allocations) EXPECT_HPU_OK(hpuMemFree(p));
     EXPECT_HPU_OK(hpuDeviceClose(dev));
   }
   char *alloc(size_t bytes) {
@@ -247,7 +247,7 @@ TEST_F(Streams, WaitAcrossDevices) {
   EXPECT_HPU_OK(hpuEventDestroy(e));
   EXPECT_HPU_OK(hpuStreamDestroy(s0));
   EXPECT_HPU_OK(hpuStreamDestroy(s1));
-  EXPECT_HPU_OK(hpuMemFree(other, y));
+  EXPECT_HPU_OK(hpuMemFree(y));
   EXPECT_HPU_OK(hpuDeviceClose(other));
 }
 
@@ -261,7 +261,7 @@ TEST_F(Streams, FreeWhileWorkIsQueuedKeepsTheMemoryUntilItRuns) {
   for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemcpyAsync(s, dst, src, n, HPU_MEMCPY_DEVICE_TO_DEVICE));
   // Whatever the worker has done by now, the free must not pull the memory
   // from under the queued copies, and the figures settle once they ran.
-  ASSERT_HPU_OK(hpuMemFree(dev, dst));
+  ASSERT_HPU_OK(hpuMemFree(dst));
   ASSERT_HPU_OK(hpuStreamSynchronize(s));
   hpuMemStats_t st = HPU_MEM_STATS_INIT;
   ASSERT_HPU_OK(hpuMemStats(dev, &st));

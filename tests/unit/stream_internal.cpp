@@ -100,7 +100,7 @@ TEST_F(StreamInternal, FailureIsStickyAndReportedByEveryCall) {
   EXPECT_HPU_OK(hpuDeviceSynchronize(dev));
   ASSERT_HPU_OK(hpuStreamCreate(&stream, dev));
   EXPECT_HPU_OK(hpuEventDestroy(e));
-  EXPECT_HPU_OK(hpuMemFree(dev, buf));
+  EXPECT_HPU_OK(hpuMemFree(buf));
 }
 
 TEST_F(StreamInternal, EveryKindOfExceptionBecomesAStatus) {
@@ -126,14 +126,14 @@ TEST_F(StreamInternal, DefaultStreamErrorEndsWithTheLastClose) {
   EXPECT_HPU_FAIL(hpuMemset(buf, 0, 4096), HPU_ERROR_UNSUPPORTED, "no such kernel");
   EXPECT_HPU_FAIL(hpuMemcpyAsync(nullptr, buf, host.data(), 4096, HPU_MEMCPY_HOST_TO_DEVICE), HPU_ERROR_UNSUPPORTED,
                   "no such kernel");
-  EXPECT_HPU_OK(hpuMemFree(dev, buf));
+  EXPECT_HPU_OK(hpuMemFree(buf));
   EXPECT_HPU_OK(hpuStreamDestroy(stream));
   stream = nullptr;
   EXPECT_HPU_OK(hpuDeviceClose(dev));
   ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0));
   ASSERT_HPU_OK(hpuMemAlloc(&buf, dev, 4096));
   EXPECT_HPU_OK(hpuMemcpy(buf, host.data(), 4096, HPU_MEMCPY_HOST_TO_DEVICE));
-  EXPECT_HPU_OK(hpuMemFree(dev, buf));
+  EXPECT_HPU_OK(hpuMemFree(buf));
 }
 
 TEST_F(StreamInternal, FreeIsDeferredWhileQueuedWorkMayUseTheMemory) {
@@ -143,16 +143,16 @@ TEST_F(StreamInternal, FreeIsDeferredWhileQueuedWorkMayUseTheMemory) {
   {
     Gate gate(stream);
     ASSERT_HPU_OK(hpuMemsetAsync(stream, buf, 0x77, MiB));
-    ASSERT_HPU_OK(hpuMemFree(dev, buf));  // returns at once
+    ASSERT_HPU_OK(hpuMemFree(buf));  // returns at once
     ASSERT_HPU_OK(hpuMemStats(dev, &s));
     EXPECT_EQ(s.in_use, MiB) << "memory released while queued work may still use it";
     EXPECT_EQ(s.num_frees, 0u);
-    EXPECT_HPU_FAIL(hpuMemFree(dev, buf), HPU_ERROR_INVALID_HANDLE, "already been freed");
+    EXPECT_HPU_FAIL(hpuMemFree(buf), HPU_ERROR_INVALID_HANDLE, "already been freed");
     // The pending block is not handed out again.
     void *other;
     ASSERT_HPU_OK(hpuMemAlloc(&other, dev, MiB));
     EXPECT_NE(other, buf);
-    ASSERT_HPU_OK(hpuMemFree(dev, other));
+    ASSERT_HPU_OK(hpuMemFree(other));
   }
   ASSERT_HPU_OK(hpuStreamSynchronize(stream));
   ASSERT_HPU_OK(hpuMemStats(dev, &s));

@@ -172,7 +172,7 @@ TEST_F(Tensor, WrapBorrowsMemory) {
   EXPECT_HPU_OK(hpuTensorRelease(t));
   EXPECT_HPU_OK(hpuTensorRelease(dense));
   EXPECT_EQ(in_use(), held);  // not owned: still allocated
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
 }
 
 TEST_F(Tensor, RandomIsReproducible) {
@@ -231,7 +231,7 @@ TEST_F(Tensor, BadInput) {
   const int64_t far[2] = {1 << 30, 1};
   EXPECT_HPU_FAIL(hpuTensorWrap(&t, p, HPU_FLOAT32, 2, shape, far), HPU_ERROR_INVALID_ARGUMENT,
                   "past the end of its 24-byte allocation");
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
 
   t = from({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_HPU_FAIL(hpuTensorCopyToHost(nullptr, t, data, 20), HPU_ERROR_INVALID_ARGUMENT, "bytes 20", "24 bytes");

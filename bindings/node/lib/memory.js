@@ -71,8 +71,8 @@ function checkCount(value, name) {
   if (!Number.isSafeInteger(value) || value < 0) throw invalidArgument(`${name} ${value} is not a non-negative integer`);
 }
 
-const reaper = new FinalizationRegistry(({ device, ptr }) => {
-  try { C.hpuMemFree(device, ptr); } catch { /* the process may be ending */ }
+const reaper = new FinalizationRegistry((ptr) => {
+  try { C.hpuMemFree(ptr); } catch { /* the process may be ending */ }
 });
 
 /**
@@ -89,7 +89,7 @@ class DeviceMemory {
     this.nbytes = nbytes;
     this._ptr = out[0] ?? 0n;
     this._live = true;
-    reaper.register(this, { device: this.device.handle, ptr: out[0] }, this);
+    reaper.register(this, out[0], this);
   }
 
   /** The device address, a BigInt (throws once freed). */
@@ -177,7 +177,7 @@ class DeviceMemory {
     if (!this._live) return;
     this._live = false;
     reaper.unregister(this);
-    if (this._ptr !== 0n) C.hpuMemFree(this.device.handle, this._ptr);
+    if (this._ptr !== 0n) C.hpuMemFree(this._ptr);
   }
 }
 

@@ -134,7 +134,7 @@ const C = declare({
   hpuEventQuery: 'int hpuEventQuery(hpuHandle event)',
   hpuEventElapsedTime: 'int hpuEventElapsedTime(hpuHandle start, hpuHandle end, _Out_ float *ms)',
   hpuMemAlloc: 'int hpuMemAlloc(_Out_ hpuHandle *ptr, hpuHandle dev, size_t bytes)',
-  hpuMemFree: 'int hpuMemFree(hpuHandle dev, hpuHandle ptr)',
+  hpuMemFree: 'int hpuMemFree(hpuHandle ptr)',
   hpuMemcpy: 'int hpuMemcpy(void *dst, const void *src, size_t bytes, int kind)',
   hpuMemcpyAsync: 'int hpuMemcpyAsync(hpuHandle stream, void *dst, const void *src, size_t bytes, int kind)',
   hpuMemcpyRowsAsync:

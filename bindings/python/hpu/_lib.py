@@ -83,7 +83,7 @@ PROTOTYPES = {
     "hpuEventElapsedTime": (Status, [Handle, Handle, POINTER(c_float)]),
     # memory.h
     "hpuMemAlloc": (Status, [POINTER(c_void_p), Handle, c_size_t]),
-    "hpuMemFree": (Status, [Handle, c_void_p]),
+    "hpuMemFree": (Status, [c_void_p]),
     "hpuMemcpy": (Status, [c_void_p, c_void_p, c_size_t, c_int]),
     "hpuMemcpyAsync": (Status, [Handle, c_void_p, c_void_p, c_size_t, c_int]),
     "hpuMemcpyRowsAsync": (Status, [Handle, c_void_p, c_void_p, c_size_t, POINTER(c_int64), c_size_t, c_int]),

@@ -188,7 +188,7 @@ class DeviceMemory:
         """Returns the memory to the device's allocator (after work queued on it). Idempotent."""
         if self._ptr is not None:
             ptr, self._ptr = self._ptr, None
-            _lib.hpuMemFree(self.device.handle, ptr or None)
+            _lib.hpuMemFree(ptr or None)
 
     def __enter__(self) -> "DeviceMemory":
         return self

@@ -30,7 +30,7 @@ bool round_trip(int ordinal) {
             check(hpuStreamSynchronize(stream), "hpuStreamSynchronize") && in == out;
   hpuMemStats_t st = HPU_MEM_STATS_INIT;
   ok = ok && check(hpuMemStats(dev, &st), "hpuMemStats") && st.in_use == 40448 /* 40000 rounded to 512 */;
-  ok = check(hpuMemFree(dev, p), "hpuMemFree") && ok;
+  ok = check(hpuMemFree(p), "hpuMemFree") && ok;
   ok = check(hpuStreamDestroy(stream), "hpuStreamDestroy") && ok;
   return check(hpuDeviceClose(dev), "hpuDeviceClose") && ok;
 }
