@@ -246,8 +246,8 @@ HPU_API hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds) {
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
-                                 hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuAllreduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                 hpuDataType_t dtype, hpuRedOp_t op) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -260,8 +260,8 @@ HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpu
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpuDataType_t dtype, int root,
-                                 hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuBroadcast(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                 hpuDataType_t dtype, int root) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -276,8 +276,8 @@ HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpu
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
-                              int root, hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuReduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                              hpuDataType_t dtype, hpuRedOp_t op, int root) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -293,8 +293,8 @@ HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDat
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount, hpuDataType_t dtype,
-                                 hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuAllgather(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t sendcount,
+                                 hpuDataType_t dtype) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -308,8 +308,8 @@ HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount,
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
-                                     hpuRedOp_t op, hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuReduceScatter(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t recvcount,
+                                     hpuDataType_t dtype, hpuRedOp_t op) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -324,8 +324,8 @@ HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvco
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuComm_t comm,
-                                hpuStream_t stream) {
+HPU_API hpuStatus_t hpuAlltoall(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                hpuDataType_t dtype) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -337,15 +337,15 @@ HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuD
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuBarrier(hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuBarrier(hpuStream_t stream, hpuComm_t comm) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   submit(c, stream, header(CollKind::barrier, HPU_BOOL, 0, -1, HPU_SUM), nullptr, nullptr);
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
-                            hpuStream_t stream) {
+HPU_API hpuStatus_t hpuSend(hpuStream_t stream, hpuComm_t comm, const void *send, size_t count, hpuDataType_t dtype,
+                            int peer) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -355,8 +355,8 @@ HPU_API hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype,
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuRecv(void *recv, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
-                            hpuStream_t stream) {
+HPU_API hpuStatus_t hpuRecv(hpuStream_t stream, hpuComm_t comm, void *recv, size_t count, hpuDataType_t dtype,
+                            int peer) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);

@@ -99,6 +99,12 @@ T read_sized(const T *in, T defaults, const char *arg) {
   return defaults;
 }
 
+// As read_sized, for options that may be NULL: then the defaults.
+template <class T>
+T read_optional_sized(const T *in, T defaults, const char *arg) {
+  return in ? read_sized(in, defaults, arg) : defaults;
+}
+
 // Shape of a [outer, n, inner] split around dim.
 struct Split {
   int64_t outer = 1, n = 1, inner = 1;

@@ -66,7 +66,8 @@ PLAUSIBLE = [
 ]
 # Structs the caller fills with their _INIT macro, by type: the fixture's copy.
 STRUCTS = {"hpuDeviceProperties_t": "fx.props", "hpuMemStats_t": "fx.stats", "hpuSgdOptions_t": "fx.sgd",
-           "hpuAdamwOptions_t": "fx.adamw", "hpuRandomState_t": "fx.random_state"}
+           "hpuAdamwOptions_t": "fx.adamw", "hpuRandomState_t": "fx.random_state",
+           "hpuLossOptions_t": "fx.loss", "hpuLayerNormOptions_t": "fx.layer_norm"}
 # Functions whose plausible call cannot succeed in the table, and why.
 BASELINE_FAILS = {
     "hpuCommInitFromEnv": "it needs a launcher's environment",

@@ -197,7 +197,7 @@ class Buffer {
   Buffer(hpuDevice_t dev, size_t bytes) : dev_(dev), bytes_(bytes) {
     EXPECT_EQ(hpuMemAlloc(&ptr_, dev, bytes), HPU_SUCCESS) << hpuGetLastErrorMessage();
   }
-  ~Buffer() { hpuMemFree(dev_, ptr_); }
+  ~Buffer() { hpuMemFree(ptr_); }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
   char *ptr() const { return static_cast<char *>(ptr_); }

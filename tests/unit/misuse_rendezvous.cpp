@@ -362,7 +362,7 @@ TEST(Misuse, StreamCyclesKeepTheProcessSize) {
         if (i == 0) rss0 = rss_kib();
         hpuStream_t s;
         if (hpuStreamCreate(&s, dev) != HPU_SUCCESS) return why("cycle %d: %s", i, hpuGetLastErrorMessage());
-        if (work && hpuMemsetAsync(buf, 1, 256, s) != HPU_SUCCESS)
+        if (work && hpuMemsetAsync(s, buf, 1, 256) != HPU_SUCCESS)
           return why("cycle %d: %s", i, hpuGetLastErrorMessage());
         hpuStreamDestroy(s);
       }
@@ -395,8 +395,9 @@ pid_t start_rank(int rank, const std::string &port, const TempDir &dir) {
   if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || hpuCommInitFromEnv(&comm, 1, &dev) != HPU_SUCCESS ||
       hpuDeviceGetDefaultStream(dev, &stream) != HPU_SUCCESS || hpuMemAlloc(&buf, dev, sizeof value) != HPU_SUCCESS ||
       hpuMemcpy(buf, &value, sizeof value, HPU_MEMCPY_HOST_TO_DEVICE) != HPU_SUCCESS ||
-      hpuAllreduce(buf, buf, 1, HPU_FLOAT32, HPU_SUM, comm, stream) != HPU_SUCCESS ||
-      hpuStreamSynchronize(stream) != HPU_SUCCESS || hpuMemcpy(&value, buf, sizeof value, HPU_MEMCPY_DEVICE_TO_HOST) != HPU_SUCCESS) {
+      hpuAllreduce(stream, comm, buf, buf, 1, HPU_FLOAT32, HPU_SUM) != HPU_SUCCESS ||
+      hpuStreamSynchronize(stream) != HPU_SUCCESS ||
+      hpuMemcpy(&value, buf, sizeof value, HPU_MEMCPY_DEVICE_TO_HOST) != HPU_SUCCESS) {
     fprintf(stderr, "rank %d: %s\n", rank, hpuGetLastErrorMessage());
     _exit(2);
   }

@@ -116,6 +116,21 @@ export interface hpuRandomState_t {
   offset: number | bigint;
 }
 
+/** hpuLossOptions_t of ops.h, as koffi reads and writes it. */
+export interface hpuLossOptions_t {
+  struct_size: number | bigint;
+  reduction: number;
+  ignore_index: number | bigint;
+  label_smoothing: number;
+}
+
+/** hpuLayerNormOptions_t of ops.h, as koffi reads and writes it. */
+export interface hpuLayerNormOptions_t {
+  struct_size: number | bigint;
+  normalized_ndim: number;
+  eps: number;
+}
+
 /** hpuSgdOptions_t of ops.h, as koffi reads and writes it. */
 export interface hpuSgdOptions_t {
   struct_size: number | bigint;
@@ -179,28 +194,28 @@ export interface Functions {
   hpuEventCreate(event: Out<Pointer>): number;
   /** hpuStatus_t hpuEventDestroy(hpuEvent_t event); */
   hpuEventDestroy(event: Pointer): number;
-  /** hpuStatus_t hpuEventRecord(hpuEvent_t event, hpuStream_t stream); */
-  hpuEventRecord(event: Pointer, stream: Pointer): number;
+  /** hpuStatus_t hpuEventRecord(hpuStream_t stream, hpuEvent_t event); */
+  hpuEventRecord(stream: Pointer, event: Pointer): number;
   /** hpuStatus_t hpuEventSynchronize(hpuEvent_t event); */
   hpuEventSynchronize(event: Pointer): number;
   /** hpuStatus_t hpuEventQuery(hpuEvent_t event); */
   hpuEventQuery(event: Pointer): number;
-  /** hpuStatus_t hpuEventElapsedTime(float *ms, hpuEvent_t start, hpuEvent_t end); */
-  hpuEventElapsedTime(ms: Out<number>, start: Pointer, end: Pointer): number;
+  /** hpuStatus_t hpuEventElapsedTime(hpuEvent_t start, hpuEvent_t end, float *ms); */
+  hpuEventElapsedTime(start: Pointer, end: Pointer, ms: Out<number>): number;
   /** hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes); */
   hpuMemAlloc(ptr: Out<Pointer>, dev: Pointer, bytes: number | bigint): number;
-  /** hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr); */
-  hpuMemFree(dev: Pointer, ptr: Pointer | ArrayBufferView): number;
+  /** hpuStatus_t hpuMemFree(void *ptr); */
+  hpuMemFree(ptr: Pointer | ArrayBufferView): number;
   /** hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind); */
   hpuMemcpy(dst: Pointer | ArrayBufferView, src: Pointer | ArrayBufferView, bytes: number | bigint, kind: number): number;
-  /** hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind, hpuStream_t stream); */
-  hpuMemcpyAsync(dst: Pointer | ArrayBufferView, src: Pointer | ArrayBufferView, bytes: number | bigint, kind: number, stream: Pointer): number;
-  /** hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows, size_t count, hpuMemcpyKind_t kind, hpuStream_t stream); */
-  hpuMemcpyRowsAsync(dst: Pointer | ArrayBufferView, src: Pointer | ArrayBufferView, row_bytes: number | bigint, rows: readonly (number | bigint)[] | ArrayBufferView | null, count: number | bigint, kind: number, stream: Pointer): number;
+  /** hpuStatus_t hpuMemcpyAsync(hpuStream_t stream, void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind); */
+  hpuMemcpyAsync(stream: Pointer, dst: Pointer | ArrayBufferView, src: Pointer | ArrayBufferView, bytes: number | bigint, kind: number): number;
+  /** hpuStatus_t hpuMemcpyRowsAsync(hpuStream_t stream, void *dst, const void *src, size_t row_bytes, const int64_t *rows, size_t count, hpuMemcpyKind_t kind); */
+  hpuMemcpyRowsAsync(stream: Pointer, dst: Pointer | ArrayBufferView, src: Pointer | ArrayBufferView, row_bytes: number | bigint, rows: readonly (number | bigint)[] | ArrayBufferView | null, count: number | bigint, kind: number): number;
   /** hpuStatus_t hpuMemset(void *dst, int value, size_t bytes); */
   hpuMemset(dst: Pointer | ArrayBufferView, value: number, bytes: number | bigint): number;
-  /** hpuStatus_t hpuMemsetAsync(void *dst, int value, size_t bytes, hpuStream_t stream); */
-  hpuMemsetAsync(dst: Pointer | ArrayBufferView, value: number, bytes: number | bigint, stream: Pointer): number;
+  /** hpuStatus_t hpuMemsetAsync(hpuStream_t stream, void *dst, int value, size_t bytes); */
+  hpuMemsetAsync(stream: Pointer, dst: Pointer | ArrayBufferView, value: number, bytes: number | bigint): number;
   /** hpuStatus_t hpuMemGetInfo(hpuDevice_t dev, size_t *free_bytes, size_t *total_bytes); */
   hpuMemGetInfo(dev: Pointer, free_bytes: Out<number | bigint>, total_bytes: Out<number | bigint>): number;
   /** hpuStatus_t hpuMemEmptyCache(hpuDevice_t dev); */
@@ -233,24 +248,24 @@ export interface Functions {
   hpuCommSetTimeout(comm: Pointer, seconds: number): number;
   /** hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds); */
   hpuCommGetTimeout(comm: Pointer, seconds: Out<number>): number;
-  /** hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, hpuComm_t comm, hpuStream_t stream); */
-  hpuAllreduce(send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, op: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpuDataType_t dtype, int root, hpuComm_t comm, hpuStream_t stream); */
-  hpuBroadcast(send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, root: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root, hpuComm_t comm, hpuStream_t stream); */
-  hpuReduce(send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, op: number, root: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount, hpuDataType_t dtype, hpuComm_t comm, hpuStream_t stream); */
-  hpuAllgather(send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, sendcount: number | bigint, dtype: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op, hpuComm_t comm, hpuStream_t stream); */
-  hpuReduceScatter(send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, recvcount: number | bigint, dtype: number, op: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuComm_t comm, hpuStream_t stream); */
-  hpuAlltoall(send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuBarrier(hpuComm_t comm, hpuStream_t stream); */
-  hpuBarrier(comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm, hpuStream_t stream); */
-  hpuSend(send: Pointer | ArrayBufferView, count: number | bigint, dtype: number, peer: number, comm: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuRecv(void *recv, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm, hpuStream_t stream); */
-  hpuRecv(recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, peer: number, comm: Pointer, stream: Pointer): number;
+  /** hpuStatus_t hpuAllreduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op); */
+  hpuAllreduce(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, op: number): number;
+  /** hpuStatus_t hpuBroadcast(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count, hpuDataType_t dtype, int root); */
+  hpuBroadcast(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, root: number): number;
+  /** hpuStatus_t hpuReduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root); */
+  hpuReduce(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, op: number, root: number): number;
+  /** hpuStatus_t hpuAllgather(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype); */
+  hpuAllgather(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, sendcount: number | bigint, dtype: number): number;
+  /** hpuStatus_t hpuReduceScatter(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op); */
+  hpuReduceScatter(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, recvcount: number | bigint, dtype: number, op: number): number;
+  /** hpuStatus_t hpuAlltoall(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count, hpuDataType_t dtype); */
+  hpuAlltoall(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number): number;
+  /** hpuStatus_t hpuBarrier(hpuStream_t stream, hpuComm_t comm); */
+  hpuBarrier(stream: Pointer, comm: Pointer): number;
+  /** hpuStatus_t hpuSend(hpuStream_t stream, hpuComm_t comm, const void *send, size_t count, hpuDataType_t dtype, int peer); */
+  hpuSend(stream: Pointer, comm: Pointer, send: Pointer | ArrayBufferView, count: number | bigint, dtype: number, peer: number): number;
+  /** hpuStatus_t hpuRecv(hpuStream_t stream, hpuComm_t comm, void *recv, size_t count, hpuDataType_t dtype, int peer); */
+  hpuRecv(stream: Pointer, comm: Pointer, recv: Pointer | ArrayBufferView, count: number | bigint, dtype: number, peer: number): number;
   /** hpuStatus_t hpuGroupStart(void); */
   hpuGroupStart(): number;
   /** hpuStatus_t hpuGroupEnd(void); */
@@ -267,14 +282,14 @@ export interface Functions {
   hpuTensorRelease(tensor: Pointer): number;
   /** hpuStatus_t hpuTensorRetain(hpuTensor_t tensor); */
   hpuTensorRetain(tensor: Pointer): number;
-  /** hpuStatus_t hpuTensorCopyFromHost(hpuTensor_t tensor, const void *src, size_t bytes, hpuStream_t stream); */
-  hpuTensorCopyFromHost(tensor: Pointer, src: Pointer | ArrayBufferView, bytes: number | bigint, stream: Pointer): number;
-  /** hpuStatus_t hpuTensorCopyToHost(hpuTensor_t tensor, void *dst, size_t bytes, hpuStream_t stream); */
-  hpuTensorCopyToHost(tensor: Pointer, dst: Pointer | ArrayBufferView, bytes: number | bigint, stream: Pointer): number;
-  /** hpuStatus_t hpuTensorCopy(hpuTensor_t dst, hpuTensor_t src, hpuStream_t stream); */
-  hpuTensorCopy(dst: Pointer, src: Pointer, stream: Pointer): number;
-  /** hpuStatus_t hpuTensorFill(hpuTensor_t tensor, double value, hpuStream_t stream); */
-  hpuTensorFill(tensor: Pointer, value: number, stream: Pointer): number;
+  /** hpuStatus_t hpuTensorCopyFromHost(hpuStream_t stream, hpuTensor_t tensor, const void *src, size_t bytes); */
+  hpuTensorCopyFromHost(stream: Pointer, tensor: Pointer, src: Pointer | ArrayBufferView, bytes: number | bigint): number;
+  /** hpuStatus_t hpuTensorCopyToHost(hpuStream_t stream, hpuTensor_t tensor, void *dst, size_t bytes); */
+  hpuTensorCopyToHost(stream: Pointer, tensor: Pointer, dst: Pointer | ArrayBufferView, bytes: number | bigint): number;
+  /** hpuStatus_t hpuTensorCopy(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src); */
+  hpuTensorCopy(stream: Pointer, dst: Pointer, src: Pointer): number;
+  /** hpuStatus_t hpuTensorFill(hpuStream_t stream, hpuTensor_t tensor, double value); */
+  hpuTensorFill(stream: Pointer, tensor: Pointer, value: number): number;
   /** hpuStatus_t hpuTensorReshape(hpuTensor_t *view, hpuTensor_t base, int ndim, const int64_t *shape); */
   hpuTensorReshape(view: Out<Pointer>, base: Pointer, ndim: number, shape: readonly (number | bigint)[] | ArrayBufferView | null): number;
   /** hpuStatus_t hpuTensorSlice(hpuTensor_t *view, hpuTensor_t base, int dim, int64_t start, int64_t end, int64_t step); */
@@ -305,10 +320,10 @@ export interface Functions {
   hpuRandomGetState(dev: Pointer, state: Partial<hpuRandomState_t> | ArrayBufferView | null): number;
   /** hpuStatus_t hpuRandomSetState(hpuDevice_t dev, const hpuRandomState_t *state); */
   hpuRandomSetState(dev: Pointer, state: Partial<hpuRandomState_t> | ArrayBufferView | null): number;
-  /** hpuStatus_t hpuTensorFillUniform(hpuTensor_t tensor, double low, double high, hpuStream_t stream); */
-  hpuTensorFillUniform(tensor: Pointer, low: number, high: number, stream: Pointer): number;
-  /** hpuStatus_t hpuTensorFillNormal(hpuTensor_t tensor, double mean, double std, hpuStream_t stream); */
-  hpuTensorFillNormal(tensor: Pointer, mean: number, std: number, stream: Pointer): number;
+  /** hpuStatus_t hpuTensorFillUniform(hpuStream_t stream, hpuTensor_t tensor, double low, double high); */
+  hpuTensorFillUniform(stream: Pointer, tensor: Pointer, low: number, high: number): number;
+  /** hpuStatus_t hpuTensorFillNormal(hpuStream_t stream, hpuTensor_t tensor, double mean, double std); */
+  hpuTensorFillNormal(stream: Pointer, tensor: Pointer, mean: number, std: number): number;
   /** hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out); */
   hpuMm(stream: Pointer, a: Pointer, b: Pointer, out: Out<Pointer>): number;
   /** hpuStatus_t hpuMmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b); */
@@ -351,8 +366,8 @@ export interface Functions {
   hpuDiv(stream: Pointer, a: Pointer, b: Pointer, out: Out<Pointer>): number;
   /** hpuStatus_t hpuDivBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b); */
   hpuDivBackward(stream: Pointer, grad_out: Pointer, a: Pointer, b: Pointer, grad_a: Out<Pointer>, grad_b: Out<Pointer>): number;
-  /** hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double alpha, hpuTensor_t dst); */
-  hpuAddInplace(stream: Pointer, src: Pointer, alpha: number, dst: Pointer): number;
+  /** hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src, double alpha); */
+  hpuAddInplace(stream: Pointer, dst: Pointer, src: Pointer, alpha: number): number;
   /** hpuStatus_t hpuScaleInplace(hpuStream_t stream, hpuTensor_t x, double alpha); */
   hpuScaleInplace(stream: Pointer, x: Pointer, alpha: number): number;
   /** hpuStatus_t hpuExp(hpuStream_t stream, hpuTensor_t x, hpuTensor_t *out); */
@@ -391,30 +406,16 @@ export interface Functions {
   hpuLogSoftmax(stream: Pointer, x: Pointer, dim: number, out: Out<Pointer>): number;
   /** hpuStatus_t hpuLogSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim, hpuDataType_t input_dtype, hpuTensor_t *grad_x); */
   hpuLogSoftmaxBackward(stream: Pointer, grad_out: Pointer, out: Pointer, dim: number, input_dtype: number, grad_x: Out<Pointer>): number;
-  /** hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss); */
-  hpuNllLoss(stream: Pointer, input: Pointer, target: Pointer, reduction: number, ignore_index: number | bigint, loss: Out<Pointer>): number;
-  /** hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input); */
-  hpuNllLossBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, reduction: number, ignore_index: number | bigint, grad_input: Out<Pointer>): number;
-  /** hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss); */
-  hpuCrossEntropyLoss(stream: Pointer, input: Pointer, target: Pointer, reduction: number, ignore_index: number | bigint, loss: Out<Pointer>): number;
-  /** hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input); */
-  hpuCrossEntropyLossBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, reduction: number, ignore_index: number | bigint, grad_input: Out<Pointer>): number;
-  /** hpuStatus_t hpuNllLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss); */
-  hpuNllLossWeighted(stream: Pointer, input: Pointer, target: Pointer, weight: Pointer, reduction: number, ignore_index: number | bigint, loss: Out<Pointer>): number;
-  /** hpuStatus_t hpuNllLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input); */
-  hpuNllLossWeightedBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, weight: Pointer, reduction: number, ignore_index: number | bigint, grad_input: Out<Pointer>): number;
-  /** hpuStatus_t hpuCrossEntropyLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss); */
-  hpuCrossEntropyLossWeighted(stream: Pointer, input: Pointer, target: Pointer, weight: Pointer, reduction: number, ignore_index: number | bigint, loss: Out<Pointer>): number;
-  /** hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *grad_input); */
-  hpuCrossEntropyLossWeightedBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, weight: Pointer, reduction: number, ignore_index: number | bigint, grad_input: Out<Pointer>): number;
-  /** hpuStatus_t hpuCrossEntropyLossSmoothed(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *loss); */
-  hpuCrossEntropyLossSmoothed(stream: Pointer, input: Pointer, target: Pointer, weight: Pointer, reduction: number, ignore_index: number | bigint, label_smoothing: number, loss: Out<Pointer>): number;
-  /** hpuStatus_t hpuCrossEntropyLossSmoothedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *grad_input); */
-  hpuCrossEntropyLossSmoothedBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, weight: Pointer, reduction: number, ignore_index: number | bigint, label_smoothing: number, grad_input: Out<Pointer>): number;
-  /** hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias, double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd); */
-  hpuLayerNorm(stream: Pointer, x: Pointer, weight: Pointer, bias: Pointer, eps: number, y: Out<Pointer>, mean: Out<Pointer>, rstd: Out<Pointer>): number;
-  /** hpuStatus_t hpuLayerNormNd(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t weight, hpuTensor_t bias, double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd); */
-  hpuLayerNormNd(stream: Pointer, x: Pointer, normalized_ndim: number, weight: Pointer, bias: Pointer, eps: number, y: Out<Pointer>, mean: Out<Pointer>, rstd: Out<Pointer>): number;
+  /** hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *loss); */
+  hpuNllLoss(stream: Pointer, input: Pointer, target: Pointer, weight: Pointer, options: Partial<hpuLossOptions_t> | ArrayBufferView | null, loss: Out<Pointer>): number;
+  /** hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *grad_input); */
+  hpuNllLossBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, weight: Pointer, options: Partial<hpuLossOptions_t> | ArrayBufferView | null, grad_input: Out<Pointer>): number;
+  /** hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *loss); */
+  hpuCrossEntropyLoss(stream: Pointer, input: Pointer, target: Pointer, weight: Pointer, options: Partial<hpuLossOptions_t> | ArrayBufferView | null, loss: Out<Pointer>): number;
+  /** hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *grad_input); */
+  hpuCrossEntropyLossBackward(stream: Pointer, grad_loss: Pointer, input: Pointer, target: Pointer, weight: Pointer, options: Partial<hpuLossOptions_t> | ArrayBufferView | null, grad_input: Out<Pointer>): number;
+  /** hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias, const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd); */
+  hpuLayerNorm(stream: Pointer, x: Pointer, weight: Pointer, bias: Pointer, options: Partial<hpuLayerNormOptions_t> | ArrayBufferView | null, y: Out<Pointer>, mean: Out<Pointer>, rstd: Out<Pointer>): number;
   /** hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean, hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x, hpuTensor_t *grad_weight, hpuTensor_t *grad_bias); */
   hpuLayerNormBackward(stream: Pointer, grad_y: Pointer, x: Pointer, mean: Pointer, rstd: Pointer, weight: Pointer, grad_x: Out<Pointer>, grad_weight: Out<Pointer>, grad_bias: Out<Pointer>): number;
   /** hpuStatus_t hpuDropout(hpuStream_t stream, hpuTensor_t x, double p, int train, hpuTensor_t *out, hpuTensor_t *mask); */

@@ -70,8 +70,8 @@ function checkCount(value, name) {
   if (!Number.isSafeInteger(value) || value < 0) throw invalidArgument(`${name} ${value} is not a non-negative integer`);
 }
 
-const reaper = new FinalizationRegistry(({ device, ptr }) => {
-  try { C.hpuMemFree(device, ptr); } catch { /* the process may be ending */ }
+const reaper = new FinalizationRegistry((ptr) => {
+  try { C.hpuMemFree(ptr); } catch { /* the process may be ending */ }
 });
 
 /**
@@ -88,7 +88,7 @@ class DeviceMemory {
     this.nbytes = nbytes;
     this._ptr = out[0] ?? 0n;
     this._live = true;
-    reaper.register(this, { device: this.device.handle, ptr: out[0] }, this);
+    reaper.register(this, out[0], this);
   }
 
   /** The device address, a BigInt (throws once freed). */
@@ -131,7 +131,7 @@ class DeviceMemory {
     });
     const dst = this._at(offset, rows.length * rowBytes, 'copyRowsFromHost');
     if (!rows.length || !rowBytes) return;
-    C.hpuMemcpyRowsAsync(dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE, null);
+    C.hpuMemcpyRowsAsync(null, dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE);
     this.device.synchronize();
   }
 
@@ -157,7 +157,7 @@ class DeviceMemory {
     const s = src._at(srcOffset, n, 'copyFrom (source)');
     const d = this._at(offset, n, 'copyFrom (destination)');
     if (n === 0) return;
-    if (stream) C.hpuMemcpyAsync(d, s, n, DEVICE_TO_DEVICE, stream.handle);
+    if (stream) C.hpuMemcpyAsync(stream.handle, d, s, n, DEVICE_TO_DEVICE);
     else C.hpuMemcpy(d, s, n, DEVICE_TO_DEVICE);
   }
 
@@ -167,7 +167,7 @@ class DeviceMemory {
     checkCount(n, 'nbytes');
     const d = this._at(offset, n, 'fill');
     if (n === 0) return;
-    if (stream) C.hpuMemsetAsync(d, value, n, stream.handle);
+    if (stream) C.hpuMemsetAsync(stream.handle, d, value, n);
     else C.hpuMemset(d, value, n);
   }
 
@@ -176,7 +176,7 @@ class DeviceMemory {
     if (!this._live) return;
     this._live = false;
     reaper.unregister(this);
-    if (this._ptr !== 0n) C.hpuMemFree(this.device.handle, this._ptr);
+    if (this._ptr !== 0n) C.hpuMemFree(this._ptr);
   }
 }
 

@@ -180,6 +180,21 @@ class hpuRandomState_t(ctypes.Structure):
                 ("offset", c_uint64)]
 
 
+class hpuLossOptions_t(ctypes.Structure):
+    """hpuLossOptions_t of ops.h."""
+    _fields_ = [("struct_size", c_size_t),
+                ("reduction", hpuReduction_t),
+                ("ignore_index", c_int64),
+                ("label_smoothing", c_double)]
+
+
+class hpuLayerNormOptions_t(ctypes.Structure):
+    """hpuLayerNormOptions_t of ops.h."""
+    _fields_ = [("struct_size", c_size_t),
+                ("normalized_ndim", c_int),
+                ("eps", c_double)]
+
+
 class hpuSgdOptions_t(ctypes.Structure):
     """hpuSgdOptions_t of ops.h."""
     _fields_ = [("struct_size", c_size_t),
@@ -227,18 +242,18 @@ FUNCTIONS = {
     "hpuStreamWaitEvent": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("event", hpuEvent_t, "hpuEvent_t")]),
     "hpuEventCreate": ("hpu", Status, [("event", POINTER(hpuEvent_t), "hpuEvent_t *")]),
     "hpuEventDestroy": ("hpu", Status, [("event", hpuEvent_t, "hpuEvent_t")]),
-    "hpuEventRecord": ("hpu", Status, [("event", hpuEvent_t, "hpuEvent_t"), ("stream", hpuStream_t, "hpuStream_t")]),
+    "hpuEventRecord": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("event", hpuEvent_t, "hpuEvent_t")]),
     "hpuEventSynchronize": ("hpu", Status, [("event", hpuEvent_t, "hpuEvent_t")]),
     "hpuEventQuery": ("hpu", Status, [("event", hpuEvent_t, "hpuEvent_t")]),
-    "hpuEventElapsedTime": ("hpu", Status, [("ms", POINTER(c_float), "float *"), ("start", hpuEvent_t, "hpuEvent_t"), ("end", hpuEvent_t, "hpuEvent_t")]),
+    "hpuEventElapsedTime": ("hpu", Status, [("start", hpuEvent_t, "hpuEvent_t"), ("end", hpuEvent_t, "hpuEvent_t"), ("ms", POINTER(c_float), "float *")]),
     # memory.h
     "hpuMemAlloc": ("hpu", Status, [("ptr", POINTER(c_void_p), "void **"), ("dev", hpuDevice_t, "hpuDevice_t"), ("bytes", c_size_t, "size_t")]),
-    "hpuMemFree": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("ptr", c_void_p, "void *")]),
+    "hpuMemFree": ("hpu", Status, [("ptr", c_void_p, "void *")]),
     "hpuMemcpy": ("hpu", Status, [("dst", c_void_p, "void *"), ("src", c_void_p, "const void *"), ("bytes", c_size_t, "size_t"), ("kind", hpuMemcpyKind_t, "hpuMemcpyKind_t")]),
-    "hpuMemcpyAsync": ("hpu", Status, [("dst", c_void_p, "void *"), ("src", c_void_p, "const void *"), ("bytes", c_size_t, "size_t"), ("kind", hpuMemcpyKind_t, "hpuMemcpyKind_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuMemcpyRowsAsync": ("hpu", Status, [("dst", c_void_p, "void *"), ("src", c_void_p, "const void *"), ("row_bytes", c_size_t, "size_t"), ("rows", POINTER(c_int64), "const int64_t *"), ("count", c_size_t, "size_t"), ("kind", hpuMemcpyKind_t, "hpuMemcpyKind_t"), ("stream", hpuStream_t, "hpuStream_t")]),
+    "hpuMemcpyAsync": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("dst", c_void_p, "void *"), ("src", c_void_p, "const void *"), ("bytes", c_size_t, "size_t"), ("kind", hpuMemcpyKind_t, "hpuMemcpyKind_t")]),
+    "hpuMemcpyRowsAsync": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("dst", c_void_p, "void *"), ("src", c_void_p, "const void *"), ("row_bytes", c_size_t, "size_t"), ("rows", POINTER(c_int64), "const int64_t *"), ("count", c_size_t, "size_t"), ("kind", hpuMemcpyKind_t, "hpuMemcpyKind_t")]),
     "hpuMemset": ("hpu", Status, [("dst", c_void_p, "void *"), ("value", c_int, "int"), ("bytes", c_size_t, "size_t")]),
-    "hpuMemsetAsync": ("hpu", Status, [("dst", c_void_p, "void *"), ("value", c_int, "int"), ("bytes", c_size_t, "size_t"), ("stream", hpuStream_t, "hpuStream_t")]),
+    "hpuMemsetAsync": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("dst", c_void_p, "void *"), ("value", c_int, "int"), ("bytes", c_size_t, "size_t")]),
     "hpuMemGetInfo": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("free_bytes", POINTER(c_size_t), "size_t *"), ("total_bytes", POINTER(c_size_t), "size_t *")]),
     "hpuMemEmptyCache": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t")]),
     "hpuMemStats": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("stats", POINTER(hpuMemStats_t), "hpuMemStats_t *")]),
@@ -256,15 +271,15 @@ FUNCTIONS = {
     "hpuCommUserRank": ("hpu", Status, [("comm", hpuComm_t, "hpuComm_t"), ("rank", POINTER(c_int), "int *")]),
     "hpuCommSetTimeout": ("hpu", Status, [("comm", hpuComm_t, "hpuComm_t"), ("seconds", c_double, "double")]),
     "hpuCommGetTimeout": ("hpu", Status, [("comm", hpuComm_t, "hpuComm_t"), ("seconds", POINTER(c_double), "double *")]),
-    "hpuAllreduce": ("hpu", Status, [("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("op", hpuRedOp_t, "hpuRedOp_t"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuBroadcast": ("hpu", Status, [("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("root", c_int, "int"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuReduce": ("hpu", Status, [("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("op", hpuRedOp_t, "hpuRedOp_t"), ("root", c_int, "int"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuAllgather": ("hpu", Status, [("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("sendcount", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuReduceScatter": ("hpu", Status, [("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("recvcount", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("op", hpuRedOp_t, "hpuRedOp_t"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuAlltoall": ("hpu", Status, [("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuBarrier": ("hpu", Status, [("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuSend": ("hpu", Status, [("send", c_void_p, "const void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("peer", c_int, "int"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuRecv": ("hpu", Status, [("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("peer", c_int, "int"), ("comm", hpuComm_t, "hpuComm_t"), ("stream", hpuStream_t, "hpuStream_t")]),
+    "hpuAllreduce": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("op", hpuRedOp_t, "hpuRedOp_t")]),
+    "hpuBroadcast": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("root", c_int, "int")]),
+    "hpuReduce": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("op", hpuRedOp_t, "hpuRedOp_t"), ("root", c_int, "int")]),
+    "hpuAllgather": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("sendcount", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t")]),
+    "hpuReduceScatter": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("recvcount", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("op", hpuRedOp_t, "hpuRedOp_t")]),
+    "hpuAlltoall": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t")]),
+    "hpuBarrier": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t")]),
+    "hpuSend": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("send", c_void_p, "const void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("peer", c_int, "int")]),
+    "hpuRecv": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("comm", hpuComm_t, "hpuComm_t"), ("recv", c_void_p, "void *"), ("count", c_size_t, "size_t"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("peer", c_int, "int")]),
     "hpuGroupStart": ("hpu", Status, []),
     "hpuGroupEnd": ("hpu", Status, []),
     "hpuCommInitFromEnv": ("hpu", Status, [("comms", POINTER(hpuComm_t), "hpuComm_t *"), ("ndev", c_int, "int"), ("devs", POINTER(hpuDevice_t), "const hpuDevice_t *")]),
@@ -274,10 +289,10 @@ FUNCTIONS = {
     "hpuTensorWrap": ("hpu", Status, [("tensor", POINTER(hpuTensor_t), "hpuTensor_t *"), ("data", c_void_p, "void *"), ("dtype", hpuDataType_t, "hpuDataType_t"), ("ndim", c_int, "int"), ("shape", POINTER(c_int64), "const int64_t *"), ("strides", POINTER(c_int64), "const int64_t *")]),
     "hpuTensorRelease": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t")]),
     "hpuTensorRetain": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t")]),
-    "hpuTensorCopyFromHost": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t"), ("src", c_void_p, "const void *"), ("bytes", c_size_t, "size_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuTensorCopyToHost": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t"), ("dst", c_void_p, "void *"), ("bytes", c_size_t, "size_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuTensorCopy": ("hpu", Status, [("dst", hpuTensor_t, "hpuTensor_t"), ("src", hpuTensor_t, "hpuTensor_t"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuTensorFill": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t"), ("value", c_double, "double"), ("stream", hpuStream_t, "hpuStream_t")]),
+    "hpuTensorCopyFromHost": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("src", c_void_p, "const void *"), ("bytes", c_size_t, "size_t")]),
+    "hpuTensorCopyToHost": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("dst", c_void_p, "void *"), ("bytes", c_size_t, "size_t")]),
+    "hpuTensorCopy": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("dst", hpuTensor_t, "hpuTensor_t"), ("src", hpuTensor_t, "hpuTensor_t")]),
+    "hpuTensorFill": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("value", c_double, "double")]),
     "hpuTensorReshape": ("hpu", Status, [("view", POINTER(hpuTensor_t), "hpuTensor_t *"), ("base", hpuTensor_t, "hpuTensor_t"), ("ndim", c_int, "int"), ("shape", POINTER(c_int64), "const int64_t *")]),
     "hpuTensorSlice": ("hpu", Status, [("view", POINTER(hpuTensor_t), "hpuTensor_t *"), ("base", hpuTensor_t, "hpuTensor_t"), ("dim", c_int, "int"), ("start", c_int64, "int64_t"), ("end", c_int64, "int64_t"), ("step", c_int64, "int64_t")]),
     "hpuTensorTranspose": ("hpu", Status, [("view", POINTER(hpuTensor_t), "hpuTensor_t *"), ("base", hpuTensor_t, "hpuTensor_t"), ("dim0", c_int, "int"), ("dim1", c_int, "int")]),
@@ -293,8 +308,8 @@ FUNCTIONS = {
     "hpuRandomSeed": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("seed", c_uint64, "uint64_t")]),
     "hpuRandomGetState": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("state", POINTER(hpuRandomState_t), "hpuRandomState_t *")]),
     "hpuRandomSetState": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("state", POINTER(hpuRandomState_t), "const hpuRandomState_t *")]),
-    "hpuTensorFillUniform": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t"), ("low", c_double, "double"), ("high", c_double, "double"), ("stream", hpuStream_t, "hpuStream_t")]),
-    "hpuTensorFillNormal": ("hpu", Status, [("tensor", hpuTensor_t, "hpuTensor_t"), ("mean", c_double, "double"), ("std", c_double, "double"), ("stream", hpuStream_t, "hpuStream_t")]),
+    "hpuTensorFillUniform": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("low", c_double, "double"), ("high", c_double, "double")]),
+    "hpuTensorFillNormal": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("mean", c_double, "double"), ("std", c_double, "double")]),
     # ops.h
     "hpuMm": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuMmBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),
@@ -317,7 +332,7 @@ FUNCTIONS = {
     "hpuMulBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuDiv": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuDivBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuAddInplace": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("src", hpuTensor_t, "hpuTensor_t"), ("alpha", c_double, "double"), ("dst", hpuTensor_t, "hpuTensor_t")]),
+    "hpuAddInplace": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("dst", hpuTensor_t, "hpuTensor_t"), ("src", hpuTensor_t, "hpuTensor_t"), ("alpha", c_double, "double")]),
     "hpuScaleInplace": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("alpha", c_double, "double")]),
     "hpuExp": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuExpBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *")]),
@@ -337,18 +352,11 @@ FUNCTIONS = {
     "hpuSoftmaxBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("out", hpuTensor_t, "hpuTensor_t"), ("dim", c_int, "int"), ("input_dtype", hpuDataType_t, "hpuDataType_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuLogSoftmax": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("dim", c_int, "int"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuLogSoftmaxBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("out", hpuTensor_t, "hpuTensor_t"), ("dim", c_int, "int"), ("input_dtype", hpuDataType_t, "hpuDataType_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuNllLoss": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuNllLossBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuCrossEntropyLoss": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuCrossEntropyLossBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuNllLossWeighted": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuNllLossWeightedBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuCrossEntropyLossWeighted": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuCrossEntropyLossWeightedBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuCrossEntropyLossSmoothed": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("label_smoothing", c_double, "double"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuCrossEntropyLossSmoothedBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("reduction", hpuReduction_t, "hpuReduction_t"), ("ignore_index", c_int64, "int64_t"), ("label_smoothing", c_double, "double"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuLayerNorm": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("bias", hpuTensor_t, "hpuTensor_t"), ("eps", c_double, "double"), ("y", POINTER(hpuTensor_t), "hpuTensor_t *"), ("mean", POINTER(hpuTensor_t), "hpuTensor_t *"), ("rstd", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuLayerNormNd": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("normalized_ndim", c_int, "int"), ("weight", hpuTensor_t, "hpuTensor_t"), ("bias", hpuTensor_t, "hpuTensor_t"), ("eps", c_double, "double"), ("y", POINTER(hpuTensor_t), "hpuTensor_t *"), ("mean", POINTER(hpuTensor_t), "hpuTensor_t *"), ("rstd", POINTER(hpuTensor_t), "hpuTensor_t *")]),
+    "hpuNllLoss": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("options", POINTER(hpuLossOptions_t), "const hpuLossOptions_t *"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
+    "hpuNllLossBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("options", POINTER(hpuLossOptions_t), "const hpuLossOptions_t *"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
+    "hpuCrossEntropyLoss": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("options", POINTER(hpuLossOptions_t), "const hpuLossOptions_t *"), ("loss", POINTER(hpuTensor_t), "hpuTensor_t *")]),
+    "hpuCrossEntropyLossBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_loss", hpuTensor_t, "hpuTensor_t"), ("input", hpuTensor_t, "hpuTensor_t"), ("target", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("options", POINTER(hpuLossOptions_t), "const hpuLossOptions_t *"), ("grad_input", POINTER(hpuTensor_t), "hpuTensor_t *")]),
+    "hpuLayerNorm": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("bias", hpuTensor_t, "hpuTensor_t"), ("options", POINTER(hpuLayerNormOptions_t), "const hpuLayerNormOptions_t *"), ("y", POINTER(hpuTensor_t), "hpuTensor_t *"), ("mean", POINTER(hpuTensor_t), "hpuTensor_t *"), ("rstd", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuLayerNormBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_y", hpuTensor_t, "hpuTensor_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("mean", hpuTensor_t, "hpuTensor_t"), ("rstd", hpuTensor_t, "hpuTensor_t"), ("weight", hpuTensor_t, "hpuTensor_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_weight", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_bias", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuDropout": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("p", c_double, "double"), ("train", c_int, "int"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *"), ("mask", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuDropoutBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("mask", hpuTensor_t, "hpuTensor_t"), ("p", c_double, "double"), ("input_dtype", hpuDataType_t, "hpuDataType_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *")]),
@@ -383,6 +391,6 @@ FUNCTIONS = {
     "hpuProfilerStop": ("hpu", Status, []),
     "hpuProfilerGetSummary": ("hpu", Status, [("text", POINTER(c_void_p), "char **")]),
     # trainer.h
-    "hpuTrainerRunJob": ("hpu-trainer", Status, [("result_json", POINTER(c_void_p), "char **"), ("job_json", c_char_p, "const char *"), ("job_name", c_char_p, "const char *")]),
+    "hpuTrainerRunJob": ("hpu-trainer", Status, [("job_json", c_char_p, "const char *"), ("job_name", c_char_p, "const char *"), ("result_json", POINTER(c_void_p), "char **")]),
     "hpuTrainerCancelJob": ("hpu-trainer", Status, []),
 }
