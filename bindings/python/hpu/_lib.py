@@ -40,6 +40,18 @@ def sized(struct_type: type) -> ctypes.Structure:
     return s
 
 
+def options(struct_type: type, function: str, **fields: object) -> ctypes.Structure:
+    """A sized options struct with `fields` set; a value of no C type its field takes raises a
+    TypeError naming the field as libhpu's messages do ("hpuNllLoss: options->ignore_index: ...")."""
+    s = sized(struct_type)
+    for name, value in fields.items():
+        try:
+            setattr(s, name, value)
+        except TypeError as e:
+            raise TypeError(f"{function}: options->{name}: {e}") from None
+    return s
+
+
 def find(soname: str, override: str, location: str, beside: str = "") -> tuple[ctypes.CDLL, str]:
     """Loads `soname`: from the file the variable `override` names (when set, nothing else
     is tried), next to the package, where _location.py's `location` says, in the folder

@@ -163,28 +163,28 @@ class Comm:
         """tensor = op over all ranks of tensor, in place."""
         self._tensor("all_reduce", "tensor", tensor)
         ptr = tensor.data_ptr()
-        _lib.hpuAllreduce(ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op), self._handle, self._stream())
+        _lib.hpuAllreduce(self._stream(), self._handle, ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op))
         return tensor
 
     def broadcast(self, tensor: Tensor, src: int = 0) -> Tensor:
         """tensor = rank `src`'s tensor, on every rank."""
         self._tensor("broadcast", "tensor", tensor)
         ptr = tensor.data_ptr()
-        _lib.hpuBroadcast(ptr, ptr, tensor.numel(), tensor.dtype.value, src, self._handle, self._stream())
+        _lib.hpuBroadcast(self._stream(), self._handle, ptr, ptr, tensor.numel(), tensor.dtype.value, src)
         return tensor
 
     def reduce(self, tensor: Tensor, dst: int = 0, op: Union[ReduceOp, str] = ReduceOp.SUM) -> Tensor:
         """On rank `dst`, tensor = op over all ranks of tensor (others' tensors are left alone)."""
         self._tensor("reduce", "tensor", tensor)
         ptr = tensor.data_ptr()
-        _lib.hpuReduce(ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op), dst, self._handle, self._stream())
+        _lib.hpuReduce(self._stream(), self._handle, ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op), dst)
         return tensor
 
     def all_gather_into_tensor(self, output: Tensor, input: Tensor) -> Tensor:
         """output = the inputs of ranks 0..world_size-1, concatenated (flat)."""
         self._pair("all_gather_into_tensor", output, input, input.numel() * self.world_size)
-        _lib.hpuAllgather(input.data_ptr(), output.data_ptr(), input.numel(), input.dtype.value, self._handle,
-                          self._stream())
+        _lib.hpuAllgather(self._stream(), self._handle, input.data_ptr(), output.data_ptr(), input.numel(),
+                          input.dtype.value)
         return output
 
     def all_gather(self, tensor_list: List[Tensor], tensor: Tensor) -> List[Tensor]:
@@ -206,8 +206,8 @@ class Comm:
             raise InvalidArgumentError(f"reduce_scatter_tensor: input has {input.numel()} elements, not a multiple "
                                        f"of world_size {self.world_size}")
         self._pair("reduce_scatter_tensor", output, input, input.numel() // self.world_size)
-        _lib.hpuReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), input.dtype.value, _op(op),
-                              self._handle, self._stream())
+        _lib.hpuReduceScatter(self._stream(), self._handle, input.data_ptr(), output.data_ptr(), output.numel(),
+                              input.dtype.value, _op(op))
         return output
 
     def reduce_scatter(self, output: Tensor, input_list: List[Tensor],
@@ -228,23 +228,23 @@ class Comm:
             raise InvalidArgumentError(f"all_to_all_single: input has {input.numel()} elements, not a multiple of "
                                        f"world_size {self.world_size}")
         self._pair("all_to_all_single", output, input, input.numel())
-        _lib.hpuAlltoall(input.data_ptr(), output.data_ptr(), input.numel() // self.world_size, input.dtype.value,
-                         self._handle, self._stream())
+        _lib.hpuAlltoall(self._stream(), self._handle, input.data_ptr(), output.data_ptr(),
+                         input.numel() // self.world_size, input.dtype.value)
         return output
 
     def barrier(self) -> None:
         """Queues a barrier: it completes once every rank has reached it."""
-        _lib.hpuBarrier(self._handle, self._stream())
+        _lib.hpuBarrier(self._stream(), self._handle)
 
     def send(self, tensor: Tensor, dst: int) -> None:
         """Sends tensor to rank `dst` (pairs that exchange both ways go inside :func:`group`)."""
         self._tensor("send", "tensor", tensor)
-        _lib.hpuSend(tensor.data_ptr(), tensor.numel(), tensor.dtype.value, dst, self._handle, self._stream())
+        _lib.hpuSend(self._stream(), self._handle, tensor.data_ptr(), tensor.numel(), tensor.dtype.value, dst)
 
     def recv(self, tensor: Tensor, src: int) -> Tensor:
         """Receives rank `src`'s send into tensor."""
         self._tensor("recv", "tensor", tensor)
-        _lib.hpuRecv(tensor.data_ptr(), tensor.numel(), tensor.dtype.value, src, self._handle, self._stream())
+        _lib.hpuRecv(self._stream(), self._handle, tensor.data_ptr(), tensor.numel(), tensor.dtype.value, src)
         return tensor
 
     # ---- life ------------------------------------------------------------------

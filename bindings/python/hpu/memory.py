@@ -140,8 +140,8 @@ class DeviceMemory:
                     raise InvalidArgumentError(f"rows[{i}] is {r!r}; src holds {held} rows of {row_bytes} bytes")
             dst = self._range(offset, len(rows) * row_bytes, "copy_rows_from_host")
             if rows and row_bytes:
-                _lib.hpuMemcpyRowsAsync(dst, addr, row_bytes, (ctypes.c_int64 * len(rows))(*rows), len(rows),
-                                        _abi.HPU_MEMCPY_HOST_TO_DEVICE, None)
+                _lib.hpuMemcpyRowsAsync(None, dst, addr, row_bytes, (ctypes.c_int64 * len(rows))(*rows), len(rows),
+                                        _abi.HPU_MEMCPY_HOST_TO_DEVICE)
                 self.device.synchronize()
 
     def copy_to_host(self, dst: object = None, offset: int = 0) -> object:
@@ -168,7 +168,7 @@ class DeviceMemory:
         if stream is None:
             _lib.hpuMemcpy(d, s, nbytes, _abi.HPU_MEMCPY_DEVICE_TO_DEVICE)
         else:
-            _lib.hpuMemcpyAsync(d, s, nbytes, _abi.HPU_MEMCPY_DEVICE_TO_DEVICE, stream.handle)
+            _lib.hpuMemcpyAsync(stream.handle, d, s, nbytes, _abi.HPU_MEMCPY_DEVICE_TO_DEVICE)
 
     def fill(self, value: int, nbytes: Optional[int] = None, offset: int = 0,
              stream: Optional[Stream] = None) -> None:
@@ -182,13 +182,13 @@ class DeviceMemory:
         if stream is None:
             _lib.hpuMemset(d, value, nbytes)
         else:
-            _lib.hpuMemsetAsync(d, value, nbytes, stream.handle)
+            _lib.hpuMemsetAsync(stream.handle, d, value, nbytes)
 
     def free(self) -> None:
         """Returns the memory to the device's allocator (after work queued on it). Idempotent."""
         if self._ptr is not None:
             ptr, self._ptr = self._ptr, None
-            _lib.hpuMemFree(self.device.handle, ptr or None)
+            _lib.hpuMemFree(ptr or None)
 
     def __enter__(self) -> "DeviceMemory":
         return self

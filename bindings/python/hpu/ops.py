@@ -179,7 +179,7 @@ div, div_backward = _binary_op("div", _lib.hpuDiv, _lib.hpuDivBackward)
 
 def add_(dst: Tensor, src: Tensor, alpha: float = 1.0) -> Tensor:
     """dst += alpha src in place (gradient accumulation); returns dst."""
-    _call(_lib.hpuAddInplace, src, alpha, dst)
+    _call(_lib.hpuAddInplace, dst, src, alpha)
     return dst
 
 
@@ -239,6 +239,13 @@ def _reduction(op: str, reduction: str) -> int:
     return _REDUCTIONS[reduction]
 
 
+def _loss_options(op: str, function: str, reduction: str, ignore_index: int,
+                  label_smoothing: float = 0.0) -> object:
+    """The hpuLossOptions_t of loss `op` (calling `function`), by reference."""
+    return ctypes.byref(_lib.options(_abi.hpuLossOptions_t, function, reduction=_reduction(op, reduction),
+                                     ignore_index=ignore_index, label_smoothing=label_smoothing))
+
+
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
              weight: Optional[Tensor] = None) -> Tensor:
     """Negative log-likelihood of log-probabilities input[N, C] at class indices target[N]
@@ -249,19 +256,15 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_inde
     by weight[target[i]] and ``"mean"`` divides by the sum of the counted samples' weights.
     Samples whose target is `ignore_index` count nothing. The loss has target's shape for
     ``"none"``, else it is 0-dim."""
-    red = _reduction("nll_loss", reduction)
-    if weight is None:
-        return _call(_lib.hpuNllLoss, input, target, red, ignore_index, OUT)[0]
-    return _call(_lib.hpuNllLossWeighted, input, target, weight, red, ignore_index, OUT)[0]
+    options = _loss_options("nll_loss", "hpuNllLoss", reduction, ignore_index)
+    return _call(_lib.hpuNllLoss, input, target, weight, options, OUT)[0]
 
 
 def nll_loss_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
                       ignore_index: int = -100, *, weight: Optional[Tensor] = None) -> Tensor:
     """grad_input of :func:`nll_loss`; `grad` has the loss's shape."""
-    red = _reduction("nll_loss_backward", reduction)
-    if weight is None:
-        return _call(_lib.hpuNllLossBackward, grad, input, target, red, ignore_index, OUT)[0]
-    return _call(_lib.hpuNllLossWeightedBackward, grad, input, target, weight, red, ignore_index, OUT)[0]
+    options = _loss_options("nll_loss_backward", "hpuNllLossBackward", reduction, ignore_index)
+    return _call(_lib.hpuNllLossBackward, grad, input, target, weight, options, OUT)[0]
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100, *,
@@ -274,26 +277,17 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore
     sample i's loss is sum_j weight[j] * q[i, j] * -log_softmax(input)[i, j] with
     q = (1 - e) * target + e / C; `ignore_index` plays no part and ``"mean"`` divides by
     the number of samples."""
-    red = _reduction("cross_entropy", reduction)
-    if label_smoothing:
-        return _call(_lib.hpuCrossEntropyLossSmoothed, input, target, weight, red, ignore_index,
-                     label_smoothing, OUT)[0]
-    if weight is None:
-        return _call(_lib.hpuCrossEntropyLoss, input, target, red, ignore_index, OUT)[0]
-    return _call(_lib.hpuCrossEntropyLossWeighted, input, target, weight, red, ignore_index, OUT)[0]
+    options = _loss_options("cross_entropy", "hpuCrossEntropyLoss", reduction, ignore_index, label_smoothing)
+    return _call(_lib.hpuCrossEntropyLoss, input, target, weight, options, OUT)[0]
 
 
 def cross_entropy_backward(grad: Tensor, input: Tensor, target: Tensor, reduction: str = "mean",
                            ignore_index: int = -100, *, weight: Optional[Tensor] = None,
                            label_smoothing: float = 0.0) -> Tensor:
     """grad_input of :func:`cross_entropy`."""
-    red = _reduction("cross_entropy_backward", reduction)
-    if label_smoothing:
-        return _call(_lib.hpuCrossEntropyLossSmoothedBackward, grad, input, target, weight,
-                     red, ignore_index, label_smoothing, OUT)[0]
-    if weight is None:
-        return _call(_lib.hpuCrossEntropyLossBackward, grad, input, target, red, ignore_index, OUT)[0]
-    return _call(_lib.hpuCrossEntropyLossWeightedBackward, grad, input, target, weight, red, ignore_index, OUT)[0]
+    options = _loss_options("cross_entropy_backward", "hpuCrossEntropyLossBackward", reduction,
+                            ignore_index, label_smoothing)
+    return _call(_lib.hpuCrossEntropyLossBackward, grad, input, target, weight, options, OUT)[0]
 
 
 def _normalized_ndim(x: Tensor, normalized_shape: Union[None, int, Sequence[int]]) -> int:
@@ -315,8 +309,10 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
     names (torch.nn.functional.layer_norm's; x's shape from some dim on). weight and bias
     have those dims' shape. With `return_stats`, (y, mean, rstd) for the backward: mean and
     rstd are float32 of x's shape without the normalized dims."""
-    y, mean_, rstd = _call(_lib.hpuLayerNormNd, x, _normalized_ndim(x, normalized_shape), weight,
-                           bias, eps, OUT, _out(return_stats), _out(return_stats))
+    opts = _lib.options(_abi.hpuLayerNormOptions_t, "hpuLayerNorm",
+                        normalized_ndim=_normalized_ndim(x, normalized_shape), eps=eps)
+    y, mean_, rstd = _call(_lib.hpuLayerNorm, x, weight, bias, ctypes.byref(opts), OUT, _out(return_stats),
+                           _out(return_stats))
     return (y, mean_, rstd) if return_stats else y
 
 

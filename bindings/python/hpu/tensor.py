@@ -167,7 +167,7 @@ class Tensor:
             if n != self.nbytes:
                 raise InvalidArgumentError(f"dst has {n} bytes; the tensor has {self.nbytes}")
             if n:
-                _lib.hpuTensorCopyToHost(self._handle, addr, n, stream_for(self.device.index))
+                _lib.hpuTensorCopyToHost(stream_for(self.device.index), self._handle, addr, n)
 
     def _host_dtype(self) -> DType:
         return dtypes.float32 if self.dtype is dtypes.bfloat16 else self.dtype
@@ -215,7 +215,7 @@ class Tensor:
     # ---- in place -------------------------------------------------------------
     def fill_(self, value: float) -> "Tensor":
         """Sets every element to `value` (converted to the dtype); queued."""
-        _lib.hpuTensorFill(self._handle, float(value), stream_for(self.device.index))
+        _lib.hpuTensorFill(stream_for(self.device.index), self._handle, float(value))
         return self
 
     def zero_(self) -> "Tensor":
@@ -224,12 +224,12 @@ class Tensor:
 
     def uniform_(self, low: float = 0.0, high: float = 1.0) -> "Tensor":
         """Uniform in [low, high) from the device's generator (floating tensors)."""
-        _lib.hpuTensorFillUniform(self._handle, low, high, stream_for(self.device.index))
+        _lib.hpuTensorFillUniform(stream_for(self.device.index), self._handle, low, high)
         return self
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
         """Normal(mean, std) from the device's generator (floating tensors)."""
-        _lib.hpuTensorFillNormal(self._handle, mean, std, stream_for(self.device.index))
+        _lib.hpuTensorFillNormal(stream_for(self.device.index), self._handle, mean, std)
         return self
 
     def copy_(self, src: Union["Tensor", Any]) -> "Tensor":
@@ -239,7 +239,7 @@ class Tensor:
             src = tensor(src, device=self.device)
         if src.shape != self.shape:
             raise InvalidArgumentError(f"copy_: src has shape {src.shape}, this tensor {self.shape}")
-        _lib.hpuTensorCopy(self._handle, src._handle, stream_for(self.device.index))
+        _lib.hpuTensorCopy(stream_for(self.device.index), self._handle, src._handle)
         return self
 
     # ---- conversions ----------------------------------------------------------

@@ -106,7 +106,7 @@ def train(config: JobLike) -> Dict[str, Any]:
 
     def run() -> None:  # the job runs on a worker thread, so the main thread can take signals
         try:
-            lib.hpuTrainerRunJob(ctypes.byref(out), text.encode("utf-8"), name.encode("utf-8"))
+            lib.hpuTrainerRunJob(text.encode("utf-8"), name.encode("utf-8"), ctypes.byref(out))
         except BaseException as e:  # raised again on the caller's thread
             failure.append(e)
         finally:
