@@ -139,29 +139,29 @@ class Comm {
   /** tensor = op over all ranks of tensor, in place. */
   allReduce(tensor, op = 'sum') {
     const p = this._tensor('allReduce', 'tensor', tensor).dataPtr();
-    C.hpuAllreduce(p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), this.handle, this._stream());
+    C.hpuAllreduce(this._stream(), this.handle, p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op));
     return tensor;
   }
 
   /** tensor = rank `src`'s tensor, on every rank. */
   broadcast(tensor, src = 0) {
     const p = this._tensor('broadcast', 'tensor', tensor).dataPtr();
-    C.hpuBroadcast(p, p, tensor.numel, DTYPES[tensor.dtype].value, src, this.handle, this._stream());
+    C.hpuBroadcast(this._stream(), this.handle, p, p, tensor.numel, DTYPES[tensor.dtype].value, src);
     return tensor;
   }
 
   /** On rank `dst`: tensor = op over all ranks of tensor. */
   reduce(tensor, dst = 0, op = 'sum') {
     const p = this._tensor('reduce', 'tensor', tensor).dataPtr();
-    C.hpuReduce(p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), dst, this.handle, this._stream());
+    C.hpuReduce(this._stream(), this.handle, p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), dst);
     return tensor;
   }
 
   /** output = the inputs of all ranks, concatenated. */
   allGatherIntoTensor(output, input) {
     this._pair('allGatherIntoTensor', output, input, input.numel * this.worldSize);
-    C.hpuAllgather(input.dataPtr(), output.dataPtr(), input.numel, DTYPES[input.dtype].value, this.handle,
-      this._stream());
+    C.hpuAllgather(this._stream(), this.handle, input.dataPtr(), output.dataPtr(), input.numel,
+      DTYPES[input.dtype].value);
     return output;
   }
 
@@ -190,8 +190,8 @@ class Comm {
       throw invalidArgument(`reduceScatterTensor: input has ${input.numel} elements, not a multiple of worldSize ${this.worldSize}`);
     }
     this._pair('reduceScatterTensor', output, input, input.numel / this.worldSize);
-    C.hpuReduceScatter(input.dataPtr(), output.dataPtr(), output.numel, DTYPES[input.dtype].value, opOf(op),
-      this.handle, this._stream());
+    C.hpuReduceScatter(this._stream(), this.handle, input.dataPtr(), output.dataPtr(), output.numel,
+      DTYPES[input.dtype].value, opOf(op));
     return output;
   }
 
@@ -201,24 +201,24 @@ class Comm {
       throw invalidArgument(`allToAllSingle: input has ${input.numel} elements, not a multiple of worldSize ${this.worldSize}`);
     }
     this._pair('allToAllSingle', output, input, input.numel);
-    C.hpuAlltoall(input.dataPtr(), output.dataPtr(), input.numel / this.worldSize, DTYPES[input.dtype].value,
-      this.handle, this._stream());
+    C.hpuAlltoall(this._stream(), this.handle, input.dataPtr(), output.dataPtr(), input.numel / this.worldSize,
+      DTYPES[input.dtype].value);
     return output;
   }
 
   barrier() {
-    C.hpuBarrier(this.handle, this._stream());
+    C.hpuBarrier(this._stream(), this.handle);
   }
 
   /** Sends tensor to rank `dst` (exchanges go inside hpu.group()). */
   send(tensor, dst) {
     this._tensor('send', 'tensor', tensor);
-    C.hpuSend(tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, dst, this.handle, this._stream());
+    C.hpuSend(this._stream(), this.handle, tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, dst);
   }
 
   recv(tensor, src) {
     this._tensor('recv', 'tensor', tensor);
-    C.hpuRecv(tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, src, this.handle, this._stream());
+    C.hpuRecv(this._stream(), this.handle, tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, src);
     return tensor;
   }
 

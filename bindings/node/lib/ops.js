@@ -114,7 +114,7 @@ const ops = {
   reluLinearBackward: (g, x, w, bias = true) => call('hpuReluLinearBackward', g, x, w, OUT, OUT, out(bias)),
   /** dst += alpha src, in place; returns dst. */
   addInplace(dst, src, alpha = 1) {
-    callOn(dst instanceof Tensor ? dst.device.index : undefined, 'hpuAddInplace', [src, alpha, dst]);
+    call('hpuAddInplace', dst, src, alpha);
     return dst;
   },
   softmax: (x, dim = -1) => call('hpuSoftmax', x, dim, OUT),
@@ -127,7 +127,9 @@ const ops = {
    * [y, mean, rstd] with returnStats (float32, x's shape without the normalized dims).
    */
   layerNorm(x, { weight = null, bias = null, eps = 1e-5, returnStats = false, normalizedShape = null } = {}) {
-    const r = call('hpuLayerNormNd', x, normalizedNdim(x, normalizedShape), weight, bias, eps, OUT, out(returnStats), out(returnStats));
+    const options = { ...sized('hpuLayerNormOptions_t'), normalized_ndim: normalizedNdim(x, normalizedShape),
+      eps: number('hpuLayerNorm', 'options->eps', 'double', eps) };
+    const r = call('hpuLayerNorm', x, weight, bias, options, OUT, out(returnStats), out(returnStats));
     return returnStats ? r : r[0];
   },
   /** [gradX, gradWeight, gradBias] (null without weight); the normalized dims are those of x that mean lacks. */
@@ -164,8 +166,9 @@ const ops = {
   castBackward: (g, x) => call('hpuCastBackward', g, x, OUT),
   /** One torch.optim.SGD step on param, in place. */
   sgdStep(param, grad, momentumBuffer, { step, lr = 0.01, momentum = 0, dampening = 0, weightDecay = 0, nesterov = false }) {
-    const o = { ...sized('hpuSgdOptions_t'), lr, momentum, dampening, weight_decay: weightDecay, nesterov: nesterov ? 1 : 0 };
-    call('hpuSgdStep', param, grad, momentumBuffer, step, o);
+    const options = { ...sized('hpuSgdOptions_t'), lr, momentum, dampening, weight_decay: weightDecay,
+      nesterov: nesterov ? 1 : 0 };
+    call('hpuSgdStep', param, grad, momentumBuffer, step, options);
   },
   /**
    * One torch.optim.AdamW step on param, in place. With paramCopy (bfloat16 or float16, param's shape), the same
@@ -193,23 +196,26 @@ const ops = {
 // probabilities (torch's soft targets): a floating target of input's shape,
 // sample i's loss sum_j weight[j] q[i, j] -logSoftmax(input)[i, j] with
 // q = (1 - e) target + e / C, ignoreIndex unused and 'mean' over the samples.
-for (const [js, c] of [['nllLoss', 'NllLoss'], ['crossEntropy', 'CrossEntropyLoss']]) {
-  // [C function, arguments after target] for the options.
-  const variant = (op, { reduction = 'mean', ignoreIndex = -100, weight = null, labelSmoothing = 0 }, suffix) => {
-    if (js === 'nllLoss' && labelSmoothing) throw invalidArgument(`${op}: labelSmoothing is for crossEntropy only`);
-    const red = reductionOf(op, reduction);
-    if (labelSmoothing) return [`hpu${c}Smoothed${suffix}`, [weight, red, ignoreIndex, labelSmoothing]];
-    return weight ? [`hpu${c}Weighted${suffix}`, [weight, red, ignoreIndex]] : [`hpu${c}${suffix}`, [red, ignoreIndex]];
-  };
-  ops[js] = (input, target, options = {}) => {
-    const [name, rest] = variant(js, options, '');
-    return callOn(undefined, name, [input, target, ...rest, OUT]);
-  };
-  ops[`${js}Backward`] = (g, input, target, options = {}) => {
-    const [name, rest] = variant(`${js}Backward`, options, 'Backward');
-    return callOn(undefined, name, [g, input, target, ...rest, OUT]);
+/** The hpuLossOptions_t of loss `op`'s options, for C function `name`. */
+function lossOptions(op, name, { reduction = 'mean', ignoreIndex = -100, labelSmoothing = 0 }) {
+  if (op.startsWith('nllLoss') && labelSmoothing) throw invalidArgument(`${op}: labelSmoothing is for crossEntropy only`);
+  return {
+    ...sized('hpuLossOptions_t'), reduction: reductionOf(op, reduction),
+    ignore_index: number(name, 'options->ignore_index', 'int64_t', ignoreIndex),
+    label_smoothing: number(name, 'options->label_smoothing', 'double', labelSmoothing),
   };
 }
+
+Object.assign(ops, {
+  nllLoss: (input, target, options = {}) => call('hpuNllLoss', input, target, options.weight ?? null,
+    lossOptions('nllLoss', 'hpuNllLoss', options), OUT),
+  nllLossBackward: (g, input, target, options = {}) => call('hpuNllLossBackward', g, input, target,
+    options.weight ?? null, lossOptions('nllLossBackward', 'hpuNllLossBackward', options), OUT),
+  crossEntropy: (input, target, options = {}) => call('hpuCrossEntropyLoss', input, target, options.weight ?? null,
+    lossOptions('crossEntropy', 'hpuCrossEntropyLoss', options), OUT),
+  crossEntropyBackward: (g, input, target, options = {}) => call('hpuCrossEntropyLossBackward', g, input, target,
+    options.weight ?? null, lossOptions('crossEntropyBackward', 'hpuCrossEntropyLossBackward', options), OUT),
+});
 
 for (const op of BINARY) {
   const name = `hpu${cap(op)}`;

@@ -85,7 +85,7 @@ class Tensor {
   /** The elements' raw bytes, row-major (bfloat16 and float16: their bits). */
   bytes() {
     const out = Buffer.alloc(this.nbytes);
-    if (out.length) C.hpuTensorCopyToHost(this.handle, out, out.length, this._stream());
+    if (out.length) C.hpuTensorCopyToHost(this._stream(), this.handle, out, out.length);
     return out;
   }
 
@@ -94,7 +94,7 @@ class Tensor {
     const src = DTYPES[this.dtype].bits ? this.to('float32') : this;
     const array = new DTYPES[src.dtype].array(this.numel);
     const bytes = bytesOf(array, 'array');
-    if (bytes.length) C.hpuTensorCopyToHost(src.handle, bytes, bytes.length, this._stream());
+    if (bytes.length) C.hpuTensorCopyToHost(this._stream(), src.handle, bytes, bytes.length);
     if (src !== this) src.release();
     return this.dtype === 'bool' ? Array.from(array, (v) => v !== 0) : array;
   }
@@ -118,17 +118,17 @@ class Tensor {
 
   // ---- in place -----------------------------------------------------------
   fill(value) {
-    C.hpuTensorFill(this.handle, Number(value), this._stream());
+    C.hpuTensorFill(this._stream(), this.handle, Number(value));
     return this;
   }
 
   uniform(low = 0, high = 1) {
-    C.hpuTensorFillUniform(this.handle, low, high, this._stream());
+    C.hpuTensorFillUniform(this._stream(), this.handle, low, high);
     return this;
   }
 
   normal(mean = 0, std = 1) {
-    C.hpuTensorFillNormal(this.handle, mean, std, this._stream());
+    C.hpuTensorFillNormal(this._stream(), this.handle, mean, std);
     return this;
   }
 
@@ -138,7 +138,7 @@ class Tensor {
     if (src.shape.join() !== this.shape.join()) {
       throw invalidArgument(`copyFrom: src has shape [${src.shape}], this tensor [${this.shape}]`);
     }
-    C.hpuTensorCopy(this.handle, src.handle, this._stream());
+    C.hpuTensorCopy(this._stream(), this.handle, src.handle);
     return this;
   }
 
