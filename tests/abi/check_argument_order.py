@@ -13,12 +13,13 @@ An out-pointer is a non-const pointer to a handle, a number, a type or status
 enum, a struct the function fills, or a char pointer (char **); a void *
 (device memory or the caller's data) counts as an input.
 
+The declarations are read by tools/abi/hpuabi.py, the one header parser.
+
 usage: check_argument_order.py <source dir>"""
-import os
 import re
 import sys
 
-from abilib import Failures, header_declarations
+from abilib import Failures, hpuabi
 
 HANDLES = {"hpuDevice_t", "hpuStream_t", "hpuEvent_t", "hpuTensor_t", "hpuComm_t"}
 # What a creator makes: a handle, device memory (void **), a unique id.
@@ -33,23 +34,11 @@ KNOWN = {
 }
 
 
-def params(proto):
-    inner = proto[proto.index("(") + 1:proto.rindex(")")]
-    if inner in ("", "void"):
-        return []
-    out = []
-    for p in inner.split(","):
-        m = re.match(r"^(.*?)(\w+)$", p.strip())
-        out.append((m.group(1).replace(" ", ""), m.group(2)))
-    return out
-
-
 def pointee(ptype):
-    """'hpuTensor_t*' -> 'hpuTensor_t', 'char**' -> 'char *'; None if not a non-const pointer."""
-    if not ptype.endswith("*") or ptype.startswith("const"):
+    """'hpuTensor_t *' -> 'hpuTensor_t', 'char **' -> 'char *'; None if not a non-const pointer."""
+    if not ptype.endswith("*") or ptype.startswith("const "):
         return None
-    base = ptype[:-1]
-    return base[:-1] + " *" if base.endswith("*") else base
+    return ptype[:-1].rstrip()
 
 
 def is_out(ptype):
@@ -59,9 +48,9 @@ def is_out(ptype):
 
 def main(src):
     f = Failures("argument order")
-    decls = header_declarations(os.path.join(src, "include"))
-    for fn, proto in sorted(decls.items()):
-        ps = params(proto)
+    functions = hpuabi.parse(src).functions
+    for fn, function in sorted(functions.items()):
+        ps = [(p.ctype, p.name) for p in function.params]
         outs = [is_out(t) for t, _ in ps]
         for i, (t, n) in enumerate(ps):
             if t == "hpuStream_t" and i != 0:
@@ -75,11 +64,11 @@ def main(src):
                 if not outs[i]:
                     f.add(f"{fn}: {ps[i][1]} follows the out-pointer {ps[first][1]} (rule 3)")
         for i, (t, n) in enumerate(ps):
-            if re.match(r"^consthpu\w+Options_t\*$", t):
+            if re.match(r"^const hpu\w+Options_t \*$", t):
                 for j in range(i + 1, len(ps)):
                     if not outs[j] and fn not in KNOWN:
                         f.add(f"{fn}: {ps[j][1]} follows the options {n} (rule 4)")
-    f.finish(f"{len(decls)} functions")
+    f.finish(f"{len(functions)} functions")
 
 
 if __name__ == "__main__":
