@@ -26,6 +26,7 @@
 #include "comm/bootstrap_socket.hpp"
 #include "comm/socket.hpp"
 #include "comm/transports/net_transport.hpp"
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "core/log.hpp"
@@ -469,14 +470,6 @@ struct LinkHello {
   int32_t nranks;
 };
 
-int lanes_from_env() {
-  const char *v = getenv("HPU_TCP_LANES");
-  if (!v || !*v) return 2;
-  int n = atoi(v);
-  if (n < 1 || n > 16) fail(HPU_ERROR_CONFIG, "HPU_TCP_LANES is \"%s\"; expected 1 to 16", v);
-  return n;
-}
-
 }  // namespace
 
 std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, const std::vector<int> &peers,
@@ -491,7 +484,7 @@ std::unique_ptr<Engine> make_tcp_engine(NetTransport &t, Bootstrap &bootstrap, c
     listener = listen_on(at, "tcp transport listener");
     Address::local_of(listener.get()).to_bytes(me.address);
   }
-  me.lanes = lanes_from_env();
+  me.lanes = config_now().comm.tcp_lanes;
   std::vector<Listing> all = bootstrap.allgather(me, deadline);
   fault::setup_point("tcp", rank);
   int lanes = all[0].lanes;
