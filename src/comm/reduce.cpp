@@ -249,12 +249,6 @@ void divide_base(void *buf, size_t n, int nranks) {
 }  // namespace
 
 size_t dtype_bytes(hpuDataType_t dtype) { return kernels::dtype_size(dtype); }
-const char *dtype_label(hpuDataType_t dtype) { return kernels::dtype_name(dtype); }
-
-const char *redop_label(hpuRedOp_t op) {
-  static const char *const names[HPU_NUM_RED_OPS] = {"sum", "prod", "min", "max", "avg"};
-  return op >= 0 && op < HPU_NUM_RED_OPS ? names[op] : "?";
-}
 
 Combine make_combine(hpuDataType_t dtype, hpuRedOp_t op, const void *local, bool local_first) {
   Combine c;

@@ -22,8 +22,6 @@
 namespace hpu::comm {
 
 size_t dtype_bytes(hpuDataType_t dtype);
-const char *dtype_label(hpuDataType_t dtype);
-const char *redop_label(hpuRedOp_t op);
 
 // A Combine that stores into `out` op(in, local) (local_first: op(local, in)).
 // The returned Combine's ctx points to static storage.
