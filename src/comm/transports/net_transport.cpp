@@ -669,10 +669,7 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   // The loop threads poll a while before they block while the host's ranks
   // are at most twice the CPUs they may use together: with chains the waiting
   // threads sleep through a collective, so the loop threads have the CPUs to
-  // themselves (4 ranks on 2 CPUs, 1 MiB: median 1131 -> 986 us, 10 of 10
-  // alternating pairs faster; 4 KiB to 16 MiB otherwise within the noise).
-  // With more ranks they take the CPU from each other (before chains: 4 ranks
-  // on 2 CPUs, 64 KiB, 336 instead of 256 us).
+  // themselves. With more ranks they would take the CPU from each other.
   std::vector<int> here;
   for (int j = 0; j < size; ++j)
     if (same_host(rank, j)) here.push_back(j);
@@ -684,13 +681,11 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
     t->set_polling(Clock::duration::zero(), Clock::duration::zero());
   // Chains (isend_after) go on on the libuv loop thread, which moves every tcp
   // frame anyway: the waiting thread sleeps through a whole collective instead
-  // of being woken for each step (4 ranks on 2 CPUs, 1 MiB: median 1038 ->
-  // 935 us). Not with shm peers, whose frames move in the waiting thread: a
-  // chain there moves onto the watcher thread (4 ranks, 1 MiB: 225 -> 463 us).
+  // of being woken for each step. Not with shm peers, whose frames move in the
+  // waiting thread: a chain there would move onto the watcher thread, slower.
   t->set_chains(tcp_only);  // before the engines' threads start
   // Those steps complete on the loop thread too: only the last one the
-  // waiting thread waits for wakes it, not each step (4 ranks on 2 CPUs:
-  // futex calls 63 -> 17 per ms, 1 MiB median 1019 -> 790 us, 16 MiB 21.4 -> 18.3 ms).
+  // waiting thread waits for wakes it, not each step (far fewer futex calls).
   t->set_wake_on_awaited(tcp_only);
   std::vector<int32_t> pids;
   for (auto &w : all) pids.push_back(w.pid);
@@ -700,13 +695,10 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
     t->add_engine(make_verbs_engine(*t, bootstrap, lists[kVerbs], config().comm.ib, deadline), lists[kVerbs], 32 << 10);
   // Over tcp a message of up to one ring segment (1 MiB, kSegmentBytes) goes
   // at once: a clear-to-send round trip costs more than copying its payload
-  // once more out of the link's buffer when its receive is not posted yet
-  // (1 MiB allreduce at 2 ranks: about 0.28 ms, not 0.42; 4 MiB, whose
-  // segments are 1 MiB: 4 ranks median 4957 -> 4124 us, 2 ranks 1594 -> 1344).
+  // once more out of the link's buffer when its receive is not posted yet.
   // Every step of a ring over tcp passes through the libuv loop thread and the
   // waiting thread of each rank: at 4 ranks on 2 CPUs, halving-doubling's 4
-  // larger steps beat the ring's 6 up to 1 MiB (1.06-1.25 ms instead of
-  // 1.35-1.51), not at 4 MiB (5.2-6.0 instead of 4.5-5.1 ms).
+  // larger steps beat the ring's 6 up to about 1 MiB, not at 4 MiB.
   if (any[kTcp]) {
     t->add_engine(make_tcp_engine(*t, bootstrap, lists[kTcp], all[0].secret, on_host <= 2 * cpus_together(all, here),
                                   deadline),

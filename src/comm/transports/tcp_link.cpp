@@ -37,9 +37,8 @@ namespace {
 
 constexpr size_t kChunk = 512 << 10;
 // A payload that is reduced on arrival is read this much at a time: pieces
-// that stay in the L2 cache until they are reduced, in few reads (256 instead
-// of 64 KiB: 2 ranks, 16 MiB median 7.9 -> 6.5 ms; 4 ranks 1 and 16 MiB 2-5%
-// faster).
+// that stay in the L2 cache until they are reduced, in few reads (larger
+// messages are faster with 256 than with 64 KiB pieces).
 constexpr size_t kPiece = 256 << 10;
 constexpr auto kFlushTime = std::chrono::seconds(1);  // goodbye's patience with a stuck peer
 constexpr auto kLoopSpin = std::chrono::microseconds(20);  // see TcpEngine::run_loop
@@ -211,8 +210,7 @@ class TcpEngine final : public Engine {
   // keeps looking without blocking for spin_, yielding the CPU between
   // looks (to a waiter that shares it): the next segments of a transfer come
   // microseconds apart, and a thread blocked in epoll needs a wake-up for each,
-  // which on a CPU gone idle costs tens of microseconds (tcp allreduce at 2
-  // ranks on 2 CPUs, 1 MiB: median 313 instead of 409 us over 7 runs).
+  // which on a CPU gone idle costs tens of microseconds.
   void run_loop() {
     if (spin_ == Clock::duration::zero()) {
       uv_run(&loop_, UV_RUN_DEFAULT);
@@ -247,8 +245,7 @@ class TcpEngine final : public Engine {
   // Writes a frame and its payload. What the socket takes at once is done at
   // once (`done` runs before this returns, so a chain's next step is posted in
   // this pass of the loop, before the next reads: fewer messages arrive before
-  // their receive; 4 ranks on 2 CPUs, 16 MiB median 16.3 -> 14.4 ms); the rest
-  // is queued.
+  // their receive); the rest is queued.
   void write(TcpLink &l, const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) {
     Stream *s = l.closed || l.streams.empty() ? nullptr : l.streams[static_cast<size_t>(lane) % l.streams.size()];
     if (!s || !s->open) {
