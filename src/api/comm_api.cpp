@@ -3,12 +3,14 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "api/api.hpp"
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/bootstrap/socket.hpp"
 #include "comm/communicator.hpp"
 #include "comm/group.hpp"
+#include "core/config.hpp"
 #include "core/log.hpp"
 #include "device/allocator.hpp"
 #include "kernels/dtype.hpp"
@@ -156,7 +158,11 @@ HPU_API hpuStatus_t hpuCommInitFromEnv(hpuComm_t *comms, int ndev, const hpuDevi
   HPU_CHECK_ARG(comms != nullptr, "comms is NULL");
   HPU_CHECK_ARG(ndev >= 1 && ndev <= 4096, "ndev is %d; expected 1 to 4096", ndev);
   HPU_CHECK_ARG(devs != nullptr, "devs is NULL");
-  LaunchEnv env = read_launch_env([](const char *name) { return getenv(name); });
+  // HPU_* settings from the configuration; the launcher's variables from the environment.
+  const Config config = config_now();
+  LaunchEnv env = read_launch_env([&config](const char *name) {
+    return strncmp(name, "HPU_", 4) == 0 ? config.launch_value(name) : getenv(name);
+  });
   long long world = static_cast<long long>(env.size) * ndev;
   if (world > INT_MAX) fail(HPU_ERROR_CONFIG, "%d processes x %d devices is too many ranks", env.size, ndev);
   HPU_LOG(info, "comm", "launch environment: %s, process %d of %d (local %d), %d device(s) each: ranks %d..%d of %lld%s",

@@ -95,6 +95,7 @@ Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int r
       p2p_sent_(static_cast<size_t>(nranks), 0),
       p2p_received_(static_cast<size_t>(nranks), 0) {
   (void)registered;
+  LogRankScope log_rank(rank);
   Deadline d = deadline_in(timeout());
   bootstrap_ = bootstrap_connect(id, rank, nranks, d);
   transport_ = make_transport(*bootstrap_, this_process(device.ordinal()), config().comm.transport, d);
@@ -151,6 +152,7 @@ void Communicator::enqueue(Stream &stream, OpHeader header, const void *send, vo
   stream.enqueue(
       [self = queue_one(), header, send, recv]() mutable {
         Communicator &c = *self;
+        LogRankScope log_rank(c.rank_);
         std::lock_guard<std::mutex> lock(c.run_mu_);
         header.seq = ++c.seq_;
         try {
@@ -174,6 +176,7 @@ void Communicator::enqueue_p2p(Stream &stream, std::vector<P2POp> ops) {
 }
 
 void Communicator::run_p2p(const std::vector<P2POp> &ops) {
+  LogRankScope log_rank(rank_);
   std::lock_guard<std::mutex> lock(run_mu_);
   throw_if_failed();
   std::vector<OpHeader> headers(ops.size());

@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "api/api.hpp"
+#include "core/boundary.hpp"
 #include "autocast/autocast.hpp"
 #include "tensor/tensor.hpp"
 

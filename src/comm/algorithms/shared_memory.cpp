@@ -57,24 +57,27 @@ constexpr size_t kPage = 4096;
 // combining (large_allreduce), which costs a second meeting.
 constexpr size_t kMaxBytes = size_t(16) << 10;
 // Bytes of a small allreduce's slot (at least kMaxBytes). Not a power of two:
-// 32 KiB slots measured slower at small sizes on 4 ranks (the figures are in
-// the history of this line).
+// with 32 KiB slots, 4 ranks on 2 CPUs were often slower at 4 KiB (the slots
+// of the ranks then map onto the same cache sets).
 constexpr size_t kSmallSlot = size_t(36) << 10;
 // Larger allreduces meet in the area chunk by chunk (large_allreduce), on 2
 // ranks from kLargeMinBytesTwoRanks on: below it their one exchange of
-// recursive doubling is faster, where more ranks gain at every size past
-// kMaxBytes.
+// recursive doubling is faster (the two cross between 42 and 48 KiB on 2
+// CPUs), where 4 ranks gain at every size past kMaxBytes.
 constexpr size_t kLargeMinBytesTwoRanks = size_t(46) << 10;
 // A large allreduce's chunk per rank and bank, and the most all their slots
-// take together (with more than 15 ranks the chunks are smaller).
+// take together (with more than 15 ranks the chunks are smaller). 2 ranks
+// move large messages a little faster with 512 than with 256 KiB chunks; 4
+// ranks do not mind the chunk size.
 constexpr size_t kChunkBytes = size_t(512) << 10;
 constexpr size_t kLargeAreaBytes = size_t(16) << 20;
 // A rank combines its piece of a chunk this many bytes at a time (the tree's
 // partial sums stay in L1).
 constexpr size_t kReduceBlock = size_t(8) << 10;
 // Up to this many ranks every rank combines all inputs itself: no rank waits
-// for another's combining. With more, each CPU would combine every input
-// several times, and one combining rank is faster.
+// for another's combining, which is faster at 2 and 4 ranks. With 8 ranks on
+// 2 CPUs each CPU would combine every input four times: one combining rank is
+// faster there.
 constexpr int kAllCombineRanks = 4;
 // A waiting rank compares its peers' announcements with its own call after
 // this many looks (reading them costs a cache miss per peer and look).
@@ -309,7 +312,7 @@ void check_deposits(Ctx &c, const Layout &l, int bank) {
 // done with once all have arrived for this call, in this CPU's cache for
 // writing (prefetchw; older x86 CPUs take it as a no-op), while it combines:
 // its next deposit then writes lines this CPU holds instead of taking each from
-// the CPUs that read it.
+// the CPUs that read it, which makes a small deposit several times faster.
 void claim_next_slot(const Layout &l, int bank, int rank, size_t bytes) {
 #if defined(__x86_64__) || defined(__i386__)
   const char *slot = l.input(bank ^ 1, rank);

@@ -96,8 +96,8 @@ Address Address::peer_of(int fd) {
 }
 
 Address default_interface_address() {
-  const char *want = getenv("HPU_SOCKET_IFNAME");
-  if (want && !*want) want = nullptr;
+  const std::string ifname = config_now().comm.socket_ifname;
+  const char *want = ifname.empty() ? nullptr : ifname.c_str();
   ifaddrs *list = nullptr;
   Address best;
   int best_rank = 99;

@@ -1,4 +1,4 @@
-// Autocast at the C boundary.
+// Autocast at the C boundary: checks the arguments, then autocast/ does the work.
 #include <cstdlib>
 #include <cstring>
 #include <string>
