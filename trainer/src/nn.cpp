@@ -44,6 +44,21 @@ std::vector<float> uniform(Rng &rng, size_t n, double bound) {
   return v;
 }
 
+// A view of t with its dims swapped.
+Tensor transposed(const Tensor &t, int dim0, int dim1) {
+  return op([&](hpuTensor_t *o) { return hpuTensorTranspose(o, t.get(), dim0, dim1); });
+}
+
+// t as rows of its last dim, a view: t itself when it has 2 dims, else empty
+// when it is not contiguous.
+Tensor rows_of(const Tensor &t) {
+  const std::vector<int64_t> shape = t.shape();
+  if (shape.size() == 2) return t;
+  int contiguous = 0;
+  check(hpuTensorIsContiguous(t.get(), &contiguous));
+  return contiguous && !shape.empty() ? t.reshape({-1, shape.back()}) : Tensor();
+}
+
 // Whether there is a layer i and it is an M.
 template <class M>
 bool layer_is(const std::vector<std::unique_ptr<Module>> &layers, size_t i) {
@@ -127,23 +142,40 @@ Tensor Linear::run(Context &ctx, const Tensor &x, Fuse f) {
   const hpuDataType_t xt = x.dtype(), wt = w_.value.dtype();
   const hpuDataType_t wr = run_type("linear", {wt, xt});
   const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = wr == wt ? w_.value : w_.low(wr, s);
+  // With a relu: x w^T + b, the relu applied as the product is stored.
+  hpuMatmulOptions_t relu = HPU_MATMUL_OPTIONS_INIT;
+  relu.bias = b_.value.get();
+  relu.activation = HPU_ACTIVATION_RELU;
+  const Tensor w_t = f.relu ? transposed(w, 0, 1) : Tensor();
   Tensor y = op([&](hpuTensor_t *o) {
-    return (f.relu ? hpuLinearRelu : hpuLinear)(s, xr.get(), w.get(), b_.value.get(), o);
+    return f.relu ? hpuMatmulEx(s, xr.get(), w_t.get(), &relu, o) : hpuLinear(s, xr.get(), w.get(), b_.value.get(), o);
   });
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();
     if (w_.adamw_in_backward) ++w_.adamw_in_backward->forwards;
     ctx.tape.push([this, s, xr, w, input_grad, xt, after_relu = f.after_relu](const Tensor &g) {
       hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
-      if (input_grad)  // first: the step below overwrites w
-        check((after_relu ? hpuReluLinearBackward : hpuLinearBackward)(s, g.get(), xr.get(), w.get(), &gx, nullptr,
-                                                                        nullptr));
-      if (w_.adamw_in_backward && w_.adamw_in_backward->forwards == 1) {
-        // The only gradient of w this step: AdamW's update at once.
-        const Parameter::AdamwStep &u = *w_.adamw_in_backward;
-        check(hpuLinearBackwardAdamwStep(s, g.get(), xr.get(), w_.value.get(), u.exp_avg.get(), u.exp_avg_sq.get(),
-                                         u.step, &u.options, w_.low_copy() ? w_.low_copy().get() : nullptr,
-                                         has_bias_ ? &gb : nullptr));
+      if (input_grad && after_relu) {  // first: the step below overwrites w
+        // g w times (x > 0), the relu's backward applied as the product is stored.
+        hpuMatmulOptions_t o = HPU_MATMUL_OPTIONS_INIT;
+        o.activation_backward = HPU_ACTIVATION_RELU;
+        o.activation_input = xr.get();
+        o.dtype = xr.dtype();
+        check(hpuMatmulEx(s, g.get(), w.get(), &o, &gx));
+      } else if (input_grad) {
+        check(hpuLinearBackward(s, g.get(), xr.get(), w.get(), &gx, nullptr, nullptr));
+      }
+      const Tensor g2 = w_.adamw_in_backward ? rows_of(g) : Tensor(), x2 = g2 ? rows_of(xr) : Tensor();
+      if (w_.adamw_in_backward && w_.adamw_in_backward->forwards == 1 && x2) {
+        // The only gradient of w this step, g^T x: AdamW's update at once.
+        Parameter::AdamwStep &u = *w_.adamw_in_backward;
+        u.options.param_copy = w_.low_copy() ? w_.low_copy().get() : nullptr;
+        hpuMatmulOptions_t o = HPU_MATMUL_OPTIONS_INIT;
+        o.c = w_.value.get();
+        o.adamw = &u.options;
+        o.adamw_exp_avg = u.exp_avg.get(), o.adamw_exp_avg_sq = u.exp_avg_sq.get(), o.adamw_step = u.step;
+        check(hpuMatmulEx(s, transposed(g2, 0, 1).get(), x2.get(), &o, nullptr));
+        if (has_bias_) check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, nullptr, &gb));
         w_.adamw_in_backward.reset();
         w_.stepped_in_backward = true;
       } else {
@@ -407,13 +439,10 @@ void AdamW::step(hpuStream_t stream) {
       p.copy_written();
       continue;
     }
-    if (!p.low_copy()) {
-      check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o));
-      continue;
-    }
-    // The forward's low-precision weights, written in the same pass.
-    check(hpuAdamwStepWithCopy(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o,
-                               p.low_copy().get()));
+    // With the forward's low-precision weights, written in the same pass.
+    hpuAdamwOptions_t with_copy = o;
+    with_copy.param_copy = p.low_copy() ? p.low_copy().get() : nullptr;
+    check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &with_copy));
     p.copy_written();
   }
 }

@@ -16,6 +16,7 @@ const SgdOptions = koffi.struct('hpuSgdOptions_t', {
 });
 const AdamwOptions = koffi.struct('hpuAdamwOptions_t', {
   struct_size: 'size_t', lr: 'double', beta1: 'double', beta2: 'double', eps: 'double', weight_decay: 'double',
+  param_copy: 'hpuHandle',
 });
 
 const T = 'hpuHandle';
@@ -30,8 +31,6 @@ const prototypes = {
   Addmm: `${T} bias, ${T} a, ${T} b, double beta, double alpha, ${O}out`,
   AddmmBackward: `${T} g, ${T} bias, ${T} a, ${T} b, double beta, double alpha, ${O}gbias, ${O}ga, ${O}gb`,
   Linear: `${T} x, ${T} w, ${T} bias, ${O}y`, LinearBackward: `${T} g, ${T} x, ${T} w, ${O}gx, ${O}gw, ${O}gb`,
-  LinearRelu: `${T} x, ${T} w, ${T} bias, ${O}y`,
-  ReluLinearBackward: `${T} g, ${T} x, ${T} w, ${O}gz, ${O}gw, ${O}gb`,
   AddInplace: `${T} src, double alpha, ${T} dst`,
   Softmax: `${T} x, int dim, ${O}out`, SoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
   LogSoftmax: `${T} x, int dim, ${O}out`, LogSoftmaxBackward: `${T} g, ${T} out, int dim, int dtype, ${O}gx`,
@@ -57,8 +56,6 @@ const prototypes = {
   ScaleInplace: `${T} x, double alpha`,
   SgdStep: `${T} p, ${T} g, ${T} buf, int64_t step, const hpuSgdOptions_t *o`,
   AdamwStep: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o`,
-  AdamwStepWithCopy: `${T} p, ${T} g, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o, ${T} c`,
-  LinearBackwardAdamwStep: `${T} g, ${T} x, ${T} w, ${T} m, ${T} v, int64_t step, const hpuAdamwOptions_t *o, ${T} c, ${O}gb`,
 };
 for (const op of BINARY) {
   prototypes[cap(op)] = `${T} a, ${T} b, ${O}out`;
@@ -194,12 +191,8 @@ const ops = {
   },
   /** x @ w^T + bias. */
   linear: (x, w, bias = null) => call('Linear', checkLinear('linear', x, w, bias), [x.handle, w.handle, h(bias)]),
-  /** relu(linear(x, w, bias)) in one pass, with the bits of the two ops. */
-  linearRelu: (x, w, bias = null) => call('LinearRelu', checkLinear('linearRelu', x, w, bias), [x.handle, w.handle, h(bias)]),
   /** [gradX, gradW, gradBias] (gradBias null when bias is false). */
   linearBackward: (g, x, w, bias = true) => call('LinearBackward', checkLinear('linearBackward', x, w, null), [g.handle, x.handle, w.handle], [true, true, bias]),
-  /** linearBackward of a layer whose input x is a relu's output: [gradZ, gradW, gradBias], gradZ = reluBackward(gradX, x). */
-  reluLinearBackward: (g, x, w, bias = true) => call('ReluLinearBackward', checkLinear('reluLinearBackward', x, w, null), [g.handle, x.handle, w.handle], [true, true, bias]),
   /** dst += alpha src, in place; returns dst. */
   addInplace(dst, src, alpha = 1) {
     const dev = onOneDevice('addInplace', { dst, src });
@@ -310,22 +303,9 @@ const ops = {
   adamwStep(param, grad, expAvg, expAvgSq, { step, lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8, weightDecay = 1e-2,
     paramCopy = null }) {
     const dev = checkStep('adamwStep', param, grad, step, { expAvg, expAvgSq, paramCopy });
-    const o = { ...sized(AdamwOptions), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay };
-    const args = [streamFor(dev), param.handle, grad.handle, expAvg.handle, expAvgSq.handle, step, o];
-    if (paramCopy) C.AdamwStepWithCopy(...args, paramCopy.handle);
-    else C.AdamwStep(...args);
-  },
-  /**
-   * The weight gradient of linear applied at once by an AdamW step of w (float32 master weights), in place, never
-   * stored: the bits of linearBackward then adamwStep (wCopy as paramCopy). Returns gradBias (null when bias is false).
-   */
-  linearBackwardAdamwStep(g, x, w, expAvg, expAvgSq, { step, lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8,
-    weightDecay = 1e-2, wCopy = null, bias = true }) {
-    const dev = checkLinear('linearBackwardAdamwStep', x, w, null);
-    checkStep('linearBackwardAdamwStep', w, w, step, { expAvg, expAvgSq, wCopy });
-    const o = { ...sized(AdamwOptions), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay };
-    return call('LinearBackwardAdamwStep', dev, [g.handle, x.handle, w.handle, expAvg.handle, expAvgSq.handle, step, o,
-      h(wCopy)], [bias]);
+    const o = { ...sized(AdamwOptions), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay,
+      param_copy: h(paramCopy) };
+    C.AdamwStep(streamFor(dev), param.handle, grad.handle, expAvg.handle, expAvgSq.handle, step, o);
   },
 };
 

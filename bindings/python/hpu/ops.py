@@ -21,13 +21,13 @@ from .tensor import T, Tensor, tensor
 
 __all__ = [
     "mm", "mm_backward", "bmm", "bmm_backward", "addmm", "addmm_backward", "matmul", "matmul_backward",
-    "linear", "linear_backward", "linear_relu", "relu_linear_backward", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
+    "linear", "linear_backward", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
     "div_backward", "add_", "exp", "exp_backward", "log", "log_backward", "tan", "tan_backward", "relu",
     "relu_backward", "gelu", "gelu_backward", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "softmax",
     "softmax_backward", "log_softmax", "log_softmax_backward", "nll_loss", "nll_loss_backward", "cross_entropy",
     "cross_entropy_backward", "layer_norm", "layer_norm_backward", "dropout", "dropout_backward", "embedding",
     "embedding_backward", "sum", "sum_backward", "mean", "mean_backward", "argmax", "squared_norm", "cast",
-    "cast_backward", "scale_", "sgd_step", "adamw_step", "linear_backward_adamw_step",
+    "cast_backward", "scale_", "sgd_step", "adamw_step",
 ]
 
 Scalar = Union[int, float]
@@ -41,7 +41,7 @@ class SgdOptions_t(ctypes.Structure):
 
 class AdamwOptions_t(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("lr", c_double), ("beta1", c_double), ("beta2", c_double),
-                ("eps", c_double), ("weight_decay", c_double)]
+                ("eps", c_double), ("weight_decay", c_double), ("param_copy", ctypes.c_void_p)]
 
 
 _S = _lib.Status
@@ -54,8 +54,7 @@ _PROTOTYPES = {
     "hpuMatmul": _binary, "hpuMatmulBackward": _binary_bwd,
     "hpuAddmm": [T, T, T, T, c_double, c_double, P],
     "hpuAddmmBackward": [T, T, T, T, T, c_double, c_double, P, P, P],
-    "hpuLinear": [T, T, T, T, P], "hpuLinearBackward": [T, T, T, T, P, P, P], "hpuLinearRelu": [T, T, T, T, P],
-    "hpuReluLinearBackward": [T, T, T, T, P, P, P],
+    "hpuLinear": [T, T, T, T, P], "hpuLinearBackward": [T, T, T, T, P, P, P],
     "hpuAdd": _binary, "hpuAddBackward": _binary_bwd, "hpuSub": _binary, "hpuSubBackward": _binary_bwd,
     "hpuMul": _binary, "hpuMulBackward": _binary_bwd, "hpuDiv": _binary, "hpuDivBackward": _binary_bwd,
     "hpuAddInplace": [T, T, c_double, T],
@@ -82,8 +81,6 @@ _PROTOTYPES = {
     "hpuScaleInplace": [T, T, c_double],
     "hpuSgdStep": [T, T, T, T, c_int64, POINTER(SgdOptions_t)],
     "hpuAdamwStep": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t)],
-    "hpuAdamwStepWithCopy": [T, T, T, T, T, c_int64, POINTER(AdamwOptions_t), T],
-    "hpuLinearBackwardAdamwStep": [T, T, T, T, T, T, c_int64, POINTER(AdamwOptions_t), T, P],
 }
 _UNARY = ("exp", "log", "tan", "relu", "gelu", "tanh", "sigmoid")
 for _name in _UNARY:
@@ -287,12 +284,6 @@ def linear(x: Tensor, w: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     return _call("hpuLinear", _check_linear("linear", x, w, bias), x.handle, w.handle, _h(bias))[0]
 
 
-def linear_relu(x: Tensor, w: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """relu(linear(x, w, bias)) in one pass, with the bits of the two ops. Its backward: :func:`relu_backward`
-    given the result in place of the relu's input, then :func:`linear_backward`."""
-    return _call("hpuLinearRelu", _check_linear("linear_relu", x, w, bias), x.handle, w.handle, _h(bias))[0]
-
-
 def linear_backward(grad: Tensor, x: Tensor, w: Tensor,
                     bias: bool = True) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
     """(grad_x, grad_w, grad_bias) of :func:`linear`; grad_bias is None when `bias` is False."""
@@ -300,16 +291,6 @@ def linear_backward(grad: Tensor, x: Tensor, w: Tensor,
     _tensors("linear_backward", grad=grad, x=x)
     _grad("linear_backward", grad, x.shape[:-1] + (w.shape[0],), "the output")
     return _call("hpuLinearBackward", dev, grad.handle, x.handle, w.handle, outs=(True, True, bias))
-
-
-def relu_linear_backward(grad: Tensor, x: Tensor, w: Tensor,
-                         bias: bool = True) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-    """:func:`linear_backward` of a layer whose input `x` is a relu's output, x = relu(z): (grad_z, grad_w,
-    grad_bias), grad_z being relu_backward(grad_x, x) computed as the product is stored."""
-    dev = _check_linear("relu_linear_backward", x, w, None)
-    _tensors("relu_linear_backward", grad=grad, x=x)
-    _grad("relu_linear_backward", grad, x.shape[:-1] + (w.shape[0],), "the output")
-    return _call("hpuReluLinearBackward", dev, grad.handle, x.handle, w.handle, outs=(True, True, bias))
 
 
 # ---- elementwise --------------------------------------------------------------------
@@ -753,28 +734,9 @@ def adamw_step(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
     same pass also writes the new `param` converted to its dtype, as :func:`cast` would."""
     dev = _check_step("adamw_step", param, grad, step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, param_copy=param_copy)
     opts = _adamw_options(lr, betas, eps, weight_decay)
-    args = (stream_for(dev), param.handle, grad.handle, exp_avg.handle, exp_avg_sq.handle, step, ctypes.byref(opts))
-    if param_copy is None:
-        _lib.hpuAdamwStep(*args)
-    else:
-        _lib.hpuAdamwStepWithCopy(*args, param_copy.handle)
-
-
-def linear_backward_adamw_step(grad: Tensor, x: Tensor, w: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *,
-                               step: int, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
-                               eps: float = 1e-8, weight_decay: float = 1e-2, w_copy: Optional[Tensor] = None,
-                               bias: bool = True) -> Optional[Tensor]:
-    """The weight gradient of :func:`linear` applied at once by an AdamW step of `w` (float32 master weights),
-    in place, never stored: the bits of :func:`linear_backward` then :func:`adamw_step` (with `w_copy` as
-    param_copy). Returns grad_bias, or None when `bias` is False."""
-    op = "linear_backward_adamw_step"
-    dev = _check_linear(op, x, w, None)
-    _tensors(op, grad=grad, x=x)
-    _grad(op, grad, x.shape[:-1] + (w.shape[0],), "the output")
-    _check_step(op, w, w, step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, w_copy=w_copy)
-    opts = _adamw_options(lr, betas, eps, weight_decay)
-    return _call("hpuLinearBackwardAdamwStep", dev, grad.handle, x.handle, w.handle, exp_avg.handle,
-                 exp_avg_sq.handle, step, ctypes.byref(opts), _h(w_copy), outs=(bias,))[0]
+    opts.param_copy = _h(param_copy)
+    _lib.hpuAdamwStep(stream_for(dev), param.handle, grad.handle, exp_avg.handle, exp_avg_sq.handle, step,
+                      ctypes.byref(opts))
 
 
 # ---- Tensor methods and operators ---------------------------------------------------------
