@@ -142,19 +142,6 @@ void backward(Binary op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t ha, hpu
   give(grad_b, gb);
 }
 
-// True when a's and b's elements may share bytes.
-bool overlap(const Tensor &a, const Tensor &b) {
-  if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
-  auto span = [](const Tensor &t) {
-    int64_t last = 0;
-    for (int i = 0; i < t.ndim(); ++i) last += (t.size(i) - 1) * t.strides()[i];
-    const char *p = static_cast<const char *>(t.data());
-    return std::make_pair(p, p + (last + 1) * static_cast<int64_t>(t.element_size()));
-  };
-  auto sa = span(a), sb = span(b);
-  return sa.first < sb.second && sb.first < sa.second;
-}
-
 }  // namespace
 
 extern "C" {
