@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/config.hpp"
 #include "core/error.hpp"
 
 namespace hpu::comm {
