@@ -12,11 +12,10 @@
 
 #include "core/boundary.hpp"
 #include "autocast/autocast.hpp"
+#include "ops/ops.hpp"
 #include "tensor/tensor.hpp"
 
 namespace hpu::ops {
-
-using TensorPtr = std::shared_ptr<Tensor>;
 
 // The tensor behind a handle (HPU_ERROR_INVALID_HANDLE naming arg); NULL
 // gives nullptr for optional inputs.
