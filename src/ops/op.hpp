@@ -1,6 +1,7 @@
-// What every op does at the boundary: look its inputs up, check them with
-// messages that name the argument and its shape, take the autocast decision on
-// the calling thread, cast inputs, allocate outputs, queue the kernel.
+// What the ops share: checks with messages that name the argument and its
+// shape, casts of inputs, output allocation, and queueing a kernel with the
+// work it does. The handle helpers (input, optional, check_out, give,
+// read_sized) serve the C boundary, which looks the ops' handles up.
 #pragma once
 
 #include <hpu/ops.h>

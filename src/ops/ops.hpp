@@ -14,6 +14,9 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/elementwise.hpp"
+#include "kernels/reduce.hpp"
+
 namespace hpu {
 class Tensor;
 }
@@ -21,6 +24,65 @@ class Tensor;
 namespace hpu::ops {
 
 using TensorPtr = std::shared_ptr<Tensor>;
+using kernels::Binary;
+using kernels::Reduce;
+using kernels::Unary;
+
+// Broadcasting add, sub, mul, div (op), under autocast by the op's name.
+TensorPtr binary(hpuStream_t stream, Binary op, const TensorPtr &a, const TensorPtr &b);
+// Their backwards: the gradients of a and b in a's and b's types, each
+// computed only when wanted.
+struct BinaryGrads {
+  TensorPtr a, b;
+};
+BinaryGrads binary_backward(hpuStream_t stream, Binary op, const TensorPtr &grad_out, const TensorPtr &a,
+                            const TensorPtr &b, bool want_a, bool want_b);
+
+// dst += alpha * src in place (gradient accumulation), src possibly dst itself.
+void add_inplace(hpuStream_t stream, const TensorPtr &dst, const TensorPtr &src, double alpha);
+// x *= alpha in place.
+void scale_inplace(hpuStream_t stream, const TensorPtr &x, double alpha);
+
+// Unary exp, log, tan, relu, gelu, tanh, sigmoid (op) of a floating tensor,
+// under autocast by the op's name; the backward returns x's type.
+TensorPtr unary(hpuStream_t stream, Unary op, const TensorPtr &x);
+TensorPtr unary_backward(hpuStream_t stream, Unary op, const TensorPtr &grad_out, const TensorPtr &x);
+
+// softmax and log_softmax along dim; the backwards take the forward's output
+// and return input_dtype.
+TensorPtr softmax(hpuStream_t stream, const TensorPtr &x, int dim);
+TensorPtr softmax_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &out, int dim,
+                           hpuDataType_t input_dtype);
+TensorPtr log_softmax(hpuStream_t stream, const TensorPtr &x, int dim);
+TensorPtr log_softmax_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &out, int dim,
+                               hpuDataType_t input_dtype);
+
+// nll_loss and cross_entropy_loss (weight optional); the backwards return the
+// gradient of input.
+TensorPtr nll_loss(hpuStream_t stream, const TensorPtr &input, const TensorPtr &target, const TensorPtr &weight,
+                   const hpuLossOptions_t &options);
+TensorPtr nll_loss_backward(hpuStream_t stream, const TensorPtr &grad_loss, const TensorPtr &input,
+                            const TensorPtr &target, const TensorPtr &weight, const hpuLossOptions_t &options);
+TensorPtr cross_entropy_loss(hpuStream_t stream, const TensorPtr &input, const TensorPtr &target,
+                             const TensorPtr &weight, const hpuLossOptions_t &options);
+TensorPtr cross_entropy_loss_backward(hpuStream_t stream, const TensorPtr &grad_loss, const TensorPtr &input,
+                                      const TensorPtr &target, const TensorPtr &weight,
+                                      const hpuLossOptions_t &options);
+
+// Layer normalisation over x's last options.normalized_ndim dims (weight and
+// bias optional): y, and the f32 mean and rstd the backward takes.
+struct LayerNormResult {
+  TensorPtr y, mean, rstd;
+};
+LayerNormResult layer_norm(hpuStream_t stream, const TensorPtr &x, const TensorPtr &weight, const TensorPtr &bias,
+                           const hpuLayerNormOptions_t &options);
+// Its backward: the gradients of x, weight and bias, each computed only when wanted.
+struct LayerNormGrads {
+  TensorPtr x, weight, bias;
+};
+LayerNormGrads layer_norm_backward(hpuStream_t stream, const TensorPtr &grad_y, const TensorPtr &x,
+                                   const TensorPtr &mean, const TensorPtr &rstd, const TensorPtr &weight,
+                                   bool want_x, bool want_weight, bool want_bias);
 
 // Dropout with probability p (train false: a copy), and the u8 mask of kept
 // elements when wanted; the backward applies the mask to grad_out.
@@ -35,6 +97,11 @@ TensorPtr dropout_backward(hpuStream_t stream, const TensorPtr &grad_out, const 
 TensorPtr embedding(hpuStream_t stream, const TensorPtr &weight, const TensorPtr &indices, int64_t padding_idx);
 TensorPtr embedding_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &indices,
                              const TensorPtr &weight, int64_t padding_idx);
+
+// sum or mean (op) over dims[0..ndims) (none: all dims), and the backwards.
+TensorPtr reduce(hpuStream_t stream, Reduce op, const TensorPtr &x, const int *dims, int ndims, bool keepdim);
+TensorPtr reduce_backward(hpuStream_t stream, Reduce op, const TensorPtr &grad_out, const TensorPtr &x,
+                          const int *dims, int ndims, bool keepdim);
 
 // The f32 sum of the squares of every element of tensors (named "tensors[i]").
 TensorPtr squared_norm(hpuStream_t stream, std::vector<TensorPtr> tensors);
