@@ -1,6 +1,8 @@
 // Matrix products: mm, bmm, addmm, matmul, linear, and their backwards, all
 // over kernels::gemm (OpenBLAS sgemm on widened bf16 blocks).
+#include <cmath>
 #include <functional>
+#include <optional>
 
 #include "core/profiler.hpp"
 #include "kernels/cast.hpp"
@@ -60,23 +62,46 @@ const char *elem(const TensorPtr &t, int64_t i) {
   return static_cast<const char *>(t->data()) + i * static_cast<int64_t>(t->element_size());
 }
 
-// A new tensor of `shape` and type want holding, for each of `batch` matrices,
-// alpha op(A) op(B) + beta C, where C is first set by init (when given).
-// With sum_batches the batch products are added into one m x n result.
-// relu_mask (one product of type want, computed in it directly; contiguous,
-// of the result's type and shape): then C * (relu_mask > 0 ? 1 : 0).
-// bias (contiguous, of the type C is computed in, one value per column; one
-// product, k > 0, beta 0): added as the product is stored (GemmShape::bias).
+// What a product does as it stores its result (hpuMatmulOptions_t, checked).
+struct Post {
+  TensorPtr bias;  // contiguous, of the type C is computed in, one value per column
+  kernels::Activation activation = kernels::Activation::none;
+  kernels::Activation backward = kernels::Activation::none;
+  TensorPtr backward_input;  // contiguous, of the result's type and shape
+  TensorPtr into;            // C itself (contiguous, of the type C is computed in), written in place
+  std::optional<AdamwArgs> adamw;  // into's step from the result (into f32)
+};
+
+// The activation passes of `post` over r (the result, contiguous), as
+// separate ops: kernels::unary's relu, then its backward.
+void activation_passes(Stream &s, const TensorPtr &r, const Post &post) {
+  if (r->numel() == 0 || (post.activation == kernels::Activation::none && post.backward == kernels::Activation::none))
+    return;
+  enqueue(s, work({r.get(), r.get(), post.backward_input.get()}, *r), [=] {
+    if (post.activation == kernels::Activation::relu)
+      kernels::unary(kernels::Unary::relu, r->dtype(), r->data(), r->data(), r->numel());
+    if (post.backward == kernels::Activation::relu)
+      kernels::unary_backward(kernels::Unary::relu, r->dtype(), post.backward_input->data(), r->data(), r->data(),
+                              r->numel());
+  });
+}
+
+// A new tensor of `shape` and type want (or post.into) holding, for each of
+// `batch` matrices, alpha op(A) op(B) + beta C, where C is first set by init
+// (when given), then post's epilogue. With sum_batches the batch products are
+// added into one m x n result (no epilogue). The bias needs k > 0 and beta 0.
 TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t batch, float alpha, const Operand &a,
                   const Operand &b, hpuDataType_t want, const Dims &out_shape, bool sum_batches = false,
-                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0,
-                  const TensorPtr &relu_mask = nullptr, const TensorPtr &bias = nullptr) {
+                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0, const Post &post = {}) {
   hpuDataType_t cdt = direct_type(dt, want);
   if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
   GemmShape g = shape;
   g.trans_a ^= a.trans;
   g.trans_b ^= b.trans;
-  TensorPtr c = Tensor::empty(a.t->device(), cdt, out_shape);
+  // The activations as C is stored when it has the result's type, else in
+  // passes over the converted result.
+  const bool in_gemm = cdt == want;
+  TensorPtr c = post.into ? post.into : Tensor::empty(a.t->device(), cdt, out_shape);
   if (prof::on() && c->numel() > 0) {  // what the profiler shows for this operation
     auto mk = static_cast<uint64_t>(g.m * g.k), kn = static_cast<uint64_t>(g.k * g.n),
          mn = static_cast<uint64_t>(g.m * g.n), nb = static_cast<uint64_t>(batch);
@@ -86,17 +111,33 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
   if (c->numel() > 0)
     enqueue(s, [=] {
       GemmShape gm = g;
-      if (relu_mask) gm.relu_mask = relu_mask->data(), gm.ld_mask = g.n;
-      if (bias) gm.bias = bias->data();
+      kernels::Epilogue &ep = gm.ep;
+      if (post.bias) ep.bias = post.bias->data();
+      if (in_gemm) {
+        ep.activation = post.activation, ep.backward = post.backward;
+        if (post.backward_input) ep.backward_input = post.backward_input->data(), ep.ld_backward = g.n;
+      }
+      kernels::AdamwSink adamw;
+      kernels::GemmSink sink;
+      if (post.adamw) {
+        const AdamwArgs &u = *post.adamw;
+        adamw.param = c->data_as<float>();
+        adamw.exp_avg = u.exp_avg->data_as<float>(), adamw.exp_avg_sq = u.exp_avg_sq->data_as<float>();
+        if (u.copy) adamw.copy = u.copy->data(), adamw.copy_dt = u.copy->dtype();
+        adamw.c = u.constants;
+        sink = adamw.sink();
+        ep.sink = &sink;
+      }
       if (init) init(c->data(), cdt);
-      if (g.k == 0 || batch == 0) {
-        if (init)
+      if ((g.k == 0 || batch == 0) && !ep.sink) {
+        if (init || (post.into && beta != 0.0f))
           kernels::binary_scalar(kernels::Binary::mul, cdt, c->data(), beta, c->data(), c->numel());
         else
           kernels::fill(c->data(), cdt, c->numel(), 0.0);
-        if (g.relu) kernels::unary(kernels::Unary::relu, cdt, c->data(), c->data(), c->numel());
-        if (relu_mask)
-          kernels::unary_backward(kernels::Unary::relu, cdt, relu_mask->data(), c->data(), c->data(), c->numel());
+        if (in_gemm && ep.activation != kernels::Activation::none)
+          kernels::unary(kernels::Unary::relu, cdt, c->data(), c->data(), c->numel());
+        if (in_gemm && ep.backward != kernels::Activation::none)
+          kernels::unary_backward(kernels::Unary::relu, cdt, ep.backward_input, c->data(), c->data(), c->numel());
         return;
       }
       if (!sum_batches) {
@@ -108,7 +149,9 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
         kernels::gemm(dt, g, alpha, elem(a.t, i * a.stride), a.ld, elem(b.t, i * b.stride), b.ld, i ? 1.0f : 0.0f,
                       c->data(), g.n, cdt);
     });
-  return as(s, c, want);
+  TensorPtr r = as(s, c, want);
+  if (!in_gemm) activation_passes(s, r, post);
+  return r;
 }
 
 struct Pair {
@@ -312,8 +355,7 @@ TensorPtr matmul_grad(Stream &s, hpuDataType_t dt, const GemmShape &g, const Mat
   return grad;
 }
 
-// hpuLinear, and with relu hpuLinearRelu.
-void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, bool relu, hpuTensor_t *y) {
+void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
   check_out(y, "y");
   TensorPtr xb = input(x, "x"), wb = input(w, "w"), bb = optional(bias, "bias");
   same_device(*xb, "x", *wb, "w");
@@ -339,32 +381,14 @@ void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, 
   Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
   // The bias (contiguous, of C's type dt) added as the product is stored; with
   // in == 0 there is no product to add it to, and C is filled with it.
-  TensorPtr bd = bb ? as(*s, bb, dt) : nullptr;
+  Post post;
+  post.bias = bb ? as(*s, bb, dt) : nullptr;
   std::function<void(void *, hpuDataType_t)> init;
-  if (bd && in == 0) init = bias_init(bd, rows, outf);
-  give(y, product(*s, dt, {rows, outf, in, false, true, relu}, 1, 1.0f, X, W, dt, out, false, init,
-                  init ? 1.0f : 0.0f, nullptr, in > 0 ? bd : nullptr));
+  if (post.bias && in == 0) init = bias_init(post.bias, rows, outf), post.bias = nullptr;
+  give(y, product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, X, W, dt, out, false, init, init ? 1.0f : 0.0f,
+                  post));
 }
 
-// dz = (dy w) (x > 0) for x of shape [..., in], in x's type: the bits of
-// hpuReluBackward over hpuLinearBackward's grad_x. The mask goes into the
-// product when it is computed in x's type, else in a pass after it.
-TensorPtr relu_masked_product(Stream &s, hpuDataType_t dt, int64_t rows, int64_t in, int64_t outf, const Operand &g,
-                              const Operand &w, const TensorPtr &x) {
-  const hpuDataType_t want = x->dtype();
-  const TensorPtr mask = x->contiguous() ? x : copy_as(s, x, want);
-  if (direct_type(dt, want) == want)
-    return product(s, dt, {rows, in, outf}, 1, 1.0f, g, w, want, x->shape(), false, {}, 0, mask);
-  TensorPtr gx = product(s, dt, {rows, in, outf}, 1, 1.0f, g, w, want, x->shape());
-  if (gx->numel() > 0)
-    enqueue(s, work({mask.get(), gx.get(), gx.get()}, *gx, 2), [=] {
-      kernels::unary_backward(kernels::Unary::relu, want, mask->data(), gx->data(), gx->data(), gx->numel());
-    });
-  return gx;
-}
-
-// hpuLinearBackward, and with relu_in hpuReluLinearBackward (grad_x then
-// times x > 0).
 // A linear's backward operands, checked: grad_y [..., out], x [..., in], w [out, in].
 struct LinearGrads : Grads {
   int64_t rows, in, outf;
@@ -394,15 +418,13 @@ TensorPtr bias_grad(const LinearGrads &p) {
 }
 
 void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
-                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
+                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
   const LinearGrads p = linear_grads(stream, grad_y, x, w);
   const int64_t rows = p.rows, in = p.in, outf = p.outf;
   Operand G = rows_operand(*p.s, p.g, p.dt);
   TensorPtr gx, gw, gb;
-  if (grad_x && !relu_in)  // dx = dy w
+  if (grad_x)  // dx = dy w
     gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
-  if (grad_x && relu_in)  // dz = dy w (x > 0), the mask applied as the product is stored
-    gx = relu_masked_product(*p.s, p.dt, rows, in, outf, G, operand(*p.s, p.b, p.dt), p.a);
   if (grad_w)  // dw = dy^T x
     gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
                  p.b->shape());
@@ -412,37 +434,128 @@ void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuT
   give(grad_bias, gb);
 }
 
-// hpuLinearBackwardAdamwStep: dw = dy^T x, computed in grad_y's type with f32
-// sums as hpuLinearBackward's grad_w, goes straight into AdamW's step of w.
-void linear_backward_adamw(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t exp_avg,
-                           hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
-                           hpuTensor_t *grad_bias) {
-  const LinearGrads p = linear_grads(stream, grad_y, x, w);
-  const TensorPtr W = adamw_param(w, "w");
-  const AdamwArgs u = adamw_args(W, "w", exp_avg, exp_avg_sq, step, options, w_copy != nullptr, w_copy, "w_copy");
-  if (direct_type(p.dt, HPU_FLOAT32) != HPU_FLOAT32)
-    fail(HPU_ERROR_UNSUPPORTED, "grad_y is %s: the weight gradient of an f32 w needs grad_y in bf16, f16 or f32",
-         p.g->str().c_str());
-  const Operand G = rows_operand(*p.s, p.g, p.dt), X = rows_operand(*p.s, p.a, p.dt);
-  GemmShape g{p.outf, p.in, p.rows, !G.trans, X.trans};
-  if (prof::on() && W->numel() > 0) {
-    // The operands read; w and both moments read and written, the copy written.
-    const auto mn = static_cast<uint64_t>(W->numel()), k = static_cast<uint64_t>(p.rows);
-    prof::annotate((mn / static_cast<uint64_t>(p.in) + static_cast<uint64_t>(p.in)) * k * G.t->element_size() +
-                       mn * (6 * sizeof(float) + (u.copy ? u.copy->element_size() : 0)),
-                   mn * (2 * k + 14));
+kernels::Activation activation(hpuActivation_t a, const char *arg) {
+  HPU_CHECK_ARG(a == HPU_ACTIVATION_NONE || a == HPU_ACTIVATION_RELU, "%s is %d: not an hpuActivation_t", arg,
+                static_cast<int>(a));
+  return a == HPU_ACTIVATION_RELU ? kernels::Activation::relu : kernels::Activation::none;
+}
+
+// A tensor of options that the result goes into or that has its role: on a's
+// device, of the result's shape and type, contiguous.
+TensorPtr like_result(hpuTensor_t h, const char *arg, const Tensor &a, const Dims &shape, hpuDataType_t dt) {
+  TensorPtr t = input(h, arg);
+  same_device(a, "a", *t, arg);
+  require_shape(*t, arg, shape, "the result's shape");
+  if (t->dtype() != dt)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected the result's type %s", arg, t->str().c_str(), dtype_name(dt));
+  return t;
+}
+
+void matmul_ex(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmulOptions_t *options, hpuTensor_t *out) {
+  const hpuMatmulOptions_t o = read_sized(options, hpuMatmulOptions_t HPU_MATMUL_OPTIONS_INIT, "options");
+  if (!o.c) check_out(out, "out");
+  Pair p = forward_pair("matmul", stream, a, "a", b, "b");
+  const MatmulShape sh = matmul_shape(*p.a, *p.b);
+  Stream &s = *p.s;
+  HPU_CHECK_ARG(std::isfinite(o.alpha), "options->alpha is %g", o.alpha);
+  HPU_CHECK_ARG(std::isfinite(o.beta), "options->beta is %g", o.beta);
+  Post post;
+  post.activation = activation(o.activation, "options->activation");
+  post.backward = activation(o.activation_backward, "options->activation_backward");
+  // The result's type: c's, options->dtype, or the run type.
+  hpuDataType_t want = p.dt;
+  if (o.dtype != HPU_BOOL) {
+    HPU_CHECK_ARG(o.dtype > HPU_BOOL && o.dtype < HPU_NUM_DATA_TYPES, "options->dtype is %d: not an hpuDataType_t",
+                  static_cast<int>(o.dtype));
+    if (!is_floating(o.dtype))
+      fail(HPU_ERROR_UNSUPPORTED, "options->dtype is %s: expected a floating type", dtype_name(o.dtype));
+    want = o.dtype;
   }
-  if (W->numel() > 0)
-    enqueue(*p.s, [=] {
-      kernels::GemmAdamw adamw;
-      adamw.exp_avg = u.exp_avg->data_as<float>(), adamw.exp_avg_sq = u.exp_avg_sq->data_as<float>();
-      if (u.copy) adamw.copy = u.copy->data(), adamw.copy_dt = u.copy->dtype();
-      adamw.c = u.constants;
-      GemmShape gs = g;
-      gs.adamw = &adamw;
-      kernels::gemm(p.dt, gs, 1.0f, G.t->data(), G.ld, X.t->data(), X.ld, 0.0f, W->data(), p.in, HPU_FLOAT32);
-    });
-  if (grad_bias) give(grad_bias, bias_grad(p));
+  if (o.c) {
+    post.into = input(o.c, "options->c");
+    same_device(*p.a, "a", *post.into, "options->c");
+    require_shape(*post.into, "options->c", sh.out, "the result's shape");
+    if (o.dtype != HPU_BOOL && post.into->dtype() != o.dtype)
+      fail(HPU_ERROR_INVALID_ARGUMENT, "options->c is %s but options->dtype is %s", post.into->str().c_str(),
+           dtype_name(o.dtype));
+    want = post.into->dtype();
+    if (!post.into->contiguous())
+      fail(HPU_ERROR_INVALID_ARGUMENT, "options->c is %s (not contiguous): expected contiguous",
+           post.into->str().c_str());
+    if (direct_type(p.dt, want) != want)
+      fail(HPU_ERROR_UNSUPPORTED, "options->c is %s: a product in %s writes %s%s", post.into->str().c_str(),
+           dtype_name(p.dt), dtype_name(p.dt), p.dt == HPU_BFLOAT16 || p.dt == HPU_FLOAT16 ? " or f32" : "");
+  } else {
+    HPU_CHECK_ARG(o.beta == 0, "options->beta is %g but options->c is NULL: there is no C to accumulate into", o.beta);
+  }
+  if (post.backward != kernels::Activation::none) {
+    HPU_CHECK_ARG(o.activation_input, "options->activation_input is NULL: options->activation_backward needs it");
+    TensorPtr x = like_result(o.activation_input, "options->activation_input", *p.a, sh.out, want);
+    post.backward_input = as(s, x, want);
+  }
+  TensorPtr pre = o.pre_activation ? like_result(o.pre_activation, "options->pre_activation", *p.a, sh.out, want)
+                                   : nullptr;
+  if (pre && !pre->contiguous())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "options->pre_activation is %s (not contiguous): expected contiguous",
+         pre->str().c_str());
+  TensorPtr bias;
+  if (o.bias) {
+    bias = input(o.bias, "options->bias");
+    same_device(*p.a, "a", *bias, "options->bias");
+    require_floating(*bias, "options->bias");
+    require_shape(*bias, "options->bias", Dims{sh.n}, "the result's last dim");
+    HPU_CHECK_ARG(o.beta == 0, "options->beta is %g: options->bias needs beta 0", o.beta);
+  }
+  if (o.adamw) {
+    HPU_CHECK_ARG(o.c, "options->c is NULL: options->adamw steps the weights in c");
+    HPU_CHECK_ARG(!o.bias && !o.pre_activation && post.activation == kernels::Activation::none &&
+                      post.backward == kernels::Activation::none && o.beta == 0,
+                  "options->adamw takes the product as the gradient: bias, pre_activation, the activations and beta "
+                  "must not be set");
+    const TensorPtr W = adamw_param(o.c, "options->c");
+    if (want != HPU_FLOAT32 || direct_type(p.dt, HPU_FLOAT32) != HPU_FLOAT32)
+      fail(HPU_ERROR_UNSUPPORTED, "options->adamw: the product runs in %s; the gradient of f32 weights needs bf16, "
+           "f16 or f32", dtype_name(p.dt));
+    post.adamw = adamw_args(W, "options->c", {o.adamw_exp_avg, "options->adamw_exp_avg"},
+                            {o.adamw_exp_avg_sq, "options->adamw_exp_avg_sq"}, o.adamw_step, o.adamw, "options->adamw");
+  }
+  // Operands that overlap what the product writes are read from copies.
+  const TensorPtr written[] = {post.into, pre, post.adamw ? post.adamw->exp_avg : nullptr,
+                               post.adamw ? post.adamw->exp_avg_sq : nullptr, post.adamw ? post.adamw->copy : nullptr};
+  TensorPtr A = p.a, B = p.b;
+  for (const TensorPtr &w : written)
+    if (w) {
+      if (overlap(*A, *w)) A = copy_as(s, A, p.dt);
+      if (overlap(*B, *w)) B = copy_as(s, B, p.dt);
+      if (post.backward_input && overlap(*post.backward_input, *w))
+        post.backward_input = copy_as(s, post.backward_input, want);
+      if (bias && overlap(*bias, *w)) bias = copy_as(s, bias, bias->dtype());
+    }
+  // Before the activation when pre_activation wants r: then the activations
+  // run as passes after it.
+  Post fused = post;
+  if (pre) fused.activation = fused.backward = kernels::Activation::none;
+  const hpuDataType_t cdt = direct_type(p.dt, want);
+  const int64_t rows = sh.b_batch.n == 0 ? sh.nbatch * sh.m : sh.m;
+  std::function<void(void *, hpuDataType_t)> init;
+  float beta = static_cast<float>(o.beta);
+  if (bias) {  // in the type the product runs in, then C's
+    fused.bias = as(s, as(s, bias, p.dt), cdt);
+    if (sh.k == 0) init = bias_init(fused.bias, sh.nbatch * sh.m, sh.n), fused.bias = nullptr, beta = 1.0f;
+  }
+  const Operand Bo = matmul_operand(s, B, p.dt, sh.b_batch, sh, sh.k, sh.n);
+  TensorPtr y;
+  if (sh.b_batch.n == 0)  // fold a's batch into its rows: one product
+    y = product(s, p.dt, {rows, sh.n, sh.k}, 1, static_cast<float>(o.alpha), rows_operand(s, A, p.dt), Bo, want,
+                sh.out, false, init, beta, fused);
+  else
+    y = product(s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, static_cast<float>(o.alpha),
+                matmul_operand(s, A, p.dt, sh.a_batch, sh, sh.m, sh.k), Bo, want, sh.out, false, init, beta, fused);
+  if (pre) {
+    if (y->numel() > 0) enqueue_copy(s, pre, y);
+    activation_passes(s, y, post);
+  }
+  give(out, y);
 }
 
 }  // namespace
@@ -534,18 +647,8 @@ HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, h
 
 HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
   HPU_API_BEGIN
-    check_out(out, "out");
-    Pair p = forward_pair("matmul", stream, a, "a", b, "b");
-    MatmulShape sh = matmul_shape(*p.a, *p.b);
-    Operand B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
-    TensorPtr y;
-    if (sh.b_batch.n == 0)  // fold a's batch into its rows: one product
-      y = product(*p.s, p.dt, {sh.nbatch * sh.m, sh.n, sh.k}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), B, p.dt,
-                  sh.out);
-    else
-      y = product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, 1.0f,
-                  matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), B, p.dt, sh.out);
-    give(out, y);
+    const hpuMatmulOptions_t none = HPU_MATMUL_OPTIONS_INIT;
+    matmul_ex(stream, a, b, &none, out);
   HPU_API_END
 }
 
@@ -577,39 +680,23 @@ HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, 
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
+HPU_API hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmulOptions_t *options,
+                                hpuTensor_t *out) {
   HPU_API_BEGIN
-    linear(stream, x, w, bias, false, y);
+    matmul_ex(stream, a, b, options, out);
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias,
-                                  hpuTensor_t *y) {
+HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
   HPU_API_BEGIN
-    linear(stream, x, w, bias, true, y);
+    linear(stream, x, w, bias, y);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
                                       hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
   HPU_API_BEGIN
-    linear_backward(stream, grad_y, x, w, grad_x, grad_w, grad_bias, false);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                          hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    linear_backward(stream, grad_y, x, w, grad_z, grad_w, grad_bias, true);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinearBackwardAdamwStep(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                               hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step,
-                                               const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
-                                               hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    linear_backward_adamw(stream, grad_y, x, w, exp_avg, exp_avg_sq, step, options, w_copy, grad_bias);
+    linear_backward(stream, grad_y, x, w, grad_x, grad_w, grad_bias);
   HPU_API_END
 }
 

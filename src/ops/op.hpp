@@ -44,6 +44,9 @@ int normalize_dim(int dim, int ndim, const char *arg);
 // x as a contiguous tensor of type dt: x itself, or a converted copy queued on s.
 TensorPtr as(Stream &s, const TensorPtr &x, hpuDataType_t dt);
 
+// True when a's and b's elements may share bytes.
+bool overlap(const Tensor &a, const Tensor &b);
+
 // Always a new contiguous tensor: a converted copy of x queued on s.
 TensorPtr copy_as(Stream &s, const TensorPtr &x, hpuDataType_t dt);
 

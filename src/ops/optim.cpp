@@ -43,16 +43,16 @@ TensorPtr low_copy(hpuTensor_t h, const char *arg, const TensorPtr &param, const
   return t;
 }
 
-void check_value(const char *name, double v, double lo, double hi, bool hi_open) {
-  HPU_CHECK_ARG(v >= lo && (hi_open ? v < hi : v <= hi), "options->%s %g is not in [%g, %g%c", name, v, lo, hi,
+// options_arg->name in [lo, hi] (hi_open: [lo, hi)).
+void check_value(const char *options_arg, const char *name, double v, double lo, double hi, bool hi_open) {
+  HPU_CHECK_ARG(v >= lo && (hi_open ? v < hi : v <= hi), "%s->%s %g is not in [%g, %g%c", options_arg, name, v, lo, hi,
                 hi_open ? ')' : ']');
 }
 
-// hpuAdamwStep, and with_copy hpuAdamwStepWithCopy.
 void adamw_step(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
-                int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t param_copy) {
+                int64_t step, const hpuAdamwOptions_t *options) {
   TensorPtr p = adamw_param(param, "param"), g = gradient(grad, p);
-  AdamwArgs a = adamw_args(p, "param", exp_avg, exp_avg_sq, step, options, with_copy, param_copy, "param_copy");
+  AdamwArgs a = adamw_args(p, "param", {exp_avg, "exp_avg"}, {exp_avg_sq, "exp_avg_sq"}, step, options, "options");
   auto s = stream_for(stream, *p);
   TensorPtr G = as(*s, g, g->dtype());
   TensorPtr m = a.exp_avg, v = a.exp_avg_sq, c = a.copy;
@@ -72,20 +72,20 @@ namespace hpu::ops {
 
 TensorPtr adamw_param(hpuTensor_t h, const char *arg) { return state(h, arg, nullptr); }
 
-AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
-                     int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t copy,
-                     const char *copy_arg) {
-  hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, "options");
+AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, Named exp_avg, Named exp_avg_sq, int64_t step,
+                     const hpuAdamwOptions_t *options, const char *options_arg) {
+  hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, options_arg);
   AdamwArgs a;
-  a.exp_avg = state(exp_avg, "exp_avg", param, param_arg);
-  a.exp_avg_sq = state(exp_avg_sq, "exp_avg_sq", param, param_arg);
-  if (with_copy) a.copy = low_copy(copy, copy_arg, param, param_arg);
+  a.exp_avg = state(exp_avg.h, exp_avg.arg, param, param_arg);
+  a.exp_avg_sq = state(exp_avg_sq.h, exp_avg_sq.arg, param, param_arg);
+  const std::string copy_arg = std::string(options_arg) + "->param_copy";
+  if (o.param_copy) a.copy = low_copy(o.param_copy, copy_arg.c_str(), param, param_arg);
   HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
-  check_value("lr", o.lr, 0, 1e30, false);
-  check_value("beta1", o.beta1, 0, 1, true);
-  check_value("beta2", o.beta2, 0, 1, true);
-  check_value("eps", o.eps, 0, 1e30, false);
-  check_value("weight_decay", o.weight_decay, 0, 1e30, false);
+  check_value(options_arg, "lr", o.lr, 0, 1e30, false);
+  check_value(options_arg, "beta1", o.beta1, 0, 1, true);
+  check_value(options_arg, "beta2", o.beta2, 0, 1, true);
+  check_value(options_arg, "eps", o.eps, 0, 1e30, false);
+  check_value(options_arg, "weight_decay", o.weight_decay, 0, 1e30, false);
   a.constants = kernels::adamw_constants({o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, step);
   return a;
 }
@@ -101,10 +101,10 @@ HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_
     TensorPtr p = state(param, "param", nullptr), g = gradient(grad, p);
     TensorPtr buf = momentum_buf ? state(momentum_buf, "momentum_buf", p) : nullptr;
     HPU_CHECK_ARG(step >= 1, "step %lld is not >= 1", static_cast<long long>(step));
-    check_value("lr", o.lr, 0, 1e30, false);
-    check_value("momentum", o.momentum, 0, 1e30, false);
-    check_value("dampening", o.dampening, 0, 1, false);
-    check_value("weight_decay", o.weight_decay, 0, 1e30, false);
+    check_value("options", "lr", o.lr, 0, 1e30, false);
+    check_value("options", "momentum", o.momentum, 0, 1e30, false);
+    check_value("options", "dampening", o.dampening, 0, 1, false);
+    check_value("options", "weight_decay", o.weight_decay, 0, 1e30, false);
     HPU_CHECK_ARG(o.momentum == 0 || buf, "momentum_buf is NULL but options->momentum is %g", o.momentum);
     HPU_CHECK_ARG(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
                   "options->nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g)", o.momentum,
@@ -127,15 +127,7 @@ HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_
 HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
                                  hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options) {
   HPU_API_BEGIN
-    adamw_step(stream, param, grad, exp_avg, exp_avg_sq, step, options, false, nullptr);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuAdamwStepWithCopy(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
-                                         hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options,
-                                         hpuTensor_t param_copy) {
-  HPU_API_BEGIN
-    adamw_step(stream, param, grad, exp_avg, exp_avg_sq, step, options, true, param_copy);
+    adamw_step(stream, param, grad, exp_avg, exp_avg_sq, step, options);
   HPU_API_END
 }
 

@@ -1,5 +1,5 @@
-// The argument checks of AdamW steps, shared by hpuAdamwStep(WithCopy)
-// (optim.cpp) and hpuLinearBackwardAdamwStep (matmul.cpp).
+// The argument checks of AdamW steps, shared by hpuAdamwStep (optim.cpp) and
+// hpuMatmulEx's AdamW epilogue (matmul.cpp).
 #pragma once
 
 #include "kernels/optim.hpp"
@@ -13,12 +13,17 @@ TensorPtr adamw_param(hpuTensor_t h, const char *arg);
 // The checked state and settings of an AdamW step of param.
 struct AdamwArgs {
   TensorPtr exp_avg, exp_avg_sq;
-  TensorPtr copy;  // with_copy: bf16 or f16, param's shape, contiguous
+  TensorPtr copy;  // options->param_copy: bf16 or f16, param's shape, contiguous
   kernels::AdamwConstants constants;
 };
-// param (named param_arg in messages) checked by adamw_param.
-AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
-                     int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t copy,
-                     const char *copy_arg);
+// A handle and its name in messages.
+struct Named {
+  hpuTensor_t h;
+  const char *arg;
+};
+// param (named param_arg in messages) checked by adamw_param; options named
+// options_arg.
+AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, Named exp_avg, Named exp_avg_sq, int64_t step,
+                     const hpuAdamwOptions_t *options, const char *options_arg);
 
 }  // namespace hpu::ops

@@ -25,7 +25,7 @@ SYSTEM_PAGES = {
     ("free", "3"), ("malloc", "3"), ("memset", "3"), ("memcpy", "3"), ("mmap", "2"), ("exit", "3"),
     ("atexit", "3"), ("pthreads", "7"), ("environ", "7"), ("ld.so", "8"), ("sched_getaffinity", "2"),
     ("pkg-config", "1"), ("cmake", "1"), ("man", "1"), ("mandoc", "1"), ("nproc", "1"), ("getenv", "3"),
-    ("setenv", "3"), ("strerror", "3"), ("numa", "7"), ("cpuset", "7"), ("signal", "7"),
+    ("setenv", "3"), ("strerror", "3"), ("numa", "7"), ("cpuset", "7"), ("signal", "7"), ("ldconfig", "8"),
 }
 
 

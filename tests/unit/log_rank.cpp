@@ -25,11 +25,11 @@ int two_ranks() {
   }
   if (hpuCommInitAll(comms, 2, devs) != HPU_SUCCESS) return 2;
   for (int i = 0; i < 2; ++i)
-    if (hpuAllreduce(buf[i], buf[i], 64, HPU_FLOAT32, HPU_SUM, comms[i], streams[i]) != HPU_SUCCESS) return 3;
+    if (hpuAllreduce(streams[i], comms[i], buf[i], buf[i], 64, HPU_FLOAT32, HPU_SUM) != HPU_SUCCESS) return 3;
   for (int i = 0; i < 2; ++i)
     if (hpuStreamSynchronize(streams[i]) != HPU_SUCCESS) return 4;
   for (int i = 0; i < 2; ++i) {
-    if (hpuCommDestroy(comms[i]) != HPU_SUCCESS || hpuMemFree(devs[i], buf[i]) != HPU_SUCCESS ||
+    if (hpuCommDestroy(comms[i]) != HPU_SUCCESS || hpuMemFree(buf[i]) != HPU_SUCCESS ||
         hpuStreamDestroy(streams[i]) != HPU_SUCCESS || hpuDeviceClose(devs[i]) != HPU_SUCCESS)
       return 5;
   }

@@ -2,8 +2,9 @@
 // Finds libhpu, loads it with koffi and declares the C functions.
 //
 // The library is looked for at $HPU_LIBRARY (when set, nothing else is tried),
-// next to the package (libhpu.so.0 in its folder), then as libhpu.so.0 on the
-// system library path. Declares every function abi.js lists (generated from the
+// next to the package (libhpu.so.0 in its folder), where cmake --install put it
+// (lib/location.js, written by the install), then as libhpu.so.0 on the system
+// library path. Declares every function abi.js lists (generated from the
 // C headers by tools/abi/gen_bindings.py); each returning hpuStatus_t throws an
 // HpuError on failure, so callers just call it.
 
@@ -35,6 +36,21 @@ function load() {
     }
   } else {
     tried.push(`${bundled}: no such file`);
+  }
+  const location = path.join(__dirname, 'location.js');
+  if (fs.existsSync(location)) {
+    const { relative, absolute } = require(location);
+    for (const installed of [path.resolve(__dirname, relative), absolute]) {
+      if (!fs.existsSync(installed)) {
+        tried.push(`${installed} (lib/location.js): no such file`);
+        continue;
+      }
+      try {
+        return [koffi.load(installed), installed];
+      } catch (e) {
+        tried.push(`${installed} (lib/location.js): ${e.message}`);
+      }
+    }
   }
   try {
     return [koffi.load(SONAME), SONAME];

@@ -5,19 +5,30 @@
 #include <cstring>
 
 #include "core/log.hpp"
+#include "device/allocator.hpp"
 
 namespace hpu::comm {
 
 namespace {
-std::atomic<SegmentLookup> g_lookup{nullptr};
+
+// The device allocator's segment holding the range.
+bool device_segment(const void *ptr, size_t bytes, MemorySegment *out) {
+  SegmentInfo s;
+  if (!segment_of(ptr, bytes, &s)) return false;
+  *out = {s.base, s.size, s.generation};
+  return true;
 }
 
-void set_verbs_segment_lookup(SegmentLookup lookup) { g_lookup.store(lookup); }
+std::atomic<SegmentLookup> g_lookup{device_segment};
+
+}  // namespace
+
+void set_verbs_segment_lookup(SegmentLookup lookup) { g_lookup.store(lookup ? lookup : device_segment); }
 
 VerbsRegistrationPtr VerbsRegCache::find(const void *ptr, size_t bytes) {
   SegmentLookup lookup = g_lookup.load();
   MemorySegment seg;
-  if (!lookup || !lookup(ptr, bytes, &seg)) return nullptr;
+  if (!lookup(ptr, bytes, &seg)) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(seg.base);
   if (it != entries_.end() && it->second.generation == seg.generation && it->second.size == seg.size) {

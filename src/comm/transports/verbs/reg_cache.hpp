@@ -31,9 +31,8 @@ struct MemorySegment {
 };
 using SegmentLookup = bool (*)(const void *ptr, size_t bytes, MemorySegment *out);
 
-// Where the cache finds device memory: libhpu sets the device allocator's
-// lookup when it loads (segments.cpp); white-box tests set their own.
-// nullptr (the default otherwise): no memory counts as device memory.
+// Where the cache finds device memory: the device allocator's segments, unless
+// a white-box test sets a lookup of its own (nullptr: the allocator's again).
 void set_verbs_segment_lookup(SegmentLookup lookup);
 
 class VerbsRegistration {
