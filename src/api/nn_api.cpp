@@ -1,7 +1,8 @@
 // The neural-network ops at the C boundary: softmax, the losses, layer norm,
-// dropout and embedding (the tensor math is in ops_api.cpp). Each checks its
-// out-pointers, reads its options struct, looks its handles up (naming the
-// argument), calls the ops layer (ops/ops.hpp) and hands the results out.
+// dropout, embedding and the optimizer steps (the tensor math is in
+// ops_api.cpp). Each checks its out-pointers, reads its options struct, looks
+// its handles up (naming the argument), calls the ops layer (ops/ops.hpp) and
+// hands the results out.
 #include "api/api.hpp"
 #include "ops/op.hpp"
 #include "ops/ops.hpp"
@@ -130,6 +131,25 @@ HPU_API hpuStatus_t hpuEmbeddingBackward(hpuStream_t stream, hpuTensor_t grad_ou
     check_out(grad_weight, "grad_weight");
     TensorPtr g = input(grad_out, "grad_out"), idx = input(indices, "indices"), w = input(weight, "weight");
     give(grad_weight, ops::embedding_backward(stream, g, idx, w, padding_idx));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t momentum_buf,
+                               int64_t step, const hpuSgdOptions_t *options) {
+  HPU_API_BEGIN
+    const hpuSgdOptions_t o = read_sized(options, hpuSgdOptions_t HPU_SGD_OPTIONS_INIT, "options");
+    TensorPtr p = input(param, "param"), g = input(grad, "grad"), buf = optional(momentum_buf, "momentum_buf");
+    ops::sgd_step(stream, p, g, buf, step, o);
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
+                                 hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options) {
+  HPU_API_BEGIN
+    TensorPtr p = input(param, "param"), g = input(grad, "grad");
+    const hpuAdamwOptions_t o = read_sized(options, hpuAdamwOptions_t HPU_ADAMW_OPTIONS_INIT, "options");
+    TensorPtr m = input(exp_avg, "exp_avg"), v = input(exp_avg_sq, "exp_avg_sq");
+    ops::adamw_step(stream, p, g, m, v, step, adamw_options(o, "options->param_copy"));
   HPU_API_END
 }
 

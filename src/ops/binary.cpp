@@ -104,7 +104,7 @@ TensorPtr ops::binary(hpuStream_t stream, Binary op, const TensorPtr &a, const T
   return y;
 }
 
-BinaryGrads ops::binary_backward(hpuStream_t stream, Binary op, const TensorPtr &g, const TensorPtr &a,
+OperandGrads ops::binary_backward(hpuStream_t stream, Binary op, const TensorPtr &g, const TensorPtr &a,
                                  const TensorPtr &b, bool want_a, bool want_b) {
   Operands o = operands(stream, a, b);
   same_device(*o.a, "a", *g, "grad_out");
@@ -116,7 +116,7 @@ BinaryGrads ops::binary_backward(hpuStream_t stream, Binary op, const TensorPtr 
   Stream &s = *o.s;
   Dims dense = o.shape.contiguous_strides();
   TensorPtr G = as(s, g, dt);
-  BinaryGrads r;
+  OperandGrads r;
   switch (op) {
     case Binary::add:
     case Binary::sub:

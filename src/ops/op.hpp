@@ -82,6 +82,11 @@ inline void give(hpuTensor_t *out, TensorPtr t) {
   if (out && t) *out = tensor_handle(std::move(t));
 }
 
+// o for the ops layer, its param_copy looked up naming copy_arg.
+inline AdamwOptions adamw_options(const hpuAdamwOptions_t &o, const char *copy_arg) {
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, optional(o.param_copy, copy_arg)};
+}
+
 // Element strides of a contiguous tensor of `shape` read as `target`
 // (numpy broadcasting: right-aligned, size-1 or missing dims get stride 0).
 // False when shape does not broadcast to target.

@@ -12,6 +12,7 @@
 #include <hpu/ops.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/elementwise.hpp"
@@ -28,14 +29,67 @@ using kernels::Binary;
 using kernels::Reduce;
 using kernels::Unary;
 
-// Broadcasting add, sub, mul, div (op), under autocast by the op's name.
-TensorPtr binary(hpuStream_t stream, Binary op, const TensorPtr &a, const TensorPtr &b);
-// Their backwards: the gradients of a and b in a's and b's types, each
-// computed only when wanted.
-struct BinaryGrads {
+// The gradients of a two-operand op's a and b, in a's and b's types; a
+// backward computes each only when wanted.
+struct OperandGrads {
   TensorPtr a, b;
 };
-BinaryGrads binary_backward(hpuStream_t stream, Binary op, const TensorPtr &grad_out, const TensorPtr &a,
+
+// a b for 2-dim (mm) and batched 3-dim (bmm) operands.
+TensorPtr mm(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b);
+OperandGrads mm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                         bool want_a, bool want_b);
+TensorPtr bmm(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b);
+OperandGrads bmm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                          bool want_a, bool want_b);
+
+// beta bias + alpha a b, and its backward.
+TensorPtr addmm(hpuStream_t stream, const TensorPtr &bias, const TensorPtr &a, const TensorPtr &b, double beta,
+                double alpha);
+struct AddmmGrads {
+  TensorPtr bias, a, b;
+};
+AddmmGrads addmm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &bias, const TensorPtr &a,
+                          const TensorPtr &b, double beta, double alpha, bool want_bias, bool want_a, bool want_b);
+
+// hpuAdamwOptions_t with param_copy looked up (nullptr: none).
+struct AdamwOptions {
+  double lr, beta1, beta2, eps, weight_decay;
+  TensorPtr param_copy;
+};
+// hpuMatmulOptions_t with its tensors looked up (nullptr for NULL ones); the
+// defaults are HPU_MATMUL_OPTIONS_INIT's (a plain torch.matmul).
+struct MatmulOptions {
+  double alpha = 1;
+  TensorPtr bias;
+  hpuActivation_t activation = HPU_ACTIVATION_NONE;
+  TensorPtr pre_activation;
+  hpuActivation_t activation_backward = HPU_ACTIVATION_NONE;
+  TensorPtr activation_input;
+  hpuDataType_t dtype = HPU_BOOL;  // HPU_BOOL: the type the product runs in
+  TensorPtr c;
+  double beta = 0;
+  std::optional<AdamwOptions> adamw;
+  TensorPtr adamw_exp_avg, adamw_exp_avg_sq;
+  int64_t adamw_step = 0;
+};
+// torch.matmul with the epilogue in options (hpuMatmulEx), and its backward.
+TensorPtr matmul(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b, const MatmulOptions &options);
+OperandGrads matmul_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                             bool want_a, bool want_b);
+
+// x w^T + bias (bias optional), and its backward.
+TensorPtr linear(hpuStream_t stream, const TensorPtr &x, const TensorPtr &w, const TensorPtr &bias);
+struct LinearGrads {
+  TensorPtr x, w, bias;
+};
+LinearGrads linear_backward(hpuStream_t stream, const TensorPtr &grad_y, const TensorPtr &x, const TensorPtr &w,
+                            bool want_x, bool want_w, bool want_bias);
+
+// Broadcasting add, sub, mul, div (op), under autocast by the op's name, and
+// their backwards.
+TensorPtr binary(hpuStream_t stream, Binary op, const TensorPtr &a, const TensorPtr &b);
+OperandGrads binary_backward(hpuStream_t stream, Binary op, const TensorPtr &grad_out, const TensorPtr &a,
                             const TensorPtr &b, bool want_a, bool want_b);
 
 // dst += alpha * src in place (gradient accumulation), src possibly dst itself.
@@ -111,5 +165,12 @@ TensorPtr argmax(hpuStream_t stream, const TensorPtr &x, int dim, bool keepdim);
 // x converted to dtype, and the backward: grad_out converted to x's type.
 TensorPtr cast(hpuStream_t stream, const TensorPtr &x, hpuDataType_t dtype);
 TensorPtr cast_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &x);
+
+// Optimizer steps on f32 parameters in place: SGD (momentum_buf optional)
+// and AdamW.
+void sgd_step(hpuStream_t stream, const TensorPtr &param, const TensorPtr &grad, const TensorPtr &momentum_buf,
+              int64_t step, const hpuSgdOptions_t &options);
+void adamw_step(hpuStream_t stream, const TensorPtr &param, const TensorPtr &grad, const TensorPtr &exp_avg,
+                const TensorPtr &exp_avg_sq, int64_t step, const AdamwOptions &options);
 
 }  // namespace hpu::ops
