@@ -3,11 +3,10 @@
 // ops_api.cpp). Each checks its out-pointers, reads its options struct, looks
 // its handles up (naming the argument), calls the ops layer (ops/ops.hpp) and
 // hands the results out.
-#include "api/api.hpp"
-#include "ops/op.hpp"
-#include "ops/ops.hpp"
+#include "api/ops_api.hpp"
 
 using namespace hpu;
+using namespace hpu::api;
 using namespace hpu::ops;
 
 namespace {
@@ -47,7 +46,7 @@ HPU_SOFTMAX_OP_(LogSoftmax, ops::log_softmax, ops::log_softmax_backward)
     HPU_API_BEGIN                                                                                             \
       check_out(loss, "loss");                                                                                \
       hpuLossOptions_t o = loss_options(options);                                                             \
-      TensorPtr i = ops::input(input, "input"), t = ops::input(target, "target");                             \
+      TensorPtr i = api::input(input, "input"), t = api::input(target, "target");                             \
       TensorPtr w = optional(weight, "weight");                                                               \
       give(loss, forward(stream, i, t, w, o));                                                                \
     HPU_API_END                                                                                               \
@@ -58,8 +57,8 @@ HPU_SOFTMAX_OP_(LogSoftmax, ops::log_softmax, ops::log_softmax_backward)
     HPU_API_BEGIN                                                                                             \
       check_out(grad_input, "grad_input");                                                                    \
       hpuLossOptions_t o = loss_options(options);                                                             \
-      TensorPtr i = ops::input(input, "input"), t = ops::input(target, "target");                             \
-      TensorPtr w = optional(weight, "weight"), g = ops::input(grad_loss, "grad_loss");                       \
+      TensorPtr i = api::input(input, "input"), t = api::input(target, "target");                             \
+      TensorPtr w = optional(weight, "weight"), g = api::input(grad_loss, "grad_loss");                       \
       give(grad_input, backward(stream, g, i, t, w, o));                                                      \
     HPU_API_END                                                                                               \
   }

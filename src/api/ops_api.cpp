@@ -7,11 +7,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "api/api.hpp"
-#include "ops/op.hpp"
-#include "ops/ops.hpp"
+#include "api/ops_api.hpp"
 
 using namespace hpu;
+using namespace hpu::api;
 using namespace hpu::ops;
 
 namespace {
