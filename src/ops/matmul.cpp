@@ -11,6 +11,7 @@
 #include "kernels/nn.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 #include "ops/optim.hpp"
 
 using namespace hpu;
@@ -161,11 +162,11 @@ struct Pair {
 };
 
 // A forward's two operands after the autocast decision for `op`.
-Pair forward_pair(const char *op, hpuStream_t stream, hpuTensor_t ha, const char *an, hpuTensor_t hb,
+Pair forward_pair(const char *op, hpuStream_t stream, const TensorPtr &a, const char *an, const TensorPtr &b,
                   const char *bn) {
   Pair p;
-  p.a = input(ha, an);
-  p.b = input(hb, bn);
+  p.a = a;
+  p.b = b;
   same_device(*p.a, an, *p.b, bn);
   require_floating(*p.a, an);
   require_floating(*p.b, bn);
@@ -184,12 +185,12 @@ struct Grads {
   std::shared_ptr<Stream> s;
 };
 
-Grads backward_pair(hpuStream_t stream, hpuTensor_t hg, const char *gn, hpuTensor_t ha, const char *an,
-                    hpuTensor_t hb, const char *bn) {
+Grads backward_pair(hpuStream_t stream, const TensorPtr &g, const char *gn, const TensorPtr &a, const char *an,
+                    const TensorPtr &b, const char *bn) {
   Grads p;
-  p.g = input(hg, gn);
-  p.a = input(ha, an);
-  p.b = input(hb, bn);
+  p.g = g;
+  p.a = a;
+  p.b = b;
   same_device(*p.g, gn, *p.a, an);
   same_device(*p.g, gn, *p.b, bn);
   require_floating(*p.g, gn);
@@ -245,30 +246,27 @@ Dims mm_dims(const MmShape &s, bool batched, int64_t rows, int64_t cols) {
   return batched ? Dims{s.batch, rows, cols} : Dims{rows, cols};
 }
 
-void mm_forward(bool batched, hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
-                       hpuTensor_t *out) {
-  check_out(out, "out");
+TensorPtr mm_or_bmm(bool batched, hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
   Pair p = forward_pair(batched ? "bmm" : "mm", stream, a, "a", b, "b");
   MmShape sh = mm_shape(*p.a, *p.b, batched);
   Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
-  give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, A, B, p.dt, mm_dims(sh, batched, sh.m, sh.n)));
+  return product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, A, B, p.dt, mm_dims(sh, batched, sh.m, sh.n));
 }
 
-void mm_backward(bool batched, hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a,
-                        hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+OperandGrads mm_or_bmm_backward(bool batched, hpuStream_t stream, const TensorPtr &g, const TensorPtr &a,
+                                const TensorPtr &b, bool want_a, bool want_b) {
+  Grads p = backward_pair(stream, g, "grad_out", a, "a", b, "b");
   MmShape sh = mm_shape(*p.a, *p.b, batched);
   require_shape(*p.g, "grad_out", mm_dims(sh, batched, sh.m, sh.n), "the forward's output shape");
   Operand G = operand(*p.s, p.g, p.dt);
-  TensorPtr ga, gb;
-  if (grad_a)  // ga = G B^T
-    ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, G, operand(*p.s, p.b, p.dt),
-                 p.a->dtype(), p.a->shape());
-  if (grad_b)  // gb = A^T G
-    gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, operand(*p.s, p.a, p.dt), G,
-                 p.b->dtype(), p.b->shape());
-  give(grad_a, ga);
-  give(grad_b, gb);
+  OperandGrads r;
+  if (want_a)  // ga = G B^T
+    r.a = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, G, operand(*p.s, p.b, p.dt),
+                  p.a->dtype(), p.a->shape());
+  if (want_b)  // gb = A^T G
+    r.b = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, operand(*p.s, p.a, p.dt), G,
+                  p.b->dtype(), p.b->shape());
+  return r;
 }
 
 // ---- matmul ------------------------------------------------------------------
@@ -355,47 +353,13 @@ TensorPtr matmul_grad(Stream &s, hpuDataType_t dt, const GemmShape &g, const Mat
   return grad;
 }
 
-void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
-  check_out(y, "y");
-  TensorPtr xb = input(x, "x"), wb = input(w, "w"), bb = optional(bias, "bias");
-  same_device(*xb, "x", *wb, "w");
-  require_floating(*xb, "x");
-  require_floating(*wb, "w");
-  autocast::Decision d = autocast::decide("linear", {xb->dtype(), wb->dtype(), bb ? bb->dtype() : wb->dtype()});
-  hpuDataType_t dt = d.apply(xb->dtype());
-  require_same_dtype(*xb, "x", dt, *wb, "w", d.apply(wb->dtype(), 1));
-  require_ndim(*wb, "w", 2);
-  if (xb->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xb->str().c_str());
-  int64_t in = wb->size(1), outf = wb->size(0);
-  check_inner(*xb, "x", xb->size(xb->ndim() - 1), *wb, "w", in);
-  if (bb) {
-    same_device(*xb, "x", *bb, "bias");
-    require_floating(*bb, "bias");
-    require_shape(*bb, "bias", Dims{outf}, "w's rows");
-    require_same_dtype(*xb, "x", dt, *bb, "bias", d.apply(bb->dtype(), 2));
-  }
-  auto s = stream_for(stream, *xb);
-  Dims out = xb->shape();
-  out[out.n - 1] = outf;
-  int64_t rows = leading(xb->shape());
-  Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
-  // The bias (contiguous, of C's type dt) added as the product is stored; with
-  // in == 0 there is no product to add it to, and C is filled with it.
-  Post post;
-  post.bias = bb ? as(*s, bb, dt) : nullptr;
-  std::function<void(void *, hpuDataType_t)> init;
-  if (post.bias && in == 0) init = bias_init(post.bias, rows, outf), post.bias = nullptr;
-  give(y, product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, X, W, dt, out, false, init, init ? 1.0f : 0.0f,
-                  post));
-}
-
 // A linear's backward operands, checked: grad_y [..., out], x [..., in], w [out, in].
-struct LinearGrads : Grads {
+struct LinearArgs : Grads {
   int64_t rows, in, outf;
 };
 
-LinearGrads linear_grads(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w) {
-  LinearGrads p{backward_pair(stream, grad_y, "grad_y", x, "x", w, "w"), 0, 0, 0};
+LinearArgs linear_args(hpuStream_t stream, const TensorPtr &grad_y, const TensorPtr &x, const TensorPtr &w) {
+  LinearArgs p{backward_pair(stream, grad_y, "grad_y", x, "x", w, "w"), 0, 0, 0};
   require_ndim(*p.b, "w", 2);
   if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
   p.in = p.b->size(1), p.outf = p.b->size(0);
@@ -408,30 +372,13 @@ LinearGrads linear_grads(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, 
 }
 
 // db = the column sums of dy, in w's type.
-TensorPtr bias_grad(const LinearGrads &p) {
+TensorPtr bias_grad(const LinearArgs &p) {
   TensorPtr gb = empty_like(*p.b, p.b->dtype(), Dims{p.outf});
   if (p.outf > 0)
     enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt), rows = p.rows, outf = p.outf] {
       kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
     });
   return gb;
-}
-
-void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
-                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
-  const LinearGrads p = linear_grads(stream, grad_y, x, w);
-  const int64_t rows = p.rows, in = p.in, outf = p.outf;
-  Operand G = rows_operand(*p.s, p.g, p.dt);
-  TensorPtr gx, gw, gb;
-  if (grad_x)  // dx = dy w
-    gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
-  if (grad_w)  // dw = dy^T x
-    gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
-                 p.b->shape());
-  if (grad_bias) gb = bias_grad(p);
-  give(grad_x, gx);
-  give(grad_w, gw);
-  give(grad_bias, gb);
 }
 
 kernels::Activation activation(hpuActivation_t a, const char *arg) {
@@ -442,8 +389,7 @@ kernels::Activation activation(hpuActivation_t a, const char *arg) {
 
 // A tensor of options that the result goes into or that has its role: on a's
 // device, of the result's shape and type, contiguous.
-TensorPtr like_result(hpuTensor_t h, const char *arg, const Tensor &a, const Dims &shape, hpuDataType_t dt) {
-  TensorPtr t = input(h, arg);
+TensorPtr like_result(const TensorPtr &t, const char *arg, const Tensor &a, const Dims &shape, hpuDataType_t dt) {
   same_device(a, "a", *t, arg);
   require_shape(*t, arg, shape, "the result's shape");
   if (t->dtype() != dt)
@@ -451,9 +397,77 @@ TensorPtr like_result(hpuTensor_t h, const char *arg, const Tensor &a, const Dim
   return t;
 }
 
-void matmul_ex(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmulOptions_t *options, hpuTensor_t *out) {
-  const hpuMatmulOptions_t o = read_sized(options, hpuMatmulOptions_t HPU_MATMUL_OPTIONS_INIT, "options");
-  if (!o.c) check_out(out, "out");
+}  // namespace
+
+TensorPtr ops::mm(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
+  return mm_or_bmm(false, stream, a, b);
+}
+
+OperandGrads ops::mm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                              bool want_a, bool want_b) {
+  return mm_or_bmm_backward(false, stream, grad_out, a, b, want_a, want_b);
+}
+
+TensorPtr ops::bmm(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
+  return mm_or_bmm(true, stream, a, b);
+}
+
+OperandGrads ops::bmm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                               bool want_a, bool want_b) {
+  return mm_or_bmm_backward(true, stream, grad_out, a, b, want_a, want_b);
+}
+
+TensorPtr ops::addmm(hpuStream_t stream, const TensorPtr &c, const TensorPtr &a, const TensorPtr &b, double beta,
+                     double alpha) {
+  Pair p = forward_pair("addmm", stream, a, "a", b, "b");
+  same_device(*p.a, "a", *c, "bias");
+  require_floating(*c, "bias");
+  MmShape sh = mm_shape(*p.a, *p.b, false);
+  Dims st;
+  if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
+    fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to the product's shape %s",
+         c->str().c_str(), Dims{sh.m, sh.n}.str().c_str());
+  require_same_dtype(*p.a, "a", p.dt, *c, "bias", autocast::decide("addmm", {c->dtype()}).apply(c->dtype()));
+  Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
+  TensorPtr C = as(*p.s, c, p.dt);
+  return product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), A, B, p.dt, Dims{sh.m, sh.n}, false,
+                 bias_init(C, sh.m, sh.n), static_cast<float>(beta));
+}
+
+AddmmGrads ops::addmm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &c, const TensorPtr &a,
+                               const TensorPtr &b, double beta, double alpha, bool want_bias, bool want_a,
+                               bool want_b) {
+  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+  same_device(*p.g, "grad_out", *c, "bias");
+  require_floating(*c, "bias");
+  MmShape sh = mm_shape(*p.a, *p.b, false);
+  require_shape(*p.g, "grad_out", Dims{sh.m, sh.n}, "the forward's output shape");
+  Dims st;
+  if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
+    fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to %s", c->str().c_str(),
+         Dims{sh.m, sh.n}.str().c_str());
+  TensorPtr G = as(*p.s, p.g, p.dt);
+  AddmmGrads r;
+  if (want_bias) {
+    TensorPtr gc = empty_like(*c, c->dtype(), c->shape());
+    Dims to = pad_left(c->shape(), 2);
+    if (gc->numel() > 0)
+      enqueue(*p.s, [=] {
+        int64_t shape[2] = {sh.m, sh.n};
+        kernels::sum_to(G->dtype(), G->data(), 2, shape, to.data(), beta, gc->dtype(), gc->data());
+      });
+    r.bias = gc;
+  }
+  if (want_a)
+    r.a = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, 1, static_cast<float>(alpha), {G, sh.n, 0},
+                  operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
+  if (want_b)
+    r.b = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha),
+                  operand(*p.s, p.a, p.dt), {G, sh.n, 0}, p.b->dtype(), p.b->shape());
+  return r;
+}
+
+TensorPtr ops::matmul(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b, const MatmulOptions &o) {
   Pair p = forward_pair("matmul", stream, a, "a", b, "b");
   const MatmulShape sh = matmul_shape(*p.a, *p.b);
   Stream &s = *p.s;
@@ -472,7 +486,7 @@ void matmul_ex(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmul
     want = o.dtype;
   }
   if (o.c) {
-    post.into = input(o.c, "options->c");
+    post.into = o.c;
     same_device(*p.a, "a", *post.into, "options->c");
     require_shape(*post.into, "options->c", sh.out, "the result's shape");
     if (o.dtype != HPU_BOOL && post.into->dtype() != o.dtype)
@@ -489,7 +503,7 @@ void matmul_ex(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmul
     HPU_CHECK_ARG(o.beta == 0, "options->beta is %g but options->c is NULL: there is no C to accumulate into", o.beta);
   }
   if (post.backward != kernels::Activation::none) {
-    HPU_CHECK_ARG(o.activation_input, "options->activation_input is NULL: options->activation_backward needs it");
+    HPU_CHECK_ARG(o.activation_input != nullptr, "options->activation_input is NULL: options->activation_backward needs it");
     TensorPtr x = like_result(o.activation_input, "options->activation_input", *p.a, sh.out, want);
     post.backward_input = as(s, x, want);
   }
@@ -500,24 +514,25 @@ void matmul_ex(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmul
          pre->str().c_str());
   TensorPtr bias;
   if (o.bias) {
-    bias = input(o.bias, "options->bias");
+    bias = o.bias;
     same_device(*p.a, "a", *bias, "options->bias");
     require_floating(*bias, "options->bias");
     require_shape(*bias, "options->bias", Dims{sh.n}, "the result's last dim");
     HPU_CHECK_ARG(o.beta == 0, "options->beta is %g: options->bias needs beta 0", o.beta);
   }
   if (o.adamw) {
-    HPU_CHECK_ARG(o.c, "options->c is NULL: options->adamw steps the weights in c");
+    HPU_CHECK_ARG(o.c != nullptr, "options->c is NULL: options->adamw steps the weights in c");
     HPU_CHECK_ARG(!o.bias && !o.pre_activation && post.activation == kernels::Activation::none &&
                       post.backward == kernels::Activation::none && o.beta == 0,
                   "options->adamw takes the product as the gradient: bias, pre_activation, the activations and beta "
                   "must not be set");
-    const TensorPtr W = adamw_param(o.c, "options->c");
+    check_param(o.c, "options->c");
     if (want != HPU_FLOAT32 || direct_type(p.dt, HPU_FLOAT32) != HPU_FLOAT32)
       fail(HPU_ERROR_UNSUPPORTED, "options->adamw: the product runs in %s; the gradient of f32 weights needs bf16, "
            "f16 or f32", dtype_name(p.dt));
-    post.adamw = adamw_args(W, "options->c", {o.adamw_exp_avg, "options->adamw_exp_avg"},
-                            {o.adamw_exp_avg_sq, "options->adamw_exp_avg_sq"}, o.adamw_step, o.adamw, "options->adamw");
+    post.adamw = adamw_args(o.c, "options->c", {o.adamw_exp_avg, "options->adamw_exp_avg"},
+                            {o.adamw_exp_avg_sq, "options->adamw_exp_avg_sq"}, o.adamw_step, *o.adamw,
+                            "options->adamw");
   }
   // Operands that overlap what the product writes are read from copies.
   const TensorPtr written[] = {post.into, pre, post.adamw ? post.adamw->exp_avg : nullptr,
@@ -555,149 +570,77 @@ void matmul_ex(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmul
     if (y->numel() > 0) enqueue_copy(s, pre, y);
     activation_passes(s, y, post);
   }
-  give(out, y);
+  return y;
 }
 
-}  // namespace
-
-extern "C" {
-
-HPU_API hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    mm_forward(false, stream, a, b, out);
-  HPU_API_END
+OperandGrads ops::matmul_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a,
+                                  const TensorPtr &b, bool want_a, bool want_b) {
+  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+  MatmulShape sh = matmul_shape(*p.a, *p.b);
+  require_shape(*p.g, "grad_out", sh.out, "the forward's output shape");
+  OperandGrads r;
+  if (sh.b_batch.n == 0) {  // rows folded: G [R, n], A [R, k]
+    int64_t rows = sh.nbatch * sh.m;
+    Operand G{as(*p.s, p.g, p.dt), sh.n, 0}, B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
+    if (want_a) r.a = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, G, B, p.a->dtype(), p.a->shape());
+    if (want_b)
+      r.b = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), G,
+                    p.b->dtype(), p.b->shape());
+  } else {
+    Operand G{as(*p.s, p.g, p.dt), sh.n, sh.m * sh.n};
+    if (want_a)  // G_i B_i^T
+      r.a = matmul_grad(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh, sh.a_batch, G,
+                        matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n), p.a);
+    if (want_b)  // A_i^T G_i
+      r.b = matmul_grad(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh, sh.b_batch,
+                        matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), G, p.b);
+  }
+  return r;
 }
 
-HPU_API hpuStatus_t hpuMmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
-                                  hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    mm_backward(false, stream, grad_out, a, b, grad_a, grad_b);
-  HPU_API_END
+TensorPtr ops::linear(hpuStream_t stream, const TensorPtr &xb, const TensorPtr &wb, const TensorPtr &bb) {
+  same_device(*xb, "x", *wb, "w");
+  require_floating(*xb, "x");
+  require_floating(*wb, "w");
+  autocast::Decision d = autocast::decide("linear", {xb->dtype(), wb->dtype(), bb ? bb->dtype() : wb->dtype()});
+  hpuDataType_t dt = d.apply(xb->dtype());
+  require_same_dtype(*xb, "x", dt, *wb, "w", d.apply(wb->dtype(), 1));
+  require_ndim(*wb, "w", 2);
+  if (xb->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xb->str().c_str());
+  int64_t in = wb->size(1), outf = wb->size(0);
+  check_inner(*xb, "x", xb->size(xb->ndim() - 1), *wb, "w", in);
+  if (bb) {
+    same_device(*xb, "x", *bb, "bias");
+    require_floating(*bb, "bias");
+    require_shape(*bb, "bias", Dims{outf}, "w's rows");
+    require_same_dtype(*xb, "x", dt, *bb, "bias", d.apply(bb->dtype(), 2));
+  }
+  auto s = stream_for(stream, *xb);
+  Dims out = xb->shape();
+  out[out.n - 1] = outf;
+  int64_t rows = leading(xb->shape());
+  Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
+  // The bias (contiguous, of C's type dt) added as the product is stored; with
+  // in == 0 there is no product to add it to, and C is filled with it.
+  Post post;
+  post.bias = bb ? as(*s, bb, dt) : nullptr;
+  std::function<void(void *, hpuDataType_t)> init;
+  if (post.bias && in == 0) init = bias_init(post.bias, rows, outf), post.bias = nullptr;
+  return product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, X, W, dt, out, false, init, init ? 1.0f : 0.0f,
+                 post);
 }
 
-HPU_API hpuStatus_t hpuBmm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    mm_forward(true, stream, a, b, out);
-  HPU_API_END
+LinearGrads ops::linear_backward(hpuStream_t stream, const TensorPtr &grad_y, const TensorPtr &x, const TensorPtr &w,
+                                 bool want_x, bool want_w, bool want_bias) {
+  const LinearArgs p = linear_args(stream, grad_y, x, w);
+  const int64_t rows = p.rows, in = p.in, outf = p.outf;
+  Operand G = rows_operand(*p.s, p.g, p.dt);
+  LinearGrads r;
+  if (want_x)  // dx = dy w
+    r.x = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
+  if (want_w)  // dw = dy^T x
+    r.w = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt),
+                  p.b->dtype(), p.b->shape());
+  if (want_bias) r.bias = bias_grad(p);
+  return r;
 }
-
-HPU_API hpuStatus_t hpuBmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
-                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    mm_backward(true, stream, grad_out, a, b, grad_a, grad_b);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuAddmm(hpuStream_t stream, hpuTensor_t bias, hpuTensor_t a, hpuTensor_t b, double beta,
-                             double alpha, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    check_out(out, "out");
-    TensorPtr c = input(bias, "bias");
-    Pair p = forward_pair("addmm", stream, a, "a", b, "b");
-    same_device(*p.a, "a", *c, "bias");
-    require_floating(*c, "bias");
-    MmShape sh = mm_shape(*p.a, *p.b, false);
-    Dims st;
-    if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
-      fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to the product's shape %s",
-           c->str().c_str(), Dims{sh.m, sh.n}.str().c_str());
-    require_same_dtype(*p.a, "a", p.dt, *c, "bias", autocast::decide("addmm", {c->dtype()}).apply(c->dtype()));
-    Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
-    TensorPtr C = as(*p.s, c, p.dt);
-    give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), A, B,
-                      p.dt, Dims{sh.m, sh.n}, false, bias_init(C, sh.m, sh.n), static_cast<float>(beta)));
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t bias, hpuTensor_t a,
-                                     hpuTensor_t b, double beta, double alpha, hpuTensor_t *grad_bias,
-                                     hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
-    TensorPtr c = input(bias, "bias");
-    same_device(*p.g, "grad_out", *c, "bias");
-    require_floating(*c, "bias");
-    MmShape sh = mm_shape(*p.a, *p.b, false);
-    require_shape(*p.g, "grad_out", Dims{sh.m, sh.n}, "the forward's output shape");
-    Dims st;
-    if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
-      fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to %s", c->str().c_str(),
-           Dims{sh.m, sh.n}.str().c_str());
-    TensorPtr G = as(*p.s, p.g, p.dt), gc, ga, gb;
-    if (grad_bias) {
-      gc = empty_like(*c, c->dtype(), c->shape());
-      Dims to = pad_left(c->shape(), 2);
-      if (gc->numel() > 0)
-        enqueue(*p.s, [=] {
-          int64_t shape[2] = {sh.m, sh.n};
-          kernels::sum_to(G->dtype(), G->data(), 2, shape, to.data(), beta, gc->dtype(), gc->data());
-        });
-    }
-    if (grad_a)
-      ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, 1, static_cast<float>(alpha), {G, sh.n, 0},
-                   operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
-    if (grad_b)
-      gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha),
-                   operand(*p.s, p.a, p.dt), {G, sh.n, 0}, p.b->dtype(), p.b->shape());
-    give(grad_bias, gc);
-    give(grad_a, ga);
-    give(grad_b, gb);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    const hpuMatmulOptions_t none = HPU_MATMUL_OPTIONS_INIT;
-    matmul_ex(stream, a, b, &none, out);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
-                                      hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
-    MatmulShape sh = matmul_shape(*p.a, *p.b);
-    require_shape(*p.g, "grad_out", sh.out, "the forward's output shape");
-    TensorPtr ga, gb;
-    if (sh.b_batch.n == 0) {  // rows folded: G [R, n], A [R, k]
-      int64_t rows = sh.nbatch * sh.m;
-      Operand G{as(*p.s, p.g, p.dt), sh.n, 0}, B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
-      if (grad_a) ga = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, G, B, p.a->dtype(), p.a->shape());
-      if (grad_b)
-        gb = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), G,
-                     p.b->dtype(), p.b->shape());
-    } else {
-      Operand G{as(*p.s, p.g, p.dt), sh.n, sh.m * sh.n};
-      if (grad_a)  // G_i B_i^T
-        ga = matmul_grad(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh, sh.a_batch, G,
-                         matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n), p.a);
-      if (grad_b)  // A_i^T G_i
-        gb = matmul_grad(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh, sh.b_batch,
-                         matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), G, p.b);
-    }
-    give(grad_a, ga);
-    give(grad_b, gb);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmulOptions_t *options,
-                                hpuTensor_t *out) {
-  HPU_API_BEGIN
-    matmul_ex(stream, a, b, options, out);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
-  HPU_API_BEGIN
-    linear(stream, x, w, bias, y);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                      hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    linear_backward(stream, grad_y, x, w, grad_x, grad_w, grad_bias);
-  HPU_API_END
-}
-
-}  // extern "C"
