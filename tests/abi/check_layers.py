@@ -6,7 +6,10 @@ and checks every #include "<folder>/..." of every source under src/<layer>/:
 <folder> must be the layer itself or one it may use. Every folder of src/
 must have a row. trainer/, bench/ and examples/ may not include a file of
 src/ (tools/hpu_smi.cpp may include device/smi_layout.hpp, as the document
-says).
+says). Every exported function is defined in src/api/: HPU_API, HPU_API_BEGIN
+and extern "C" appear nowhere else in src/ (but where core/boundary.hpp
+defines the macros), and the ops layer takes no handles (no hpuTensor_t in
+src/ops/).
 
 usage: check_layers.py <source dir>"""
 import os
@@ -59,6 +62,20 @@ def main(src):
                 if "/" in inc and top in layers and top not in allowed:
                     failures.append(f"{rel} includes \"{inc}\": {layer} may use "
                                     f"{', '.join(sorted(table.get(layer, set()))) or 'nothing'}, not {top}")
+    boundary = re.compile(r'\bHPU_API(_BEGIN)?\b|extern "C"')
+    for layer in layers:
+        if layer == "api":
+            continue
+        for path in sources(os.path.join(src, "src", layer)):
+            rel = os.path.relpath(path, src)
+            if rel == os.path.join("src", "core", "boundary.hpp"):
+                continue
+            text = open(path, encoding="utf-8").read()
+            for m in boundary.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                failures.append(f"{rel}:{line}: {m.group(0)} outside src/api/: exported functions live at the C boundary")
+            if layer == "ops" and "hpuTensor_t" in text:
+                failures.append(f"{rel}: hpuTensor_t in the ops layer: src/api/ looks the handles up")
     for outside in ("trainer", "bench", "examples", "tools"):
         for path in sources(os.path.join(src, outside)):
             rel = os.path.relpath(path, src)
@@ -67,7 +84,7 @@ def main(src):
                     failures.append(f"{rel} includes \"{inc}\", a file of src/: {outside}/ uses the public headers")
     for f in failures:
         print(f)
-    print(f"{len(failures)} include(s) break the layers" if failures else "every include keeps to the layers")
+    print(f"{len(failures)} problem(s)" if failures else "every include keeps to the layers; every export is in src/api/")
     return 1 if failures else 0
 
 
