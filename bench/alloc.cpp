@@ -100,7 +100,7 @@ int run(int argc, char **argv) {
         hpuDevice_t dev = devs[t];
         for (long i = 0; i < iters; ++i) {
           void *p;
-          if (hpuMemAlloc(&p, dev, bytes) != HPU_SUCCESS || hpuMemFree(dev, p) != HPU_SUCCESS) std::abort();
+          if (hpuMemAlloc(&p, dev, bytes) != HPU_SUCCESS || hpuMemFree(p) != HPU_SUCCESS) std::abort();
         }
       };
       auto malloc_pair = [bytes](int, long iters) {

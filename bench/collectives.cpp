@@ -157,8 +157,8 @@ class Bench {
   ~Bench() {
     for (auto &r : ranks_) {
       hpuCommDestroy(r.comm);
-      hpuMemFree(r.dev, r.send);
-      hpuMemFree(r.dev, r.recv);
+      hpuMemFree(r.send);
+      hpuMemFree(r.recv);
       hpuDeviceClose(r.dev);
     }
   }
@@ -261,11 +261,11 @@ class Bench {
       void *d;
       pointers(r, count, in_place, &s, &d);
       switch (o_.coll) {
-        case Coll::allreduce: BENCH_CHECK(hpuAllreduce(s, d, count, o_.dtype, o_.op, k.comm, k.stream)); break;
-        case Coll::allgather: BENCH_CHECK(hpuAllgather(s, d, count, o_.dtype, k.comm, k.stream)); break;
-        case Coll::reducescatter: BENCH_CHECK(hpuReduceScatter(s, d, count, o_.dtype, o_.op, k.comm, k.stream)); break;
-        case Coll::broadcast: BENCH_CHECK(hpuBroadcast(s, d, count, o_.dtype, o_.root, k.comm, k.stream)); break;
-        case Coll::alltoall: BENCH_CHECK(hpuAlltoall(s, d, count, o_.dtype, k.comm, k.stream)); break;
+        case Coll::allreduce: BENCH_CHECK(hpuAllreduce(k.stream, k.comm, s, d, count, o_.dtype, o_.op)); break;
+        case Coll::allgather: BENCH_CHECK(hpuAllgather(k.stream, k.comm, s, d, count, o_.dtype)); break;
+        case Coll::reducescatter: BENCH_CHECK(hpuReduceScatter(k.stream, k.comm, s, d, count, o_.dtype, o_.op)); break;
+        case Coll::broadcast: BENCH_CHECK(hpuBroadcast(k.stream, k.comm, s, d, count, o_.dtype, o_.root)); break;
+        case Coll::alltoall: BENCH_CHECK(hpuAlltoall(k.stream, k.comm, s, d, count, o_.dtype)); break;
       }
     }
   }

@@ -104,11 +104,11 @@ int rank_main(const Options &o, int rank, Shared *out) {
     size_t count = sz[k] / 4;
     int n = iterations(o, sz[k]);
     const int warmup = o.warmup < 0 ? n : o.warmup;
-    for (int i = 0; i < warmup; ++i) BENCH_CHECK(hpuAllreduce(send, recv, count, HPU_FLOAT32, HPU_SUM, comm, stream));
-    BENCH_CHECK(hpuBarrier(comm, stream));
+    for (int i = 0; i < warmup; ++i) BENCH_CHECK(hpuAllreduce(stream, comm, send, recv, count, HPU_FLOAT32, HPU_SUM));
+    BENCH_CHECK(hpuBarrier(stream, comm));
     BENCH_CHECK(hpuStreamSynchronize(stream));
     double t0 = bench::now_seconds();
-    for (int i = 0; i < n; ++i) BENCH_CHECK(hpuAllreduce(send, recv, count, HPU_FLOAT32, HPU_SUM, comm, stream));
+    for (int i = 0; i < n; ++i) BENCH_CHECK(hpuAllreduce(stream, comm, send, recv, count, HPU_FLOAT32, HPU_SUM));
     BENCH_CHECK(hpuStreamSynchronize(stream));
     out->seconds[k][rank] = (bench::now_seconds() - t0) / n;
     BENCH_CHECK(hpuMemcpy(host.data(), recv, count * 4, HPU_MEMCPY_DEVICE_TO_HOST));
@@ -120,8 +120,8 @@ int rank_main(const Options &o, int rank, Shared *out) {
     }
     out->wrong[k][rank] = wrong;
   }
-  hpuMemFree(dev, send);
-  hpuMemFree(dev, recv);
+  hpuMemFree(send);
+  hpuMemFree(recv);
   BENCH_CHECK(hpuCommDestroy(comm));
   BENCH_CHECK(hpuDeviceClose(dev));
   return 0;

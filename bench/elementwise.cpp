@@ -66,8 +66,8 @@ int run(int threads) {
   hpuTensor_t a, b;
   BENCH_CHECK(hpuTensorCreate(&a, dev, HPU_FLOAT32, 1, shape));
   BENCH_CHECK(hpuTensorCreate(&b, dev, HPU_FLOAT32, 1, shape));
-  BENCH_CHECK(hpuTensorFillUniform(a, -1, 1, s));  // signs at random: no branch predicts them
-  BENCH_CHECK(hpuTensorFillUniform(b, -1, 1, s));
+  BENCH_CHECK(hpuTensorFillUniform(s, a, -1, 1));  // signs at random: no branch predicts them
+  BENCH_CHECK(hpuTensorFillUniform(s, b, -1, 1));
   BENCH_CHECK(hpuStreamSynchronize(s));
   auto op = [&](auto call) {
     return best_seconds([&] {

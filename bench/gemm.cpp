@@ -47,7 +47,7 @@ hpuTensor_t tensor(hpuDevice_t dev, hpuDataType_t dt, int64_t rows, int64_t cols
   int64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
   hpuTensor_t t, v;
   BENCH_CHECK(hpuTensorCreate(&t, dev, dt, 2, shape));
-  BENCH_CHECK(hpuTensorFillUniform(t, -1, 1, nullptr));
+  BENCH_CHECK(hpuTensorFillUniform(nullptr, t, -1, 1));
   if (!transposed) return t;
   BENCH_CHECK(hpuTensorTranspose(&v, t, 0, 1));
   BENCH_CHECK(hpuTensorRelease(t));
@@ -125,7 +125,7 @@ double round_trip_us(hpuDevice_t dev) {
   BENCH_CHECK(hpuDeviceGetDefaultStream(dev, &stream));
   BENCH_CHECK(hpuEventCreate(&event));
   double sec = time_call([&] {
-    BENCH_CHECK(hpuEventRecord(event, stream));
+    BENCH_CHECK(hpuEventRecord(stream, event));
     BENCH_CHECK(hpuStreamSynchronize(stream));
   });
   hpuEventDestroy(event);

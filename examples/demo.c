@@ -42,7 +42,7 @@ int main(void) {
     CHECK(hpuMemcpy(b, a, bytes, HPU_MEMCPY_DEVICE_TO_DEVICE));
     CHECK(hpuMemcpy(back, b, bytes, HPU_MEMCPY_DEVICE_TO_HOST));
     int ok = memcmp(host, back, bytes) == 0;
-    CHECK(hpuMemFree(dev, scratch));
+    CHECK(hpuMemFree(scratch));
 
     hpuMemStats_t st = HPU_MEM_STATS_INIT;
     CHECK(hpuMemStats(dev, &st));
@@ -50,8 +50,8 @@ int main(void) {
            props.module_id, gib(st.limit), st.in_use / 1048576.0, st.max_in_use / 1048576.0,
            (unsigned long long)st.num_allocs, (unsigned long long)st.num_frees, (long long)st.active_allocs,
            st.max_alloc_size / 1048576.0, ok ? "yes" : "NO");
-    CHECK(hpuMemFree(dev, a));
-    CHECK(hpuMemFree(dev, b));
+    CHECK(hpuMemFree(a));
+    CHECK(hpuMemFree(b));
     if (!ok) return 1;
     if (i == n - 1) {
       char *json;

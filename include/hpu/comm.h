@@ -110,41 +110,41 @@ HPU_API hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds);
  * ReduceScatter: recv == send + rank * recvcount). Other overlaps are invalid. */
 
 /* recv[i] = op over all ranks of send[i], on every rank. */
-HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
-                                 hpuComm_t comm, hpuStream_t stream);
+HPU_API hpuStatus_t hpuAllreduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                 hpuDataType_t dtype, hpuRedOp_t op);
 
 /* recv = root's send on every rank (send is read on the root only). */
-HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpuDataType_t dtype, int root,
-                                 hpuComm_t comm, hpuStream_t stream);
+HPU_API hpuStatus_t hpuBroadcast(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                 hpuDataType_t dtype, int root);
 
 /* recv on the root = op over all ranks of send (recv is used on the root only). */
-HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
-                              int root, hpuComm_t comm, hpuStream_t stream);
+HPU_API hpuStatus_t hpuReduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                              hpuDataType_t dtype, hpuRedOp_t op, int root);
 
 /* recv[r * sendcount + i] = send[i] of rank r. */
-HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount, hpuDataType_t dtype,
-                                 hpuComm_t comm, hpuStream_t stream);
+HPU_API hpuStatus_t hpuAllgather(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t sendcount,
+                                 hpuDataType_t dtype);
 
 /* recv[i] = op over all ranks of send[rank * recvcount + i]. */
-HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
-                                     hpuRedOp_t op, hpuComm_t comm, hpuStream_t stream);
+HPU_API hpuStatus_t hpuReduceScatter(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t recvcount,
+                                     hpuDataType_t dtype, hpuRedOp_t op);
 
 /* recv[r * count + i] = send[rank * count + i] of rank r. */
-HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuComm_t comm,
-                                hpuStream_t stream);
+HPU_API hpuStatus_t hpuAlltoall(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                hpuDataType_t dtype);
 
 /* Completes on every rank once all ranks have reached it. */
-HPU_API hpuStatus_t hpuBarrier(hpuComm_t comm, hpuStream_t stream);
+HPU_API hpuStatus_t hpuBarrier(hpuStream_t stream, hpuComm_t comm);
 
 /* ---- point to point ----------------------------------------------------------
  * A send completes when the peer's matching receive has taken the data, so a
  * pair of ranks that send to each other must issue the sends and receives
  * inside one hpuGroupStart/hpuGroupEnd. Sends and receives between one pair are
  * matched in call order; counts and data types must agree. */
-HPU_API hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
-                            hpuStream_t stream);
-HPU_API hpuStatus_t hpuRecv(void *recv, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
-                            hpuStream_t stream);
+HPU_API hpuStatus_t hpuSend(hpuStream_t stream, hpuComm_t comm, const void *send, size_t count, hpuDataType_t dtype,
+                            int peer);
+HPU_API hpuStatus_t hpuRecv(hpuStream_t stream, hpuComm_t comm, void *recv, size_t count, hpuDataType_t dtype,
+                            int peer);
 
 /* Groups: between hpuGroupStart and the matching hpuGroupEnd (they nest; per
  * thread) collective and point-to-point calls are checked and recorded; the

@@ -56,11 +56,11 @@ HPU_API hpuStatus_t hpuStreamWaitEvent(hpuStream_t stream, hpuEvent_t event);
 /* Events: markers recorded on a stream, for ordering and timing. */
 HPU_API hpuStatus_t hpuEventCreate(hpuEvent_t *event);
 HPU_API hpuStatus_t hpuEventDestroy(hpuEvent_t event);
-HPU_API hpuStatus_t hpuEventRecord(hpuEvent_t event, hpuStream_t stream);
+HPU_API hpuStatus_t hpuEventRecord(hpuStream_t stream, hpuEvent_t event);
 HPU_API hpuStatus_t hpuEventSynchronize(hpuEvent_t event);
 HPU_API hpuStatus_t hpuEventQuery(hpuEvent_t event);
 /* Milliseconds between the completion of two recorded events. */
-HPU_API hpuStatus_t hpuEventElapsedTime(float *ms, hpuEvent_t start, hpuEvent_t end);
+HPU_API hpuStatus_t hpuEventElapsedTime(hpuEvent_t start, hpuEvent_t end, float *ms);
 
 HPU_EXTERN_C_END
 

@@ -110,7 +110,7 @@ class Stream : public detail::UniqueHandle<hpuStream_t, hpuStreamDestroy> {
 class Event : public detail::UniqueHandle<hpuEvent_t, hpuEventDestroy> {
  public:
   Event() { check(hpuEventCreate(&h_)); }
-  void record(hpuStream_t stream) { check(hpuEventRecord(h_, stream)); }
+  void record(hpuStream_t stream) { check(hpuEventRecord(stream, h_)); }
   void synchronize() const { check(hpuEventSynchronize(h_)); }
 };
 
@@ -125,7 +125,7 @@ class DeviceBuffer {
       : dev_(o.dev_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
     if (this != &o) {
-      if (ptr_) hpuMemFree(dev_, ptr_);
+      if (ptr_) hpuMemFree(ptr_);
       dev_ = o.dev_;
       ptr_ = std::exchange(o.ptr_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
@@ -135,7 +135,7 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   ~DeviceBuffer() {
-    if (ptr_) hpuMemFree(dev_, ptr_);
+    if (ptr_) hpuMemFree(ptr_);
   }
   void *get() const noexcept { return ptr_; }
   size_t size() const noexcept { return bytes_; }
@@ -202,12 +202,12 @@ class Tensor {
     check(hpuTensorGetDevice(get(), &d));
     return d;
   }
-  void fill(double value, hpuStream_t stream = nullptr) { check(hpuTensorFill(get(), value, stream)); }
+  void fill(double value, hpuStream_t stream = nullptr) { check(hpuTensorFill(stream, get(), value)); }
   void copy_from_host(const void *src, size_t bytes, hpuStream_t stream = nullptr) {
-    check(hpuTensorCopyFromHost(get(), src, bytes, stream));
+    check(hpuTensorCopyFromHost(stream, get(), src, bytes));
   }
   void copy_to_host(void *dst, size_t bytes, hpuStream_t stream = nullptr) const {
-    check(hpuTensorCopyToHost(get(), dst, bytes, stream));
+    check(hpuTensorCopyToHost(stream, get(), dst, bytes));
   }
   template <class T>
   std::vector<T> to_vector(hpuStream_t stream = nullptr) const {

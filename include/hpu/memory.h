@@ -38,11 +38,12 @@ HPU_EXTERN_C_BEGIN
 
 /* Allocates `bytes` of device memory. bytes == 0 gives *ptr = NULL. */
 HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes);
-/* Frees an allocation of `dev`; NULL is accepted. While queued work may still
- * use it, the free is deferred until that work completes (see hpuMemFree(3)).
- * HPU_ERROR_BUSY, nothing freed, while a tensor handle (hpuTensorWrap, or a
- * view of it) wraps the allocation. */
-HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr);
+/* Frees an allocation from hpuMemAlloc (its device is the one it came from);
+ * NULL is accepted. While queued work may still use it, the free is deferred
+ * until that work completes (see hpuMemFree(3)). HPU_ERROR_BUSY, nothing
+ * freed, while a tensor handle (hpuTensorWrap, or a view of it) wraps the
+ * allocation. */
+HPU_API hpuStatus_t hpuMemFree(void *ptr);
 
 /* Device memory taken by the functions below must lie inside one live
  * allocation (the bytes asked for; it may start inside one) of an open
@@ -54,8 +55,7 @@ HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr);
 HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind);
 /* Queued copy; stream NULL means the default stream of the device involved. Host
  * memory must stay valid until the copy completes. */
-HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes,
-                                   hpuMemcpyKind_t kind, hpuStream_t stream);
+HPU_API hpuStatus_t hpuMemcpyAsync(hpuStream_t stream, void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind);
 /* Queued gather: count rows of row_bytes bytes, row i of dst (dst + i
  * row_bytes) from row rows[i] of src (src + rows[i] row_bytes): a batch's
  * samples straight from a dataset, with no copy of them gathered first.
@@ -63,11 +63,11 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes,
  * (every row must lie in src's allocation when src is device memory, in
  * memory mapped by the process when it is host memory); src's rows must stay
  * valid until the copy completes, and dst must not overlap them. */
-HPU_API hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows,
-                                       size_t count, hpuMemcpyKind_t kind, hpuStream_t stream);
+HPU_API hpuStatus_t hpuMemcpyRowsAsync(hpuStream_t stream, void *dst, const void *src, size_t row_bytes,
+                                       const int64_t *rows, size_t count, hpuMemcpyKind_t kind);
 /* Sets `bytes` of device memory to the byte `value` (0..255), synchronously. */
 HPU_API hpuStatus_t hpuMemset(void *dst, int value, size_t bytes);
-HPU_API hpuStatus_t hpuMemsetAsync(void *dst, int value, size_t bytes, hpuStream_t stream);
+HPU_API hpuStatus_t hpuMemsetAsync(hpuStream_t stream, void *dst, int value, size_t bytes);
 
 /* (Limit - InUse, Limit), as Habana's mem_get_info. */
 HPU_API hpuStatus_t hpuMemGetInfo(hpuDevice_t dev, size_t *free_bytes, size_t *total_bytes);

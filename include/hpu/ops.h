@@ -26,6 +26,25 @@ typedef enum hpuReduction {
   HPU_REDUCTION_SUM = 2
 } hpuReduction_t;
 
+/* Options of hpuNllLoss and hpuCrossEntropyLoss (PyTorch's keywords). */
+typedef struct hpuLossOptions {
+  size_t struct_size;
+  hpuReduction_t reduction; /* default HPU_REDUCTION_MEAN */
+  int64_t ignore_index;     /* class-index targets equal to it count nothing; -100 */
+  double label_smoothing;   /* 0..1, cross entropy only (else 0); 0 */
+} hpuLossOptions_t;
+
+#define HPU_LOSS_OPTIONS_INIT {sizeof(hpuLossOptions_t), HPU_REDUCTION_MEAN, -100, 0.0}
+
+/* Options of hpuLayerNorm. */
+typedef struct hpuLayerNormOptions {
+  size_t struct_size;
+  int normalized_ndim; /* how many trailing dims of x are normalized; 1 */
+  double eps;          /* added to the variance, >= 0; 1e-5 */
+} hpuLayerNormOptions_t;
+
+#define HPU_LAYER_NORM_OPTIONS_INIT {sizeof(hpuLayerNormOptions_t), 1, 1e-5}
+
 /* torch.optim.SGD. */
 typedef struct hpuSgdOptions {
   size_t struct_size;
@@ -173,7 +192,7 @@ HPU_API hpuStatus_t hpuDivBackward(hpuStream_t stream, hpuTensor_t grad_out, hpu
  * floating types (bf16 gradients into an f32 buffer), dst contiguous. src may
  * be dst itself (dst *= 1 + alpha) or overlap it otherwise (src is then read
  * as it was before the call). */
-HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double alpha, hpuTensor_t dst);
+HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src, double alpha);
 
 /* x *= alpha, in place (gradient clipping): x floating and contiguous;
  * computed in f32 (f64 for f64) and rounded once. */
@@ -209,71 +228,48 @@ HPU_API hpuStatus_t hpuLogSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hp
 HPU_API hpuStatus_t hpuLogSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
                                           hpuDataType_t input_dtype, hpuTensor_t *grad_x);
 
-/* Negative log-likelihood: input [N, C] log-probabilities, target [N] class
- * indices (i32 or i64) in 0..C-1 or ignore_index (those samples count
- * nothing). Loss is [N] for HPU_REDUCTION_NONE, else a 0-dim tensor. As in
- * ATen, input may also be one sample [C] (target and loss 0-dim) or spatial
- * [N, C, d1, ...] (target and per-sample loss [N, d1, ...]); this holds for
- * every loss function below. */
-HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
-                               int64_t ignore_index, hpuTensor_t *loss);
+/* The losses (ATen's nll_loss and cross_entropy_loss): input [N, C], target
+ * [N] class indices (i32 or i64) in 0..C-1 or options->ignore_index (those
+ * samples count nothing). The loss is [N] for HPU_REDUCTION_NONE, else a
+ * 0-dim tensor. As in ATen, input may also be one sample [C] (target and loss
+ * 0-dim) or spatial [N, C, d1, ...] (target and per-sample loss [N, d1, ...]).
+ * weight: class weights [C], any floating type, or NULL (all 1); sample i's
+ * loss is multiplied by weight[target_i], and HPU_REDUCTION_MEAN divides the
+ * sum by the sum of the counted samples' weights. options NULL: the defaults
+ * of HPU_LOSS_OPTIONS_INIT, PyTorch's. The backward takes the forward's
+ * arguments and the gradient of its loss, and gives input's gradient. */
+HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                               const hpuLossOptions_t *options, hpuTensor_t *loss);
 HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                       hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index,
+                                       hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options,
                                        hpuTensor_t *grad_input);
 
-/* log_softmax over classes then nll_loss, fused: input [N, C] logits. */
+/* log_softmax over the classes then nll_loss, fused: input holds logits.
+ * With options->label_smoothing e (0..1), a counted sample's loss is (1 - e)
+ * times its weighted loss above plus e / C times the sum over the classes j of
+ * weight[j] * -log_softmax(input)[j]; HPU_REDUCTION_MEAN divides by the
+ * counted samples' target weights, as above.
+ * target may also hold class probabilities (PyTorch's soft targets): a
+ * floating target of input's shape. A sample's loss is then sum_j weight[j]
+ * q[j] -log_softmax(input)[j] with q = (1 - e) target + e / C, ignore_index
+ * plays no part, and HPU_REDUCTION_MEAN divides by the number of samples (not
+ * by weights). */
 HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                        hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss);
+                                        hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *loss);
 HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                                hpuTensor_t target, hpuReduction_t reduction,
-                                                int64_t ignore_index, hpuTensor_t *grad_input);
+                                                hpuTensor_t target, hpuTensor_t weight,
+                                                const hpuLossOptions_t *options, hpuTensor_t *grad_input);
 
-/* The two losses with class weights (ATen's weight): weight [C], any floating
- * type, or NULL (all 1). Sample i's loss is multiplied by weight[target_i];
- * HPU_REDUCTION_MEAN divides the sum by the sum of the counted samples'
- * weights. */
-HPU_API hpuStatus_t hpuNllLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                                       hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss);
-HPU_API hpuStatus_t hpuNllLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                               hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction,
-                                               int64_t ignore_index, hpuTensor_t *grad_input);
-HPU_API hpuStatus_t hpuCrossEntropyLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
-                                                hpuTensor_t *loss);
-HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
-                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                                                        hpuReduction_t reduction, int64_t ignore_index,
-                                                        hpuTensor_t *grad_input);
-/* Cross entropy with class weights (or NULL) and ATen's label_smoothing e in
- * 0..1: a counted sample's loss is (1 - e) times its weighted loss above plus
- * e / C times the sum over the classes j of weight[j] * -log_softmax(input)[j];
- * HPU_REDUCTION_MEAN divides by the counted samples' target weights, as above.
- * e = 0 gives hpuCrossEntropyLossWeighted.
- * The three cross-entropy functions also take class probabilities (PyTorch's
- * soft targets): a floating target of input's shape. A sample's loss is then
- * sum_j weight[j] q[j] -log_softmax(input)[j] with q = (1 - e) target + e / C,
- * ignore_index plays no part, and HPU_REDUCTION_MEAN divides by the number of
- * samples (not by weights). */
-HPU_API hpuStatus_t hpuCrossEntropyLossSmoothed(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
-                                                double label_smoothing, hpuTensor_t *loss);
-HPU_API hpuStatus_t hpuCrossEntropyLossSmoothedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
-                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                                                        hpuReduction_t reduction, int64_t ignore_index,
-                                                        double label_smoothing, hpuTensor_t *grad_input);
-
-/* Layer normalisation over the last dim D: y = (x - mean) rstd weight + bias;
- * weight and bias [D] or NULL. mean and rstd (f32, x's shape without its last
- * dim) are what the backward needs; either output may be NULL. */
+/* Layer normalisation over the last options->normalized_ndim dims D of x
+ * (1..x's ndim; ATen's normalized_shape is x's shape from there): y = (x -
+ * mean) rstd weight + bias, rstd = 1 / sqrt(var + options->eps); weight and
+ * bias have those dims' shape, or are NULL. mean and rstd (f32, x's shape
+ * without the normalized dims) are what the backward needs; either output may
+ * be NULL. options NULL: HPU_LAYER_NORM_OPTIONS_INIT (the last dim, eps
+ * 1e-5). hpuLayerNormBackward tells the normalized dims from mean's shape. */
 HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
-                                 double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd);
-/* The same over the last normalized_ndim dims of x (1..x's ndim; ATen's
- * normalized_shape is x's shape from there): weight and bias have those dims'
- * shape; mean and rstd x's shape without them. hpuLayerNormBackward tells the
- * normalized dims from mean's shape. */
-HPU_API hpuStatus_t hpuLayerNormNd(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t weight,
-                                   hpuTensor_t bias, double eps, hpuTensor_t *y, hpuTensor_t *mean,
-                                   hpuTensor_t *rstd);
+                                 const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean,
+                                 hpuTensor_t *rstd);
 HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean,
                                          hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x,
                                          hpuTensor_t *grad_weight, hpuTensor_t *grad_bias);

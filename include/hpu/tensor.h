@@ -67,17 +67,17 @@ HPU_API hpuStatus_t hpuTensorRetain(hpuTensor_t tensor);
  * packed, whatever the tensor's strides) and the tensor. Ordered on `stream`
  * (NULL: the default stream of the tensor's device); returns once the copy and
  * everything queued before it on that stream has completed. */
-HPU_API hpuStatus_t hpuTensorCopyFromHost(hpuTensor_t tensor, const void *src, size_t bytes, hpuStream_t stream);
-HPU_API hpuStatus_t hpuTensorCopyToHost(hpuTensor_t tensor, void *dst, size_t bytes, hpuStream_t stream);
+HPU_API hpuStatus_t hpuTensorCopyFromHost(hpuStream_t stream, hpuTensor_t tensor, const void *src, size_t bytes);
+HPU_API hpuStatus_t hpuTensorCopyToHost(hpuStream_t stream, hpuTensor_t tensor, void *dst, size_t bytes);
 
 /* dst[i] = src[i] elementwise for tensors of the same shape, converting the
  * data type (floating to integer truncates toward zero and saturates; NaN
  * becomes 0; to bf16/f16 rounds to nearest even). The tensors may be on
  * different devices; queued on `stream` (NULL: dst's default stream). */
-HPU_API hpuStatus_t hpuTensorCopy(hpuTensor_t dst, hpuTensor_t src, hpuStream_t stream);
+HPU_API hpuStatus_t hpuTensorCopy(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src);
 
 /* Sets every element to `value` converted to the tensor's type; queued. */
-HPU_API hpuStatus_t hpuTensorFill(hpuTensor_t tensor, double value, hpuStream_t stream);
+HPU_API hpuStatus_t hpuTensorFill(hpuStream_t stream, hpuTensor_t tensor, double value);
 
 /* ---- views (share memory with `base` and keep it alive) -------------------- */
 
@@ -128,8 +128,8 @@ HPU_API hpuStatus_t hpuRandomGetState(hpuDevice_t dev, hpuRandomState_t *state);
 HPU_API hpuStatus_t hpuRandomSetState(hpuDevice_t dev, const hpuRandomState_t *state);
 
 /* Floating tensors only: uniform in [low, high), or normal(mean, std). */
-HPU_API hpuStatus_t hpuTensorFillUniform(hpuTensor_t tensor, double low, double high, hpuStream_t stream);
-HPU_API hpuStatus_t hpuTensorFillNormal(hpuTensor_t tensor, double mean, double std, hpuStream_t stream);
+HPU_API hpuStatus_t hpuTensorFillUniform(hpuStream_t stream, hpuTensor_t tensor, double low, double high);
+HPU_API hpuStatus_t hpuTensorFillNormal(hpuStream_t stream, hpuTensor_t tensor, double mean, double std);
 
 HPU_EXTERN_C_END
 

@@ -21,7 +21,7 @@ HPU_EXTERN_C_BEGIN
  * (a metric that is not finite is null). One job runs at a time in a process:
  * HPU_ERROR_INVALID_USAGE while another is running. HPU_ERROR_ABORTED when
  * hpuTrainerCancelJob stopped it. */
-HPU_API hpuStatus_t hpuTrainerRunJob(char **result_json, const char *job_json, const char *job_name);
+HPU_API hpuStatus_t hpuTrainerRunJob(const char *job_json, const char *job_name, char **result_json);
 
 /* Asks the job hpuTrainerRunJob is running in this process to stop: it stops
  * before its next training, validation or test batch (a checkpoint being

@@ -1,13 +1,17 @@
 // Communicators and collectives at the C boundary: argument checks, then the
 // operation is queued on the stream (src/comm).
+#include <climits>
 #include <cmath>
-#include <thread>
+#include <cstdlib>
+#include <cstring>
 
 #include "api/api.hpp"
-#include "comm/bootstrap_socket.hpp"
-#include "comm/collectives.hpp"
+#include "comm/bootstrap/launch_env.hpp"
+#include "comm/bootstrap/socket.hpp"
 #include "comm/communicator.hpp"
 #include "comm/group.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
 #include "device/allocator.hpp"
 #include "kernels/dtype.hpp"
 
@@ -84,6 +88,35 @@ void submit(std::shared_ptr<Communicator> c, hpuStream_t stream, const OpHeader 
   issue_or_record(std::move(c), std::move(s), h, send, recv);
 }
 
+// The devices behind `devs` ("devs[i]: ..." for a bad handle); `distinct`:
+// each at most once.
+std::vector<Device *> devices_of(const hpuDevice_t *devs, int ndev, bool distinct = true) {
+  std::vector<Device *> d(static_cast<size_t>(ndev));
+  for (int i = 0; i < ndev; ++i) {
+    try {
+      d[static_cast<size_t>(i)] = &device_from_handle(devs[i]);
+    } catch (const Error &e) {
+      fail(e.status(), "devs[%d]: %s", i, e.what());
+    }
+    for (int j = 0; j < i && distinct; ++j)
+      HPU_CHECK_ARG(d[static_cast<size_t>(j)] != d[static_cast<size_t>(i)],
+                    "devs[%d] and devs[%d] are the same device (%d)", j, i, d[static_cast<size_t>(i)]->ordinal());
+  }
+  return d;
+}
+
+// A group of one communicator per device, all in this process.
+void init_all(hpuComm_t *comms, const std::vector<Device *> &devices) {
+  const int n = static_cast<int>(devices.size());
+  std::vector<Joined> joined = join_all(devices, n, UniqueId::make(), 0);
+  for (int r = 0; r < n; ++r) {
+    const Error &e = joined[static_cast<size_t>(r)].error;
+    if (e.status() != HPU_SUCCESS) fail(e.status(), "rank %d: %s", r, e.what());
+  }
+  for (int r = 0; r < n; ++r)
+    comms[r] = reinterpret_cast<hpuComm_t>(comm_registry().add(std::move(joined[static_cast<size_t>(r)].comm)));
+}
+
 }  // namespace
 
 extern "C" {
@@ -116,38 +149,46 @@ HPU_API hpuStatus_t hpuCommInitAll(hpuComm_t *comms, int ndev, const hpuDevice_t
   HPU_CHECK_ARG(comms != nullptr, "comms is NULL");
   HPU_CHECK_ARG(ndev >= 1 && ndev <= kMaxRanks, "ndev %d is out of range (1..%d)", ndev, kMaxRanks);
   HPU_CHECK_ARG(devs != nullptr, "devs is NULL");
-  std::vector<Device *> d(static_cast<size_t>(ndev));
-  for (int i = 0; i < ndev; ++i) {
-    try {
-      d[static_cast<size_t>(i)] = &device_from_handle(devs[i]);
-    } catch (const Error &e) {
-      fail(e.status(), "devs[%d]: %s", i, e.what());
-    }
-    for (int j = 0; j < i; ++j)
-      HPU_CHECK_ARG(d[static_cast<size_t>(j)] != d[static_cast<size_t>(i)],
-                    "devs[%d] and devs[%d] are the same device (%d)", j, i, d[static_cast<size_t>(i)]->ordinal());
+  init_all(comms, devices_of(devs, ndev));
+  HPU_API_END
+}
+
+HPU_API hpuStatus_t hpuCommInitFromEnv(hpuComm_t *comms, int ndev, const hpuDevice_t *devs) {
+  HPU_API_BEGIN
+  HPU_CHECK_ARG(comms != nullptr, "comms is NULL");
+  HPU_CHECK_ARG(ndev >= 1 && ndev <= 4096, "ndev is %d; expected 1 to 4096", ndev);
+  HPU_CHECK_ARG(devs != nullptr, "devs is NULL");
+  // HPU_* settings from the configuration; the launcher's variables from the environment.
+  const Config config = config_now();
+  LaunchEnv env = read_launch_env([&config](const char *name) {
+    return strncmp(name, "HPU_", 4) == 0 ? config.launch_value(name) : getenv(name);
+  });
+  long long world = static_cast<long long>(env.size) * ndev;
+  if (world > INT_MAX) fail(HPU_ERROR_CONFIG, "%d processes x %d devices is too many ranks", env.size, ndev);
+  HPU_LOG(info, "comm", "launch environment: %s, process %d of %d (local %d), %d device(s) each: ranks %d..%d of %lld%s",
+          env.source.c_str(), env.rank, env.size, env.local_rank, ndev, env.rank * ndev, env.rank * ndev + ndev - 1,
+          world,
+          env.host.empty() ? "" : strf("; rendezvous %s:%u from %s; secret %s", env.host.c_str(), env.port,
+                                       env.address_source.c_str(), env.secret_source.c_str()).c_str());
+  if (env.size == 1 && env.host.empty()) {
+    init_all(comms, devices_of(devs, ndev));
+    return HPU_SUCCESS;
   }
-  UniqueId id = UniqueId::make();
-  std::vector<std::shared_ptr<Communicator>> made(static_cast<size_t>(ndev));
-  std::vector<Error> errors(static_cast<size_t>(ndev), Error(HPU_SUCCESS, ""));
-  auto join = [&](int r) {
-    try {
-      made[static_cast<size_t>(r)] = std::make_shared<Communicator>(*d[static_cast<size_t>(r)], ndev, id, r);
-    } catch (const Error &e) {
-      errors[static_cast<size_t>(r)] = e;
-    } catch (const std::bad_alloc &) {
-      errors[static_cast<size_t>(r)] = Error(HPU_ERROR_OUT_OF_MEMORY, "host memory exhausted");
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 1; r < ndev; ++r) threads.emplace_back(join, r);
-  join(0);
-  for (auto &t : threads) t.join();
-  for (int r = 0; r < ndev; ++r)
-    if (errors[static_cast<size_t>(r)].status() != HPU_SUCCESS)
-      fail(errors[static_cast<size_t>(r)].status(), "rank %d: %s", r, errors[static_cast<size_t>(r)].what());
-  for (int r = 0; r < ndev; ++r)
-    comms[r] = reinterpret_cast<hpuComm_t>(comm_registry().add(std::move(made[static_cast<size_t>(r)])));
+  std::vector<Device *> d = devices_of(devs, ndev, false);
+  UniqueId id = launch_rendezvous(env);
+  std::vector<Joined> joined = join_all(d, static_cast<int>(world), id, env.rank * ndev);
+  int worst = -1;
+  for (int i = 0; i < ndev; ++i) {  // the root cause first: an abort or timeout is often a consequence
+    hpuStatus_t s = joined[static_cast<size_t>(i)].error.status();
+    if (s != HPU_SUCCESS && (worst < 0 || joined[static_cast<size_t>(worst)].error.status() == HPU_ERROR_ABORTED))
+      worst = i;
+  }
+  if (worst >= 0) {
+    const Error &e = joined[static_cast<size_t>(worst)].error;
+    fail(e.status(), "device %d (rank %d): %s", worst, env.rank * ndev + worst, e.what());
+  }
+  for (int i = 0; i < ndev; ++i)
+    comms[i] = reinterpret_cast<hpuComm_t>(comm_registry().add(std::move(joined[static_cast<size_t>(i)].comm)));
   HPU_API_END
 }
 
@@ -211,8 +252,8 @@ HPU_API hpuStatus_t hpuCommGetTimeout(hpuComm_t comm, double *seconds) {
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
-                                 hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuAllreduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                 hpuDataType_t dtype, hpuRedOp_t op) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -225,8 +266,8 @@ HPU_API hpuStatus_t hpuAllreduce(const void *send, void *recv, size_t count, hpu
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpuDataType_t dtype, int root,
-                                 hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuBroadcast(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                 hpuDataType_t dtype, int root) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -241,8 +282,8 @@ HPU_API hpuStatus_t hpuBroadcast(const void *send, void *recv, size_t count, hpu
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
-                              int root, hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuReduce(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                              hpuDataType_t dtype, hpuRedOp_t op, int root) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -258,8 +299,8 @@ HPU_API hpuStatus_t hpuReduce(const void *send, void *recv, size_t count, hpuDat
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount, hpuDataType_t dtype,
-                                 hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuAllgather(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t sendcount,
+                                 hpuDataType_t dtype) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -273,8 +314,8 @@ HPU_API hpuStatus_t hpuAllgather(const void *send, void *recv, size_t sendcount,
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
-                                     hpuRedOp_t op, hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuReduceScatter(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t recvcount,
+                                     hpuDataType_t dtype, hpuRedOp_t op) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -289,8 +330,8 @@ HPU_API hpuStatus_t hpuReduceScatter(const void *send, void *recv, size_t recvco
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuComm_t comm,
-                                hpuStream_t stream) {
+HPU_API hpuStatus_t hpuAlltoall(hpuStream_t stream, hpuComm_t comm, const void *send, void *recv, size_t count,
+                                hpuDataType_t dtype) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -302,15 +343,15 @@ HPU_API hpuStatus_t hpuAlltoall(const void *send, void *recv, size_t count, hpuD
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuBarrier(hpuComm_t comm, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuBarrier(hpuStream_t stream, hpuComm_t comm) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   submit(c, stream, header(CollKind::barrier, HPU_BOOL, 0, -1, HPU_SUM), nullptr, nullptr);
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
-                            hpuStream_t stream) {
+HPU_API hpuStatus_t hpuSend(hpuStream_t stream, hpuComm_t comm, const void *send, size_t count, hpuDataType_t dtype,
+                            int peer) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);
@@ -320,8 +361,8 @@ HPU_API hpuStatus_t hpuSend(const void *send, size_t count, hpuDataType_t dtype,
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuRecv(void *recv, size_t count, hpuDataType_t dtype, int peer, hpuComm_t comm,
-                            hpuStream_t stream) {
+HPU_API hpuStatus_t hpuRecv(hpuStream_t stream, hpuComm_t comm, void *recv, size_t count, hpuDataType_t dtype,
+                            int peer) {
   HPU_API_BEGIN
   auto c = comm_from_handle(comm);
   check_dtype(dtype);

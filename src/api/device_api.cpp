@@ -121,7 +121,7 @@ HPU_API hpuStatus_t hpuEventDestroy(hpuEvent_t event) {
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuEventRecord(hpuEvent_t event, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuEventRecord(hpuStream_t stream, hpuEvent_t event) {
   HPU_API_BEGIN
   auto e = event_registry().get(event);
   e->record(*stream_registry().get(stream));
@@ -140,7 +140,7 @@ HPU_API hpuStatus_t hpuEventQuery(hpuEvent_t event) {
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuEventElapsedTime(float *ms, hpuEvent_t start, hpuEvent_t end) {
+HPU_API hpuStatus_t hpuEventElapsedTime(hpuEvent_t start, hpuEvent_t end, float *ms) {
   HPU_API_BEGIN
   HPU_CHECK_ARG(ms != nullptr, "ms is NULL");
   auto a = event_registry().get(start, "start");

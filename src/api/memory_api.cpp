@@ -167,15 +167,18 @@ HPU_API hpuStatus_t hpuMemAlloc(void **ptr, hpuDevice_t dev, size_t bytes) {
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuMemFree(hpuDevice_t dev, void *ptr) {
+HPU_API hpuStatus_t hpuMemFree(void *ptr) {
   HPU_API_BEGIN
-  Device &d = device_from_handle(dev);
-  if (ptr != nullptr) d.free(ptr);
+  if (ptr == nullptr) return HPU_SUCCESS;
+  // The allocation names its device: the segment holding ptr belongs to one,
+  // whose allocator refuses anything but a live allocation's start.
+  SegmentInfo s;
+  if (!segment_of(ptr, 1, &s)) fail(HPU_ERROR_INVALID_HANDLE, "ptr %p is not device memory (from hpuMemAlloc)", ptr);
+  s.device->free(ptr);
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind,
-                                   hpuStream_t stream) {
+HPU_API hpuStatus_t hpuMemcpyAsync(hpuStream_t stream, void *dst, const void *src, size_t bytes, hpuMemcpyKind_t kind) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = copy_sides(dst, bytes, src, bytes, kind).device();
@@ -183,8 +186,8 @@ HPU_API hpuStatus_t hpuMemcpyAsync(void *dst, const void *src, size_t bytes, hpu
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows,
-                                       size_t count, hpuMemcpyKind_t kind, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuMemcpyRowsAsync(hpuStream_t stream, void *dst, const void *src, size_t row_bytes,
+                                       const int64_t *rows, size_t count, hpuMemcpyKind_t kind) {
   HPU_API_BEGIN
   if (count == 0 || row_bytes == 0) return HPU_SUCCESS;
   HPU_CHECK_ARG(count <= SIZE_MAX / row_bytes, "count %zu rows of row_bytes %zu overflow size_t", count, row_bytes);
@@ -205,7 +208,7 @@ HPU_API hpuStatus_t hpuMemcpy(void *dst, const void *src, size_t bytes, hpuMemcp
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuMemsetAsync(void *dst, int value, size_t bytes, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuMemsetAsync(hpuStream_t stream, void *dst, int value, size_t bytes) {
   HPU_API_BEGIN
   if (bytes == 0) return HPU_SUCCESS;
   Device &d = set_device(dst, bytes, value);

@@ -186,7 +186,7 @@ HPU_API hpuStatus_t hpuTensorRetain(hpuTensor_t tensor) {
 
 // ---- data ----------------------------------------------------------------------------
 
-HPU_API hpuStatus_t hpuTensorCopyFromHost(hpuTensor_t tensor, const void *src, size_t bytes, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuTensorCopyFromHost(hpuStream_t stream, hpuTensor_t tensor, const void *src, size_t bytes) {
   HPU_API_BEGIN
   auto t = tensor_from_handle(tensor, "tensor");
   check_host_copy(*t, src, "src", bytes);
@@ -196,7 +196,7 @@ HPU_API hpuStatus_t hpuTensorCopyFromHost(hpuTensor_t tensor, const void *src, s
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuTensorCopyToHost(hpuTensor_t tensor, void *dst, size_t bytes, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuTensorCopyToHost(hpuStream_t stream, hpuTensor_t tensor, void *dst, size_t bytes) {
   HPU_API_BEGIN
   auto t = tensor_from_handle(tensor, "tensor");
   check_host_copy(*t, dst, "dst", bytes);
@@ -206,7 +206,7 @@ HPU_API hpuStatus_t hpuTensorCopyToHost(hpuTensor_t tensor, void *dst, size_t by
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuTensorCopy(hpuTensor_t dst, hpuTensor_t src, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuTensorCopy(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src) {
   HPU_API_BEGIN
   auto d = tensor_from_handle(dst, "dst");
   auto s = tensor_from_handle(src, "src");
@@ -218,7 +218,7 @@ HPU_API hpuStatus_t hpuTensorCopy(hpuTensor_t dst, hpuTensor_t src, hpuStream_t 
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuTensorFill(hpuTensor_t tensor, double value, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuTensorFill(hpuStream_t stream, hpuTensor_t tensor, double value) {
   HPU_API_BEGIN
   auto t = tensor_from_handle(tensor, "tensor");
   check_fill_value(t->dtype(), value);
@@ -404,7 +404,7 @@ HPU_API hpuStatus_t hpuRandomSetState(hpuDevice_t dev, const hpuRandomState_t *s
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuTensorFillUniform(hpuTensor_t tensor, double low, double high, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuTensorFillUniform(hpuStream_t stream, hpuTensor_t tensor, double low, double high) {
   HPU_API_BEGIN
   auto t = floating_tensor(tensor);
   HPU_CHECK_ARG(std::isfinite(low) && std::isfinite(high) && low < high,
@@ -417,7 +417,7 @@ HPU_API hpuStatus_t hpuTensorFillUniform(hpuTensor_t tensor, double low, double 
   HPU_API_END
 }
 
-HPU_API hpuStatus_t hpuTensorFillNormal(hpuTensor_t tensor, double mean, double std, hpuStream_t stream) {
+HPU_API hpuStatus_t hpuTensorFillNormal(hpuStream_t stream, hpuTensor_t tensor, double mean, double std) {
   HPU_API_BEGIN
   auto t = floating_tensor(tensor);
   HPU_CHECK_ARG(std::isfinite(mean), "mean %g is not finite", mean);

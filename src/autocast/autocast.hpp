@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace hpu {
+struct Config;
+}
+
 namespace hpu::autocast {
 
 // ---- per-thread regions (state.cpp) ----------------------------------------
@@ -44,9 +48,9 @@ Policy policy_of(const char *op);
 // comment. Throws HPU_ERROR_CONFIG naming the variable, path and system error.
 std::vector<std::string> read_list_file(const char *variable, const char *path);
 
-// Applies the environment's overrides (PT_HPU_AUTOCAST_* beats the older
-// LOWER_LIST / FP32_LIST, with a warning).
-void load_env_overrides();
+// Applies the configuration's list files (PT_HPU_AUTOCAST_*_OPS_LIST, or the
+// older LOWER_LIST / FP32_LIST: core/config.cpp chooses).
+void load_list_overrides(const Config &c);
 
 // ---- the decision (decide.cpp) ---------------------------------------------
 // True for the types autocast casts: f16, bf16, f32 (f64 and integers never).

@@ -93,9 +93,9 @@ std::string trim(const std::string &s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-void init_autocast(const Config &) {
+void init_autocast(const Config &c) {
   reset_lists();
-  load_env_overrides();
+  load_list_overrides(c);
 }
 
 const bool registered = (on_init(20, init_autocast), true);
@@ -191,29 +191,20 @@ std::vector<std::string> read_list_file(const char *variable, const char *path) 
   return names;
 }
 
-void load_env_overrides() {
+void load_list_overrides(const Config &c) {
   struct Override {
     hpuAutocastList_t which;
-    const char *current, *legacy;
+    const OpListFile &file;
   };
-  const Override overrides[] = {
-      {HPU_AUTOCAST_LOWER_PRECISION, "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST", "LOWER_LIST"},
-      {HPU_AUTOCAST_FP32, "PT_HPU_AUTOCAST_FP32_OPS_LIST", "FP32_LIST"}};
+  const Override overrides[] = {{HPU_AUTOCAST_LOWER_PRECISION, c.lower_precision_ops}, {HPU_AUTOCAST_FP32, c.fp32_ops}};
   // Read both files before changing anything, so a bad one leaves the defaults.
   std::vector<std::string> lists[2];
   std::string sources[2];
   for (int i = 0; i < 2; ++i) {
-    const char *cur = std::getenv(overrides[i].current), *old = std::getenv(overrides[i].legacy);
-    if (cur && !*cur) cur = nullptr;
-    if (old && !*old) old = nullptr;
-    if (cur && old)
-      HPU_LOG(warn, "autocast", "both %s=\"%s\" and the older %s=\"%s\" are set; using %s", overrides[i].current,
-              cur, overrides[i].legacy, old, overrides[i].current);
-    const char *var = cur ? overrides[i].current : overrides[i].legacy;
-    const char *path = cur ? cur : old;
-    if (!path) continue;
-    lists[i] = read_list_file(var, path);
-    sources[i] = strf("%s=\"%s\"", var, path);
+    const OpListFile &f = overrides[i].file;
+    if (f.path.empty()) continue;
+    lists[i] = read_list_file(f.source.c_str(), f.path.c_str());
+    sources[i] = strf("%s=\"%s\"", f.source.c_str(), f.path.c_str());
   }
   for (int i = 0; i < 2; ++i)
     if (!sources[i].empty()) set_list(overrides[i].which, std::move(lists[i]), sources[i].c_str());

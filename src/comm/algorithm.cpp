@@ -1,7 +1,6 @@
 // The context algorithms run in.
 #include "comm/algorithm.hpp"
 
-#include <chrono>
 #include <new>
 
 #include "core/error.hpp"
@@ -22,6 +21,8 @@ void *Scratch::get(int slot, size_t bytes) {
 
 Ctx::Ctx(Transport &transport, const OpHeader &header, double timeout_seconds, Scratch &scratch)
     : t_(transport),
+      chaining_(transport.find<Chaining>()),
+      shared_(transport.find<SharedMemory>()),
       header_(header),
       rank_(transport.rank()),
       size_(transport.size()),
@@ -52,7 +53,10 @@ RequestPtr Ctx::send(int peer, uint32_t step, const void *data, size_t bytes, co
     header_sent_[static_cast<size_t>(peer)] = true;
     d.header = &header_;
   }
-  return any(after) ? t_.isend_after(d, after, deadline()) : t_.isend(d);
+  if (!any(after)) return t_.isend(d);
+  if (chaining_) return chaining_->isend_after(d, after);
+  t_.wait(after, deadline());
+  return t_.isend(d);
 }
 
 RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine,
@@ -63,11 +67,14 @@ RequestPtr Ctx::recv(int peer, uint32_t step, void *data, size_t bytes, const Co
   d.data = data;
   d.bytes = bytes;
   d.combine = combine;
-  return any(after) ? t_.irecv_after(d, after, deadline()) : t_.irecv(d);
+  if (!any(after)) return t_.irecv(d);
+  if (chaining_) return chaining_->irecv_after(d, after);
+  t_.wait(after, deadline());
+  return t_.irecv(d);
 }
 
 Deadline Ctx::deadline() const {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+  return deadline_in(timeout_);
 }
 
 void Ctx::fail_all(hpuStatus_t status, const std::string &message) {

@@ -1,7 +1,8 @@
 // What the collective algorithms are written against: one operation's context
 // (this rank's transport endpoint, the operation's header and tags, deadlines,
 // scratch memory), and the algorithms themselves, one per file in
-// src/comm/algorithms/. Algorithms see only the Transport interface.
+// src/comm/algorithms/. Algorithms see only the Transport interface and its
+// capabilities (transports/capability.hpp), through Ctx.
 //
 // Conventions every algorithm keeps:
 //   - deterministic: each element of a result is combined in an order fixed by
@@ -20,7 +21,7 @@
 #include <vector>
 
 #include "comm/reduce.hpp"
-#include "comm/transport.hpp"
+#include "comm/transports/capability.hpp"
 
 namespace hpu::comm {
 
@@ -52,15 +53,17 @@ class Ctx {
   const OpHeader &header() const { return header_; }
   bool shares_address_space() const { return t_.shares_address_space(); }
   size_t few_steps_bytes() const { return t_.few_steps_bytes(); }
-  bool chains() const { return t_.chains(); }  // Transport::chains
+  // True when the transport offers Chaining: the steps of `after` below go on
+  // without the waiting thread, which may then wait once, at the end.
+  bool chains() const { return chaining_ != nullptr; }
   // Throws the endpoint's sticky error (a peer failed or aborted), if any.
   void throw_if_failed() const { t_.throw_if_failed(); }
 
   // Messages of this operation. `step` (< 2^24) tells the messages of one
   // operation between one pair apart; the first message to each peer carries
   // the header. Each is posted once the requests of `after` are done (null
-  // entries are skipped; Transport::isend_after): post a whole chain of steps,
-  // then wait once.
+  // entries are skipped; Chaining, when the transport offers it, else after a
+  // wait here): post a whole chain of steps, then wait once.
   RequestPtr send(int peer, uint32_t step, const void *data, size_t bytes, const std::vector<Request *> &after = {});
   RequestPtr recv(int peer, uint32_t step, void *data, size_t bytes, const Combine *combine = nullptr,
                   const std::vector<Request *> &after = {});
@@ -72,9 +75,12 @@ class Ctx {
 
   void *scratch(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
-  // The memory all ranks map (Transport::shared_area), and waiting on it.
-  SharedArea shared_area() const { return t_.shared_area(); }
-  void wake_peers() { t_.wake_peers(); }
+  // The memory all ranks map (SharedMemory; base nullptr without it), and
+  // waiting on it.
+  SharedArea shared_area() const { return shared_ ? shared_->shared_area() : SharedArea{}; }
+  void wake_peers() {
+    if (shared_) shared_->wake_peers();
+  }
   void wait_until(const std::function<bool()> &ready, const std::function<std::string()> &what) {
     t_.wait_until(ready, deadline(), what);
   }
@@ -85,6 +91,8 @@ class Ctx {
   Deadline deadline() const;
 
   Transport &t_;
+  Chaining *chaining_;
+  SharedMemory *shared_;
   OpHeader header_;
   int rank_, size_;
   double timeout_;
@@ -151,9 +159,8 @@ void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_ra
 // copies the result out. Larger allreduces go chunk by chunk: each rank
 // combines its piece of every input and copies the others' pieces out.
 // Recursive doubling's order in every case. shared_allreduce_fits says
-// whether `bytes` go through the area (false without one);
-// shared_area_bytes(n) is the area n ranks need.
-size_t shared_area_bytes(int n);
+// whether `bytes` go through the area (false without one); the area n ranks
+// need is shared_area_bytes(n) (capability.hpp).
 bool shared_allreduce_fits(const Ctx &c, size_t bytes);
 // Says which call this rank runs, for the mismatch check of ranks waiting in
 // the area; every collective calls it first (nothing without an area).

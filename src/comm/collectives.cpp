@@ -1,3 +1,4 @@
+// Which algorithm each collective runs, and the cases every algorithm leaves out.
 #include "comm/collectives.hpp"
 
 #include <cstring>
@@ -9,15 +10,29 @@ namespace hpu::comm {
 
 namespace {
 
+// Up to this size the algorithms of few, whole-buffer steps (recursive
+// doubling, trees); above it the pipelined ones (ring, chain).
+constexpr size_t kSmallBytes = size_t(64) << 10;
+// Collectives between threads of one process go direct when the buffers of all
+// ranks together are larger than this (below, fewer messages win).
+constexpr size_t kDirectMinBytes = size_t(128) << 10;
+
 enum class Algo { rule, ring, tree, recursive_doubling, halving_doubling, direct, shared };
+
+// HPU_ALGO's values.
+const struct {
+  const char *name;
+  Algo algo;
+} kForcible[] = {{"ring", Algo::ring},
+                 {"tree", Algo::tree},
+                 {"recursive_doubling", Algo::recursive_doubling},
+                 {"halving_doubling", Algo::halving_doubling},
+                 {"direct", Algo::direct}};
 
 Algo forced() {
   const std::string &a = config().comm.algo;
-  if (a == "ring") return Algo::ring;
-  if (a == "tree") return Algo::tree;
-  if (a == "recursive_doubling") return Algo::recursive_doubling;
-  if (a == "halving_doubling") return Algo::halving_doubling;
-  if (a == "direct") return Algo::direct;
+  for (const auto &f : kForcible)
+    if (a == f.name) return f.algo;
   return Algo::rule;
 }
 
@@ -30,8 +45,6 @@ void copy(void *dst, const void *src, size_t bytes) {
 bool go_direct(const Ctx &c, Algo a, size_t all_bytes) {
   return c.shares_address_space() && (a == Algo::direct || (a == Algo::rule && all_bytes > kDirectMinBytes));
 }
-
-}  // namespace
 
 void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
   const size_t bytes = count * dtype_bytes(dtype);
@@ -107,6 +120,20 @@ void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t 
 
 void barrier(Ctx &c) {
   if (c.size() > 1) dissemination_barrier(c);
+}
+
+}  // namespace
+
+bool algo_known(const std::string &name) {
+  for (const auto &f : kForcible)
+    if (name == f.name) return true;
+  return false;
+}
+
+std::string algo_names() {
+  std::string s;
+  for (const auto &f : kForcible) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
 }
 
 void run(Ctx &c, const void *send, void *recv) {

@@ -17,24 +17,21 @@
 //   allgather, reducescatter   direct as allreduce, otherwise the ring
 //   alltoall        pairwise exchange
 //   barrier         dissemination
+//
+// A new collective: a row in wire.hpp's HPU_COMM_CALLS, its rule in
+// collectives.cpp (a function and a case in run()), and where no algorithm
+// fits, one in algorithms/ (declared in algorithm.hpp).
 #pragma once
+
+#include <string>
 
 #include "comm/algorithm.hpp"
 
 namespace hpu::comm {
 
-constexpr size_t kSmallBytes = size_t(64) << 10;
-// Collectives between threads of one process go direct when the buffers of all
-// ranks together are larger than this (below, fewer messages win).
-constexpr size_t kDirectMinBytes = size_t(128) << 10;
-
-void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
-void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, int root);
-void reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root);
-void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype);
-void reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op);
-void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype);
-void barrier(Ctx &c);
+// Whether `name` is a value of HPU_ALGO (comm.algo); the values, joined by ", ".
+bool algo_known(const std::string &name);
+std::string algo_names();
 
 // The collective that c.header() names (kind, count, data type, operation,
 // root), on these buffers: what an operation queued by the API runs.

@@ -1,12 +1,13 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
-#include <chrono>
-
 #include <map>
+#include <thread>
 
+#include "comm/bootstrap/connect.hpp"
 #include "comm/collectives.hpp"
 #include "comm/reduce.hpp"
+#include "comm/transports/select.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/profiler.hpp"
@@ -18,10 +19,6 @@ namespace {
 
 constexpr uint64_t kP2PTag = uint64_t(1) << 63;  // collective tags are seq << 24 | step, below it
 
-Deadline deadline_in(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 // At exit and dlclose, before the devices stop their streams (shutdown hooks
 // run from the highest priority down; devices are 10): abort every live
 // communicator so that no stream worker stays blocked on a peer.
@@ -31,13 +28,12 @@ void abort_all() {
 
 void check_config(const Config &c) {
   const std::string &a = c.comm.algo;
-  if (!a.empty() && a != "ring" && a != "tree" && a != "recursive_doubling" && a != "halving_doubling" &&
-      a != "direct")
-    fail(HPU_ERROR_CONFIG,
-         "HPU_ALGO (comm.algo) is \"%s\"; known: ring, tree, recursive_doubling, halving_doubling, direct", a.c_str());
+  if (!a.empty() && !algo_known(a))
+    fail(HPU_ERROR_CONFIG, "HPU_ALGO (comm.algo) is \"%s\"; known: %s", a.c_str(), algo_names().c_str());
   const std::string &t = c.comm.transport;
-  if (!t.empty() && t != "local" && t != "shm" && t != "tcp" && t != "verbs")
-    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT (comm.transport) is \"%s\"; known: local, shm, tcp, verbs", t.c_str());
+  if (!t.empty() && !transport_known(t))
+    fail(HPU_ERROR_CONFIG, "HPU_TRANSPORT (comm.transport) is \"%s\"; known: %s", t.c_str(),
+         transport_names(", ").c_str());
 }
 
 const bool registered = (on_init(30, check_config), on_shutdown(30, abort_all), true);
@@ -99,6 +95,7 @@ Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int r
       p2p_sent_(static_cast<size_t>(nranks), 0),
       p2p_received_(static_cast<size_t>(nranks), 0) {
   (void)registered;
+  LogRankScope log_rank(rank);
   Deadline d = deadline_in(timeout());
   bootstrap_ = bootstrap_connect(id, rank, nranks, d);
   transport_ = make_transport(*bootstrap_, this_process(device.ordinal()), config().comm.transport, d);
@@ -108,6 +105,24 @@ Communicator::Communicator(Device &device, int nranks, const UniqueId &id, int r
   prof::name_comm(group_, nranks);
   prof::name_track({prof::TrackKind::comm, group_, rank}, strf("rank %d of %d", rank, nranks));
   device_.comm_opened();
+}
+
+std::vector<Joined> join_all(const std::vector<Device *> &devices, int nranks, const UniqueId &id, int first_rank) {
+  std::vector<Joined> joined(devices.size());
+  auto join = [&](size_t i) {
+    try {
+      joined[i].comm = std::make_shared<Communicator>(*devices[i], nranks, id, first_rank + static_cast<int>(i));
+    } catch (const Error &e) {
+      joined[i].error = e;
+    } catch (const std::bad_alloc &) {
+      joined[i].error = Error(HPU_ERROR_OUT_OF_MEMORY, "host memory exhausted");
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < devices.size(); ++i) threads.emplace_back(join, i);
+  if (!devices.empty()) join(0);
+  for (auto &t : threads) t.join();
+  return joined;
 }
 
 Communicator::~Communicator() {
@@ -137,6 +152,7 @@ void Communicator::enqueue(Stream &stream, OpHeader header, const void *send, vo
   stream.enqueue(
       [self = queue_one(), header, send, recv]() mutable {
         Communicator &c = *self;
+        LogRankScope log_rank(c.rank_);
         std::lock_guard<std::mutex> lock(c.run_mu_);
         header.seq = ++c.seq_;
         try {
@@ -160,6 +176,7 @@ void Communicator::enqueue_p2p(Stream &stream, std::vector<P2POp> ops) {
 }
 
 void Communicator::run_p2p(const std::vector<P2POp> &ops) {
+  LogRankScope log_rank(rank_);
   std::lock_guard<std::mutex> lock(run_mu_);
   throw_if_failed();
   std::vector<OpHeader> headers(ops.size());

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "comm/algorithm.hpp"
-#include "comm/bootstrap.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+#include "core/error.hpp"
 #include "core/registry.hpp"
 #include "device/device.hpp"
 
@@ -97,6 +98,16 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::condition_variable idle_cv_;
   int pending_ = 0;  // queued operations not yet finished or discarded
 };
+
+// One communicator per device of `devices`: ranks first_rank, first_rank + 1,
+// ... of the nranks-rank group `id` names, joining at once (each in a thread of
+// its own, since a join waits for every rank of the group). Entry i holds the
+// communicator of devices[i], or the error its join threw.
+struct Joined {
+  std::shared_ptr<Communicator> comm;
+  Error error{HPU_SUCCESS, ""};
+};
+std::vector<Joined> join_all(const std::vector<Device *> &devices, int nranks, const UniqueId &id, int first_rank);
 
 Registry<Communicator> &comm_registry();
 

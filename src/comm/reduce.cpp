@@ -164,11 +164,7 @@ void loop_base(void *out, const void *a, const void *b, size_t n) {
 
 using LoopFn = void (*)(void *, const void *, const void *, size_t);
 
-// Whether the CPU has the AVX2 loops' instructions (the kernels' test).
-bool use_avx2() {
-  static const bool yes = kernels::isa_supported(kernels::Isa::avx2);
-  return yes;
-}
+bool use_avx2() { return combine_isa() == kernels::Isa::avx2; }
 
 template <class T, class Op>
 LoopFn pick() {
@@ -249,11 +245,9 @@ void divide_base(void *buf, size_t n, int nranks) {
 }  // namespace
 
 size_t dtype_bytes(hpuDataType_t dtype) { return kernels::dtype_size(dtype); }
-const char *dtype_label(hpuDataType_t dtype) { return kernels::dtype_name(dtype); }
 
-const char *redop_label(hpuRedOp_t op) {
-  static const char *const names[HPU_NUM_RED_OPS] = {"sum", "prod", "min", "max", "avg"};
-  return op >= 0 && op < HPU_NUM_RED_OPS ? names[op] : "?";
+kernels::Isa combine_isa() {
+  return kernels::best_isa() >= kernels::Isa::avx2 ? kernels::Isa::avx2 : kernels::Isa::scalar;
 }
 
 Combine make_combine(hpuDataType_t dtype, hpuRedOp_t op, const void *local, bool local_first) {

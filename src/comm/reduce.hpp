@@ -9,21 +9,25 @@
 // Determinism: a combine computes op(first, second) with a fixed operand
 // order (`local_first` picks which operand is first), so two ranks that combine
 // the same two values the same way get the same bits, NaN payloads included.
-// The loops are compiled for AVX2 as well and picked at run time; both give the
-// same bits (no reassociation, no FMA contraction).
+// The loops are compiled for AVX2 as well and picked at run time by the
+// kernels' level (HPU_KERNEL_ISA), so scalar means scalar here too; both give
+// the same bits (no reassociation, no FMA contraction).
 #pragma once
 
 #include <hpu/comm.h>
 
 #include <cstddef>
 
-#include "comm/transport.hpp"
+#include "comm/transports/transport.hpp"
+#include "kernels/cpu.hpp"
 
 namespace hpu::comm {
 
 size_t dtype_bytes(hpuDataType_t dtype);
-const char *dtype_label(hpuDataType_t dtype);
-const char *redop_label(hpuRedOp_t op);
+
+// The level the loops run at: avx2 when the kernels' (kernels::best_isa()) is
+// avx2 or above, else scalar.
+kernels::Isa combine_isa();
 
 // A Combine that stores into `out` op(in, local) (local_first: op(local, in)).
 // The returned Combine's ctx points to static storage.

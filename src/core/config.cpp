@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/runtime.hpp"
 
 namespace hpu {
 
@@ -20,20 +21,17 @@ struct Profile {
 };
 constexpr Profile kProfiles[] = {{"gaudi", 32}, {"gaudi2", 96}, {"gaudi3", 128}};
 
-[[noreturn]] void bad(const std::string &where, const std::string &value, const char *expect) {
-  fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: expected %s", where.c_str(), value.c_str(), expect);
-}
-
-int parse_int(const std::string &where, const std::string &text, int lo, int hi) {
+bool int_in(const std::string &text, long lo, long hi, int *out) {
   char *end = nullptr;
   errno = 0;
   long v = strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
-    bad(where, text, strf("an integer from %d to %d", lo, hi).c_str());
-  return static_cast<int>(v);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
 }
 
-std::vector<int> parse_int_list(const std::string &where, const std::string &text) {
+// "1, 3,0" -> {1, 3, 0}; *bad is the item that is not a module id.
+bool set_visible(Config &c, const std::string &text, std::string *bad) {
   std::vector<int> out;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -42,123 +40,228 @@ std::vector<int> parse_int_list(const std::string &where, const std::string &tex
     std::string item = text.substr(pos, comma - pos);
     while (!item.empty() && item.front() == ' ') item.erase(0, 1);
     while (!item.empty() && item.back() == ' ') item.pop_back();
-    out.push_back(parse_int(where, item, 0, 1 << 20));
+    int id;
+    if (!int_in(item, 0, 1 << 20, &id)) {
+      *bad = item;
+      return false;
+    }
+    out.push_back(id);
     pos = comma + 1;
   }
-  return out;
+  c.visible_devices = out;
+  return true;
 }
 
-void set_profile(Config &c, const std::string &where, const std::string &value) {
-  if (profile_capacity(value) == 0) bad(where, value, "one of gaudi, gaudi2, gaudi3");
-  c.profile = value;
-}
-
-void set_memory(Config &c, const std::string &where, const std::string &value) {
-  if (!parse_bytes(value, &c.device_memory) || c.device_memory == 0)
-    bad(where, value, "a size such as 16GiB, 512MiB or a byte count");
-}
-
-void set_fraction(Config &c, const std::string &where, const std::string &value) {
+bool set_fraction(double *out, const std::string &text) {
   char *end = nullptr;
-  double f = strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(f > 0.0 && f <= 1.0))
-    bad(where, value, "a number in (0, 1]");
-  c.memory_fraction = f;
+  double f = strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(f > 0.0 && f <= 1.0)) return false;
+  *out = f;
+  return true;
 }
 
-void set_log_level_text(Config &c, const std::string &where, const std::string &value) {
-  if (!parse_log_level(value.c_str(), &c.log_level))
-    bad(where, value, "one of error, warn, info, debug, trace");
+bool set_text(std::string *out, const std::string &text) {
+  *out = text;
+  return true;
 }
 
-void set_timeout(Config &c, const std::string &where, const std::string &value) {
-  if (!parse_seconds(value, &c.comm.timeout_seconds) || c.comm.timeout_seconds <= 0)
-    bad(where, value, "a positive number of seconds such as 30, 2.5 or 500ms");
+// An autocast list remembers where its path was set, for the messages about
+// reading its file.
+bool set_op_list(OpListFile *out, const std::string &text, const std::string &where) {
+  out->path = text;
+  out->source = where;
+  return true;
 }
 
-// One HPU_IB_* setting, by its key in "comm.ib" (where names the variable or key for errors).
-void set_ib(IbConfig &ib, const char *key, const std::string &where, const std::string &value) {
-  if (strcmp(key, "hca") == 0) {
-    ib.hca = value;
-  } else if (strcmp(key, "library") == 0) {
-    if (value.empty()) bad(where, value, "a libibverbs file name or path, such as libibverbs.so.1");
-    ib.library = value;
-  } else if (strcmp(key, "gid_index") == 0) {
-    ib.gid_index = parse_int(where, value, -1, 1023);
-  } else if (strcmp(key, "roce_version") == 0) {
-    ib.roce_version = parse_int(where, value, 1, 2);
-  } else if (strcmp(key, "addr_family") == 0) {
-    if (value == "AF_INET" || value == "4") ib.addr_family = 4;
-    else if (value == "AF_INET6" || value == "6") ib.addr_family = 6;
-    else bad(where, value, "AF_INET or AF_INET6");
-  } else if (strcmp(key, "qps_per_port") == 0) {
-    ib.qps_per_port = parse_int(where, value, 1, 16);
-  } else if (strcmp(key, "timeout") == 0) {
-    ib.timeout = parse_int(where, value, 1, 31);
-  } else if (strcmp(key, "retry_cnt") == 0) {
-    ib.retry_cnt = parse_int(where, value, 0, 7);
-  } else if (strcmp(key, "adapter") == 0 || strcmp(key, "test_fault") == 0) {
-    fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: the setting no longer exists; the verbs transport loads the "
-         "libibverbs that HPU_IB_LIBRARY names (default libibverbs.so.1)", where.c_str(), value.c_str());
+#define SET(body)                                                                        \
+  [](Config & c, const std::string &v, const std::string &where, std::string *bad) -> bool { \
+    (void)c, (void)v, (void)where, (void)bad;                                            \
+    body                                                                                 \
   }
-}
 
-// The comm.ib keys and their variables.
-constexpr const char *kIbKeys[][2] = {
-    {"hca", "HPU_IB_HCA"},
-    {"library", "HPU_IB_LIBRARY"},
-    {"gid_index", "HPU_IB_GID_INDEX"},
-    {"roce_version", "HPU_IB_ROCE_VERSION"},
-    {"addr_family", "HPU_IB_ADDR_FAMILY"},
-    {"qps_per_port", "HPU_IB_QPS_PER_PORT"},
-    {"timeout", "HPU_IB_TIMEOUT"},
-    {"retry_cnt", "HPU_IB_RETRY_CNT"},
+// Every setting. A row's variable, key and range are what errors name; its
+// fallback is what hpu(7) gives as the default (tests/unit/config_table.cpp
+// checks hpu(7) against this table). Launcher variables that are not ours
+// (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, Open MPI's OMPI_*, Slurm's SLURM_*,
+// HOME, XDG_CONFIG_HOME) are not settings: comm/launch_env.cpp reads them, the
+// one place that does, and documented_foreign_variables() lists those hpu(7)
+// documents.
+const std::vector<Setting> kSettings = {
+    {"HPU_NUM_DEVICES", "num_devices", "integer", "8", "an integer from 1 to 256",
+     "number of emulated devices", ReadAt::init, SET(return int_in(v, 1, 256, &c.num_devices);), nullptr},
+    {"HPU_VISIBLE_DEVICES", "visible_devices", "list", "all", "a comma-separated list of module ids",
+     "the module ids the process sees, in ordinal order", ReadAt::init, SET(return set_visible(c, v, bad);),
+     nullptr},
+    {"HPU_DEVICE_PROFILE", "profile", "name", "gaudi2", "one of gaudi, gaudi2, gaudi3",
+     "the devices' profile: capacity and name", ReadAt::init,
+     SET(if (profile_capacity(v) == 0) return false; c.profile = v; return true;), nullptr},
+    {"HPU_DEVICE_MEMORY", "device_memory", "size", "", "a size such as 16GiB, 512MiB or a byte count",
+     "capacity of each device, overriding the profile's", ReadAt::init,
+     SET(return parse_bytes(v, &c.device_memory) && c.device_memory > 0;), nullptr},
+    {"HPU_MEMORY_FRACTION", "memory_fraction", "number", "1", "a number in (0, 1]",
+     "the share of the capacity allocations may use", ReadAt::init,
+     SET(return set_fraction(&c.memory_fraction, v);), nullptr},
+    {"HPU_CONFIG", nullptr, "path", "", "a path", "the JSON configuration file", ReadAt::init,
+     SET(return true;), nullptr},
+    {"HPU_LOG_LEVEL", "log_level", "name", "warn", "one of off, error, warn, info, debug, trace",
+     "the least severe log lines written", ReadAt::init,
+     SET(return parse_log_level(v.c_str(), &c.log_level);), nullptr},
+    {"HPU_LOG_FILE", "log_file", "path", "", "a path", "append log lines to this file instead of stderr",
+     ReadAt::init, SET(return set_text(&c.log_file, v);), nullptr},
+    {"HPU_NUM_THREADS", "num_threads", "integer", "0", "an integer from 0 to 4096",
+     "size of the compute budget; 0 = one per CPU the process may run on", ReadAt::init,
+     SET(return int_in(v, 0, 4096, &c.num_threads);), nullptr},
+    // Read on the first kernel that computes; an unknown level is a warning
+    // there (kernels/cpu.cpp), not an error.
+    {"HPU_KERNEL_ISA", "kernel_isa", "name", "the best level this CPU supports", "amx, avx512, avx2 or scalar",
+     "the highest instruction set the kernels use", ReadAt::use, SET(return set_text(&c.kernel_isa, v);),
+     nullptr},
+    {"HPU_COMM_TIMEOUT", "comm.timeout", "duration", "30 seconds",
+     "a positive number of seconds such as 30, 2.5 or 500ms", "deadline of every wait of the collectives",
+     ReadAt::init, SET(return parse_seconds(v, &c.comm.timeout_seconds) && c.comm.timeout_seconds > 0;), nullptr},
+    // Checked when a communicator is made (comm/communicator.cpp).
+    {"HPU_TRANSPORT", "comm.transport", "name", "", "local, shm, tcp or verbs",
+     "forces the transport of the collectives", ReadAt::init, SET(return set_text(&c.comm.transport, v);),
+     nullptr},
+    {"HPU_ALGO", "comm.algo", "name", "", "ring, tree, recursive_doubling, halving_doubling or direct",
+     "forces the algorithm of the collectives", ReadAt::init, SET(return set_text(&c.comm.algo, v);), nullptr},
+    // hpuCommInitFromEnv's: read at each call, checked by it (comm/launch_env.cpp).
+    {"HPU_RANK", "comm.rank", "integer", "", "an integer from 0", "this process's launch rank", ReadAt::use,
+     SET(return set_text(&c.comm.rank, v);), nullptr},
+    {"HPU_WORLD_SIZE", "comm.world_size", "integer", "", "an integer from 1", "the number of processes",
+     ReadAt::use, SET(return set_text(&c.comm.world_size, v);), nullptr},
+    {"HPU_LOCAL_RANK", "comm.local_rank", "integer", "", "an integer from 0", "this process's rank on its host",
+     ReadAt::use, SET(return set_text(&c.comm.local_rank, v);), nullptr},
+    {"HPU_COMM_ID", "comm.id", "text", "", "host:port", "where the processes of a job meet", ReadAt::use,
+     SET(return set_text(&c.comm.id, v);), nullptr},
+    {"HPU_COMM_SECRET", "comm.secret", "text", "the content of the user's secret file", "32 hex digits",
+     "the secret the connections prove they know", ReadAt::use, SET(return set_text(&c.comm.secret, v);),
+     nullptr},
+    {"HPU_COMM_LISTEN", "comm.listen", "text", "the rendezvous address", "any, or a host name or address",
+     "where launch rank 0 listens", ReadAt::use, SET(return set_text(&c.comm.listen, v);), nullptr},
+    {"HPU_SOCKET_IFNAME", "comm.socket_ifname", "name", "the first interface that is up and not loopback",
+     "a network interface name", "the interface hpuGetUniqueId listens on", ReadAt::use,
+     SET(return set_text(&c.comm.socket_ifname, v);), nullptr},
+    {"HPU_TCP_LANES", "comm.tcp_lanes", "integer", "2", "an integer from 1 to 16",
+     "connections between each pair of ranks of the tcp transport", ReadAt::use,
+     SET(return int_in(v, 1, 16, &c.comm.tcp_lanes);), nullptr},
+    // Read by the autocast layer at initialisation (autocast/op_lists.cpp).
+    {"PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST", "autocast.lower_precision_ops_list", "path", "", "a path",
+     "replaces the lower-precision autocast op list", ReadAt::init,
+     SET(return set_op_list(&c.lower_precision_ops, v, where);), "LOWER_LIST"},
+    {"PT_HPU_AUTOCAST_FP32_OPS_LIST", "autocast.fp32_ops_list", "path", "", "a path",
+     "replaces the fp32 autocast op list", ReadAt::init, SET(return set_op_list(&c.fp32_ops, v, where);), "FP32_LIST"},
+    {"HPU_PROFILE", "trace_file", "path", "", "a path",
+     "the profiler records from initialisation and writes a Chrome trace there at exit", ReadAt::init,
+     SET(return set_text(&c.trace_file, v);), nullptr},
+    {"HPU_SMI", "smi", "switch", "1", "0 (off) or another value (on)",
+     "0 stops publishing the devices' figures for hpu-smi", ReadAt::init, SET(c.smi = v != "0"; return true;),
+     nullptr},
+    {"HPU_SMI_INTERVAL", "smi_interval", "duration", "500ms", "a duration such as 500ms or 1s, at least 10ms",
+     "how often the hpu-smi figures are refreshed", ReadAt::init,
+     SET(return parse_seconds(v, &c.smi_interval) && c.smi_interval >= 0.01;), nullptr},
+    // Checked by the fault layer at initialisation (core/fault.cpp).
+    {"HPU_FAULT_INJECT", "fault_inject", "list", "", "a comma-separated list of name=value",
+     "makes the library fail on purpose, for tests", ReadAt::init, SET(return set_text(&c.fault_inject, v);),
+     nullptr},
+    {"HPU_IB_HCA", "comm.ib.hca", "list", "all", "a device and port list such as mlx5_0:1,mlx5_1",
+     "the RDMA devices and ports the verbs transport may use", ReadAt::init,
+     SET(return set_text(&c.comm.ib.hca, v);), nullptr},
+    {"HPU_IB_QPS_PER_PORT", "comm.ib.qps_per_port", "integer", "1", "an integer from 1 to 16",
+     "queue pairs to each peer on each port", ReadAt::init, SET(return int_in(v, 1, 16, &c.comm.ib.qps_per_port);),
+     nullptr},
+    {"HPU_IB_GID_INDEX", "comm.ib.gid_index", "integer", "chosen", "an integer from -1 to 1023",
+     "the GID table index of a RoCE port; -1 = chosen", ReadAt::init,
+     SET(return int_in(v, -1, 1023, &c.comm.ib.gid_index);), nullptr},
+    {"HPU_IB_ROCE_VERSION", "comm.ib.roce_version", "integer", "2", "an integer from 1 to 2",
+     "the RoCE version of the chosen GID", ReadAt::init, SET(return int_in(v, 1, 2, &c.comm.ib.roce_version);),
+     nullptr},
+    {"HPU_IB_ADDR_FAMILY", "comm.ib.addr_family", "name", "AF_INET", "AF_INET or AF_INET6",
+     "the address family of the chosen GID", ReadAt::init,
+     SET(if (v == "AF_INET" || v == "4") c.comm.ib.addr_family = 4;
+         else if (v == "AF_INET6" || v == "6") c.comm.ib.addr_family = 6;
+         else return false;
+         return true;),
+     nullptr},
+    {"HPU_IB_TIMEOUT", "comm.ib.timeout", "integer", "14", "an integer from 1 to 31",
+     "the queue pairs' ACK timeout, 4.096 us * 2^N", ReadAt::init, SET(return int_in(v, 1, 31, &c.comm.ib.timeout);),
+     nullptr},
+    {"HPU_IB_RETRY_CNT", "comm.ib.retry_cnt", "integer", "7", "an integer from 0 to 7",
+     "retries before a work request fails", ReadAt::init, SET(return int_in(v, 0, 7, &c.comm.ib.retry_cnt);),
+     nullptr},
+    {"HPU_IB_LIBRARY", "comm.ib.library", "path", "libibverbs.so.1",
+     "a libibverbs file name or path, such as libibverbs.so.1", "the libibverbs the verbs transport loads",
+     ReadAt::init, SET(if (v.empty()) return false; c.comm.ib.library = v; return true;), nullptr},
     // Gone (they selected and configured a test adapter): setting one fails, saying so.
-    {"adapter", "HPU_IB_ADAPTER"},
-    {"test_fault", "HPU_IB_TEST_FAULT"},
+    {"HPU_IB_ADAPTER", "comm.ib.adapter", "removed", "",
+     "the setting no longer exists; the verbs transport loads the libibverbs that HPU_IB_LIBRARY names "
+     "(default libibverbs.so.1)",
+     "removed", ReadAt::init, SET(return false;), nullptr},
+    {"HPU_IB_TEST_FAULT", "comm.ib.test_fault", "removed", "",
+     "the setting no longer exists; the verbs transport loads the libibverbs that HPU_IB_LIBRARY names "
+     "(default libibverbs.so.1)",
+     "removed", ReadAt::init, SET(return false;), nullptr},
 };
+
+#undef SET
+
+// where: the variable, or "<file>: <key>".
+void apply(Config &c, const Setting &s, const std::string &where, const std::string &value) {
+  std::string bad = value;
+  if (s.set(c, value, where, &bad)) return;
+  if (strcmp(s.type, "removed") == 0)
+    fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: %s", where.c_str(), bad.c_str(), s.range);
+  fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: expected %s", where.c_str(), bad.c_str(), s.range);
+}
 
 std::string json_text(const std::string &where, json_t *v) {
   if (json_is_string(v)) return json_string_value(v);
   if (json_is_integer(v)) return strf("%lld", static_cast<long long>(json_integer_value(v)));
   if (json_is_real(v)) return strf("%.17g", json_real_value(v));
+  if (json_is_array(v)) {  // a list: its items joined by commas
+    std::string joined;
+    size_t i;
+    json_t *item;
+    json_array_foreach(v, i, item) {
+      if (json_is_array(item)) fail(HPU_ERROR_CONFIG, "%s: an item must be a string or a number", where.c_str());
+      joined += (i ? "," : "") + json_text(where, item);
+    }
+    return joined;
+  }
   fail(HPU_ERROR_CONFIG, "%s must be a string or a number", where.c_str());
 }
 
-void apply_ib_object(IbConfig &ib, const std::string &path, json_t *obj) {
-  if (!json_is_object(obj)) fail(HPU_ERROR_CONFIG, "%s: key \"comm.ib\" must be an object", path.c_str());
-  const char *key;
+// The object at `prefix` ("" for the top level, else "comm." or "comm.ib."):
+// each key is a setting's key, or an object whose keys continue it.
+void apply_object(Config &c, const std::string &path, const std::string &prefix, json_t *obj) {
+  const char *name;
   json_t *v;
-  json_object_foreach(obj, key, v) {
-    bool known = false;
-    for (auto &k : kIbKeys) known = known || strcmp(key, k[0]) == 0;
-    if (!known)
-      fail(HPU_ERROR_CONFIG,
-           "%s: unknown key \"comm.ib.%s\" (known: hca, library, gid_index, roce_version, addr_family, qps_per_port, "
-           "timeout, retry_cnt)",
-           path.c_str(), key);
-    std::string where = path + ": comm.ib." + key;
-    set_ib(ib, key, where, json_text(where, v));
-  }
-}
-
-void apply_comm_object(Config &c, const std::string &path, json_t *obj) {
-  if (!json_is_object(obj)) fail(HPU_ERROR_CONFIG, "%s: key \"comm\" must be an object", path.c_str());
-  const char *key;
-  json_t *v;
-  json_object_foreach(obj, key, v) {
-    std::string where = path + ": comm." + key;
-    if (strcmp(key, "timeout") == 0) {
-      set_timeout(c, where, json_text(where, v));
-    } else if (strcmp(key, "transport") == 0) {
-      c.comm.transport = json_text(where, v);
-    } else if (strcmp(key, "algo") == 0) {
-      c.comm.algo = json_text(where, v);
-    } else if (strcmp(key, "ib") == 0) {
-      apply_ib_object(c.comm.ib, path, v);
+  json_object_foreach(obj, name, v) {
+    std::string key = prefix + name;
+    std::string where = path + ": " + key;
+    const Setting *row = nullptr;
+    bool is_prefix = false;
+    for (const Setting &s : kSettings) {
+      if (!s.key) continue;
+      if (key == s.key) row = &s;
+      is_prefix = is_prefix || strncmp(s.key, (key + ".").c_str(), key.size() + 1) == 0;
+    }
+    if (row) {
+      apply(c, *row, where, json_text(where, v));
+    } else if (is_prefix) {
+      if (!json_is_object(v)) fail(HPU_ERROR_CONFIG, "%s: key \"%s\" must be an object", path.c_str(), key.c_str());
+      apply_object(c, path, key + ".", v);
     } else {
-      fail(HPU_ERROR_CONFIG, "%s: unknown key \"comm.%s\" (known: timeout, transport, algo, ib)",
-           path.c_str(), key);
+      std::string known;
+      for (const Setting &s : kSettings) {
+        if (!s.key || strncmp(s.key, prefix.c_str(), prefix.size()) != 0 || strcmp(s.type, "removed") == 0)
+          continue;
+        std::string rest = s.key + prefix.size();
+        rest = rest.substr(0, rest.find('.'));
+        if (known.find(" " + rest + ",") == std::string::npos) known += " " + rest + ",";
+      }
+      known.pop_back();
+      fail(HPU_ERROR_CONFIG, "%s: unknown key \"%s\" (known:%s)", path.c_str(), key.c_str(), known.c_str());
     }
   }
 }
@@ -177,43 +280,7 @@ void apply_file(Config &c, const std::string &path) {
     ~Guard() { json_decref(j); }
   } guard{root};
   if (!json_is_object(root)) fail(HPU_ERROR_CONFIG, "HPU_CONFIG=%s: the top level must be an object", path.c_str());
-  const char *key;
-  json_t *v;
-  json_object_foreach(root, key, v) {
-    std::string where = path + ": " + key;
-    if (strcmp(key, "num_devices") == 0) {
-      c.num_devices = parse_int(where, json_text(where, v), 1, 256);
-    } else if (strcmp(key, "visible_devices") == 0) {
-      if (json_is_array(v)) {
-        std::string joined;
-        size_t i;
-        json_t *item;
-        json_array_foreach(v, i, item) joined += (i ? "," : "") + json_text(where, item);
-        c.visible_devices = parse_int_list(where, joined);
-      } else {
-        c.visible_devices = parse_int_list(where, json_text(where, v));
-      }
-    } else if (strcmp(key, "profile") == 0) {
-      set_profile(c, where, json_text(where, v));
-    } else if (strcmp(key, "device_memory") == 0) {
-      set_memory(c, where, json_text(where, v));
-    } else if (strcmp(key, "memory_fraction") == 0) {
-      set_fraction(c, where, json_text(where, v));
-    } else if (strcmp(key, "log_level") == 0) {
-      set_log_level_text(c, where, json_text(where, v));
-    } else if (strcmp(key, "log_file") == 0) {
-      c.log_file = json_text(where, v);
-    } else if (strcmp(key, "num_threads") == 0) {
-      c.num_threads = parse_int(where, json_text(where, v), 0, 4096);
-    } else if (strcmp(key, "comm") == 0) {
-      apply_comm_object(c, path, v);
-    } else {
-      fail(HPU_ERROR_CONFIG,
-           "HPU_CONFIG=%s: unknown key \"%s\" (known: num_devices, visible_devices, profile, "
-           "device_memory, memory_fraction, log_level, log_file, num_threads, comm)",
-           path.c_str(), key);
-    }
-  }
+  apply_object(c, "HPU_CONFIG=" + path, "", root);
 }
 
 const char *env(const char *name) {
@@ -221,7 +288,38 @@ const char *env(const char *name) {
   return (v && *v) ? v : nullptr;
 }
 
+// The rows read at `when` (all of them for ReadAt::init) from the environment.
+void apply_environment(Config &c, bool use_only) {
+  for (const Setting &s : kSettings) {
+    if (!s.key || (use_only && s.read_at != ReadAt::use)) continue;
+    const char *v = env(s.variable);
+    const char *old = s.older ? env(s.older) : nullptr;
+    if (v && old)
+      HPU_LOG(warn, "config", "both %s=\"%s\" and the older %s=\"%s\" are set; using %s", s.variable, v, s.older,
+              old, s.variable);
+    if (v) apply(c, s, s.variable, v);
+    else if (old) apply(c, s, s.older, old);
+  }
+}
+
+const std::vector<const char *> kForeign = {"XDG_CONFIG_HOME", "HOME", "LOWER_LIST", "FP32_LIST"};
+
 }  // namespace
+
+const std::vector<Setting> &settings() { return kSettings; }
+
+const std::vector<const char *> &documented_foreign_variables() { return kForeign; }
+
+const char *setting_from_environment(const char *variable) { return env(variable); }
+
+const char *Config::launch_value(const char *variable) const {
+  const std::pair<const char *, const std::string *> launch[] = {
+      {"HPU_RANK", &comm.rank},  {"HPU_WORLD_SIZE", &comm.world_size}, {"HPU_LOCAL_RANK", &comm.local_rank},
+      {"HPU_COMM_ID", &comm.id}, {"HPU_COMM_SECRET", &comm.secret},   {"HPU_COMM_LISTEN", &comm.listen}};
+  for (auto &l : launch)
+    if (strcmp(variable, l.first) == 0) return l.second->empty() ? nullptr : l.second->c_str();
+  return nullptr;
+}
 
 uint64_t profile_capacity(const std::string &profile) {
   for (const Profile &p : kProfiles)
@@ -276,25 +374,11 @@ bool parse_seconds(const std::string &text, double *seconds) {
 Config load_config() {
   Config c;
   if (const char *path = env("HPU_CONFIG")) apply_file(c, path);
-  if (const char *v = env("HPU_NUM_DEVICES")) c.num_devices = parse_int("HPU_NUM_DEVICES", v, 1, 256);
   // Where the visible list came from, for the messages below.
   std::string visible = "HPU_VISIBLE_DEVICES";
   if (!c.visible_devices.empty()) visible = std::string(env("HPU_CONFIG")) + ": visible_devices";
-  if (const char *v = env("HPU_VISIBLE_DEVICES")) {
-    c.visible_devices = parse_int_list("HPU_VISIBLE_DEVICES", v);
-    visible = "HPU_VISIBLE_DEVICES";
-  }
-  if (const char *v = env("HPU_DEVICE_PROFILE")) set_profile(c, "HPU_DEVICE_PROFILE", v);
-  if (const char *v = env("HPU_DEVICE_MEMORY")) set_memory(c, "HPU_DEVICE_MEMORY", v);
-  if (const char *v = env("HPU_MEMORY_FRACTION")) set_fraction(c, "HPU_MEMORY_FRACTION", v);
-  if (const char *v = env("HPU_LOG_LEVEL")) set_log_level_text(c, "HPU_LOG_LEVEL", v);
-  if (const char *v = env("HPU_LOG_FILE")) c.log_file = v;
-  if (const char *v = env("HPU_NUM_THREADS")) c.num_threads = parse_int("HPU_NUM_THREADS", v, 0, 4096);
-  if (const char *v = env("HPU_COMM_TIMEOUT")) set_timeout(c, "HPU_COMM_TIMEOUT", v);
-  if (const char *v = env("HPU_TRANSPORT")) c.comm.transport = v;
-  if (const char *v = env("HPU_ALGO")) c.comm.algo = v;
-  for (auto &k : kIbKeys)
-    if (const char *v = env(k[1])) set_ib(c.comm.ib, k[0], k[1], v);
+  if (env("HPU_VISIBLE_DEVICES")) visible = "HPU_VISIBLE_DEVICES";
+  apply_environment(c, false);
 
   for (size_t i = 0; i < c.visible_devices.size(); ++i) {
     int d = c.visible_devices[i];
@@ -304,6 +388,12 @@ Config load_config() {
     for (size_t j = 0; j < i; ++j)
       if (c.visible_devices[j] == d) fail(HPU_ERROR_CONFIG, "%s lists device %d twice", visible.c_str(), d);
   }
+  return c;
+}
+
+Config config_now() {
+  Config c = config();
+  apply_environment(c, true);
   return c;
 }
 

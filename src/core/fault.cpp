@@ -26,9 +26,8 @@ std::atomic<bool> g_any{false};
 std::atomic<int64_t> g_allocs{0};
 std::atomic<int64_t> g_alloc_failures{0};
 
-void init(const Config &) {
-  const char *spec = getenv("HPU_FAULT_INJECT");
-  if (spec && *spec) configure(spec);
+void init(const Config &c) {
+  if (!c.fault_inject.empty()) configure(c.fault_inject);
 }
 
 const bool registered = (on_init(1, init), true);

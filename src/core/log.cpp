@@ -63,8 +63,6 @@ bool parse_log_level(const char *text, LogLevel *level) {
   return false;
 }
 
-const char *log_level_name(LogLevel level) { return kNames[static_cast<int>(level)]; }
-
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed)); }
@@ -89,7 +87,9 @@ void set_log_callback(LogCallback callback, void *user) {
 }
 
 void set_log_device(int device) { t_device = device; }
-void set_log_rank(int rank) { t_rank = rank; }
+
+LogRankScope::LogRankScope(int rank) : previous_(t_rank) { t_rank = rank; }
+LogRankScope::~LogRankScope() { t_rank = previous_; }
 
 void log_write(LogLevel level, const char *component, const char *fmt, ...) {
   struct timeval tv;

@@ -15,7 +15,6 @@ enum class LogLevel { off = 0, error = 1, warn = 2, info = 3, debug = 4, trace =
 
 // Parses "off", "error".."trace" (any case; "warning" too); false on an unknown name.
 bool parse_log_level(const char *text, LogLevel *level);
-const char *log_level_name(LogLevel level);
 
 void set_log_level(LogLevel level);
 LogLevel log_level();
@@ -31,7 +30,21 @@ void set_log_callback(LogCallback callback, void *user);
 
 // What the calling thread works for, shown in its lines (-1: not known).
 void set_log_device(int device);
-void set_log_rank(int rank);
+
+// The communicator rank the calling thread works for until the scope ends,
+// shown in its lines as rank=N: a communicator's set-up and each of its
+// operations (comm/communicator.cpp). Scopes nest; the end restores the rank
+// before.
+class LogRankScope {
+ public:
+  explicit LogRankScope(int rank);
+  ~LogRankScope();
+  LogRankScope(const LogRankScope &) = delete;
+  LogRankScope &operator=(const LogRankScope &) = delete;
+
+ private:
+  int previous_;
+};
 
 void log_write(LogLevel level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

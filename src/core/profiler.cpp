@@ -276,9 +276,9 @@ void write_trace(Profile &p, const std::vector<Ev> &all) {
   if (!ok) fail(HPU_ERROR_IO, "cannot write the trace to %s: %s", p.path.c_str(), strerror(errno));
 }
 
-void start_from_env(const Config &) {
-  const char *path = getenv("HPU_PROFILE");
-  if (!path || !*path) return;
+void start_from_env(const Config &c) {
+  if (c.trace_file.empty()) return;
+  const char *path = c.trace_file.c_str();
 #ifdef HPU_NO_PROFILER
   HPU_LOG(warn, "profiler", "HPU_PROFILE=%s: this libhpu is built without its profiler (HPU_NO_PROFILER)", path);
 #else

@@ -70,7 +70,7 @@ void ensure_init() {
   if (r.stopping.load()) fail(HPU_ERROR_INVALID_USAGE, "libhpu is shutting down");
   // Logging first, from the environment alone, so that configuration errors
   // below can already be logged at the requested level.
-  if (const char *lvl = getenv("HPU_LOG_LEVEL")) {
+  if (const char *lvl = setting_from_environment("HPU_LOG_LEVEL")) {
     LogLevel level;
     if (parse_log_level(lvl, &level)) set_log_level(level);
   }

@@ -97,16 +97,10 @@ void run(Publisher *p) {
   }
 }
 
-void start(const Config &) {
-  const char *on = getenv("HPU_SMI");
-  if (on && strcmp(on, "0") == 0) return;
+void start(const Config &c) {
+  if (!c.smi) return;
   auto *p = new Publisher();
-  if (const char *iv = getenv("HPU_SMI_INTERVAL")) {
-    double secs;
-    if (!parse_seconds(iv, &secs) || secs < 0.01)
-      fail(HPU_ERROR_CONFIG, "HPU_SMI_INTERVAL=\"%s\" is invalid: expected a duration such as 500ms or 1s", iv);
-    p->interval = std::chrono::milliseconds(static_cast<long>(secs * 1000));
-  }
+  p->interval = std::chrono::milliseconds(static_cast<long>(c.smi_interval * 1000));
   p->name = std::string("/") + smi::kPrefix + std::to_string(getpid());
   int fd = shm_open(p->name.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
   if (fd < 0 || ftruncate(fd, sizeof(smi::Segment)) != 0) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/config.hpp"
 #include "core/log.hpp"
 
 namespace hpu::kernels {
@@ -88,7 +89,8 @@ Isa best_isa() {
     Isa best = Isa::scalar;
     for (Isa level : {Isa::avx2, Isa::avx512, Isa::amx})
       if (isa_supported(level)) best = level;
-    return choose_isa(std::getenv("HPU_KERNEL_ISA"), best);
+    std::string want = config_now().kernel_isa;
+    return choose_isa(want.empty() ? nullptr : want.c_str(), best);
   }();
   return isa;
 }

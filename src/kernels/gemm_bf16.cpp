@@ -169,9 +169,6 @@ HPU_BF16 void store_rows_bf16(const Out &o, int64_t row0, int64_t col0, int rows
 }
 
 // store() over rows x cols of C from row0, col0 (at as for store_rows_bf16).
-// On AMX, one thread, medians of 2 alternating runs: the forward product
-// 256 x 1024 x 784 with relu 418 -> 388 us, the input gradient 256 x 1024 x
-// 1024 with the relu mask 713 -> 648 us.
 template <class At>
 HPU_BF16 void store_block(const Out &o, int64_t row0, int64_t col0, int rows, int64_t cols, const At &at) {
   if (o.dt == HPU_BFLOAT16 && o.alpha == 1.0f && o.beta == 0.0f) {
@@ -308,11 +305,10 @@ __attribute__((noinline)) HPU_BF16 void store_tiles(const Out &o, int64_t row0, 
 // the mask, AdamW's divide and square root) then runs beside the tile
 // products instead of after them. A weight gradient's row block spends ~3x as
 // long in its AdamW store as in its products, a forward one ~1/4.
-// Forward and input-gradient products, one thread, 256 x 512 of C: k = 1024
-// 287 -> 273 us, k = 10 (relu mask) 44 -> 40 us. Not the AdamW store: its 26
-// bytes per weight, streamed beside the products, pushed their operands out
-// of L1 (weight gradient 512 x 1024 x 256: 639 -> 720 us), so it follows
-// its row block's products at once, as before.
+// Forward and input-gradient products only. Not the AdamW store: its 26
+// bytes per weight, streamed beside the products, push their operands out
+// of L1 and make the weight gradient slower, so it follows its row block's
+// products at once.
 template <int MR, int NV>
 struct PendingStore {
   Out o{};
@@ -551,9 +547,8 @@ HPU_BF16 void round_into(const float *work, const GemmShape &s, float beta, uint
 // rows (34 KiB, in L1), then stored row by row. run()'s row blocks are as
 // wide as C, so with a short k their tiles (128 KiB at 1024 columns) went
 // through L2 and back; and storing each block as it comes writes C in
-// 64-byte pieces 2 KiB apart, which the prefetchers do not follow. The k = 10
-// input gradient of the training step (256 x 1024 of C, relu mask) on one
-// thread: 76 -> 48 us.
+// 64-byte pieces 2 KiB apart, which the prefetchers do not follow (the k = 10
+// input gradient of the training step, 256 x 1024 of C, is such a product).
 constexpr int64_t kShortPanel = 256;
 // The scratch's row stride: 64 bytes more than a panel's row, so that its rows
 // spread over L1's sets (1 KiB apart they share a few).

@@ -44,9 +44,7 @@ bool spin_until(Done done) {
 // step runs single-threaded parts between its parallel products (the batch's
 // copy and cast, the loss: 50-150 us), after which a sleeping helper took
 // 15-100 us to wake. A yielding helper leaves its CPU to any thread that
-// wants it. hpu-bench train --no-peer, medians of alternating runs: bf16-mixed
-// on 1 device 86.8k -> 90.2k and 86.6k -> 88.5k samples/s; 2 devices, 32-true,
-// and 1 or 2 devices beside two busy processes within the noise.
+// wants it, so busy neighbours lose nothing (hpu-bench train measures it).
 constexpr auto kYield = std::chrono::microseconds(400);
 
 template <class Done>
@@ -133,13 +131,6 @@ struct Latch {
 };
 
 }  // namespace
-
-int parallel_threads_hint() {
-  ComputeBudget &b = ComputeBudget::instance();
-  int got = b.try_acquire(b.size());
-  b.release(got);
-  return 1 + got;
-}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
   if (n <= 0) return;

@@ -22,7 +22,4 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t beg
 // bits depend on how it is cut (a product through OpenBLAS).
 void parallel_blocks(int64_t n, int64_t blocks, const std::function<void(int64_t begin, int64_t end)> &fn);
 
-// Threads parallel_for could use now (1 + helpers the budget would lend).
-int parallel_threads_hint();
-
 }  // namespace hpu::kernels

@@ -164,7 +164,7 @@ HPU_BINARY_OP_(Sub, sub, Binary::sub)
 HPU_BINARY_OP_(Mul, mul, Binary::mul)
 HPU_BINARY_OP_(Div, div, Binary::div)
 
-HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t src, double alpha, hpuTensor_t dst) {
+HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src, double alpha) {
   HPU_API_BEGIN
     TensorPtr x = input(src, "src"), y = input(dst, "dst");
     same_device(*y, "dst", *x, "src");

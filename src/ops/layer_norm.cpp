@@ -36,20 +36,24 @@ void check_param(const Tensor &x, const TensorPtr &p, const char *arg, const Nor
   require_shape(*p, arg, n.shape, "x's normalized dims");
 }
 
-void forward(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t weight, hpuTensor_t bias,
-             double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd) {
+void forward(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
+             const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd) {
   check_out(y, "y");
+  const hpuLayerNormOptions_t o =
+      read_optional_sized(options, hpuLayerNormOptions_t HPU_LAYER_NORM_OPTIONS_INIT, "options");
+  const int normalized_ndim = o.normalized_ndim;
+  const double eps = o.eps;
   TensorPtr xt = input(x, "x"), w = optional(weight, "weight"), b = optional(bias, "bias");
   require_floating(*xt, "x");
   if (xt->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xt->str().c_str());
   HPU_CHECK_ARG(normalized_ndim >= 1 && normalized_ndim <= xt->ndim(),
-                "normalized_ndim %d is out of range for x %s (1..%d)", normalized_ndim, xt->str().c_str(),
+                "options->normalized_ndim %d is out of range for x %s (1..%d)", normalized_ndim, xt->str().c_str(),
                 xt->ndim());
   Normalized nz = normalized(*xt, normalized_ndim);
   const int64_t rows = nz.rows, d = nz.d;
   check_param(*xt, w, "weight", nz);
   check_param(*xt, b, "bias", nz);
-  HPU_CHECK_ARG(eps >= 0 && eps < 1e300, "eps %g is not a finite number >= 0", eps);
+  HPU_CHECK_ARG(eps >= 0 && eps < 1e300, "options->eps %g is not a finite number >= 0", eps);
   // lower_first_arg: only x takes the autocast type; weight and bias are read as they are.
   hpuDataType_t dt = autocast::decide("layer_norm", {xt->dtype()}).apply(xt->dtype());
   auto s = stream_for(stream, *xt);
@@ -78,17 +82,10 @@ void forward(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t
 extern "C" {
 
 HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
-                                 double eps, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd) {
+                                 const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean,
+                                 hpuTensor_t *rstd) {
   HPU_API_BEGIN
-    forward(stream, x, 1, weight, bias, eps, y, mean, rstd);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLayerNormNd(hpuStream_t stream, hpuTensor_t x, int normalized_ndim, hpuTensor_t weight,
-                                   hpuTensor_t bias, double eps, hpuTensor_t *y, hpuTensor_t *mean,
-                                   hpuTensor_t *rstd) {
-  HPU_API_BEGIN
-    forward(stream, x, normalized_ndim, weight, bias, eps, y, mean, rstd);
+    forward(stream, x, weight, bias, options, y, mean, rstd);
   HPU_API_END
 }
 

@@ -14,6 +14,8 @@ struct Loss {
   TensorPtr input, target, weight;  // weight: contiguous, or nullptr
   int64_t n, c, inner;              // input seen as [n, c, inner]
   Dims loss_shape;                  // per-sample losses: input's shape without C
+  hpuReduction_t reduction;
+  int64_t ignore_index;
   double label_smoothing;
   bool probs;  // target holds class probabilities (cross entropy, floating target)
   std::shared_ptr<Stream> s;
@@ -23,8 +25,8 @@ struct Loss {
 // [N, C, d1, ...] (target [N, d1, ...]), as ATen's nll_loss_nd; for cross
 // entropy (fused), a floating target holds class probabilities of the input's
 // shape.
-Loss check(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw, hpuReduction_t reduction,
-           double label_smoothing) {
+Loss check(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
+           const hpuLossOptions_t &o) {
   Loss l;
   l.input = input(hi, "input");
   l.target = input(ht, "target");
@@ -32,11 +34,14 @@ Loss check(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTe
   require_floating(*l.input, "input");
   l.probs = fused && is_floating(l.target->dtype());
   if (!l.probs) require_index(*l.target, "target");
-  HPU_CHECK_ARG(reduction == HPU_REDUCTION_NONE || reduction == HPU_REDUCTION_MEAN || reduction == HPU_REDUCTION_SUM,
-                "reduction %d is not an hpuReduction_t", static_cast<int>(reduction));
-  HPU_CHECK_ARG(label_smoothing >= 0.0 && label_smoothing <= 1.0, "label_smoothing %g is not in 0..1",
-                label_smoothing);
-  l.label_smoothing = label_smoothing;
+  HPU_CHECK_ARG(o.reduction == HPU_REDUCTION_NONE || o.reduction == HPU_REDUCTION_MEAN ||
+                    o.reduction == HPU_REDUCTION_SUM,
+                "options->reduction %d is not an hpuReduction_t", static_cast<int>(o.reduction));
+  HPU_CHECK_ARG(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "options->label_smoothing %g is not in 0..1",
+                o.label_smoothing);
+  HPU_CHECK_ARG(fused || o.label_smoothing == 0.0,
+                "options->label_smoothing is %g: nll_loss has none (hpuCrossEntropyLoss has)", o.label_smoothing);
+  l.reduction = o.reduction, l.ignore_index = o.ignore_index, l.label_smoothing = o.label_smoothing;
   const Dims &shape = l.input->shape();
   if (shape.n == 0)
     fail(HPU_ERROR_INVALID_ARGUMENT, "input is %s: expected [C], [N, C] or [N, C, d1, ...]", l.input->str().c_str());
@@ -77,51 +82,56 @@ Work work(bool fused, bool backward, const Loss &l, std::initializer_list<const 
   return w;
 }
 
-Dims loss_shape(const Loss &l, hpuReduction_t reduction) {
-  return reduction == HPU_REDUCTION_NONE ? l.loss_shape : Dims{};
+Dims loss_shape(const Loss &l) {
+  return l.reduction == HPU_REDUCTION_NONE ? l.loss_shape : Dims{};
 }
 
-kernels::LossArgs args_of(const Loss &l, const TensorPtr &target, hpuReduction_t reduction, int64_t ignore_index) {
+kernels::LossArgs args_of(const Loss &l, const TensorPtr &target) {
   kernels::LossArgs a;
   a.n = l.n, a.c = l.c, a.inner = l.inner;
   a.target_dt = target->dtype(), a.target = target->data();
   if (l.weight) a.weights = kernels::LossWeights{l.weight->dtype(), l.weight->data()};
-  a.reduction = reduction, a.ignore_index = ignore_index, a.label_smoothing = l.label_smoothing;
+  a.reduction = l.reduction, a.ignore_index = l.ignore_index, a.label_smoothing = l.label_smoothing;
   a.probs = l.probs;
   return a;
 }
 
+// The caller's options, or PyTorch's defaults when it passes NULL.
+hpuLossOptions_t options_of(const hpuLossOptions_t *options) {
+  return read_optional_sized(options, hpuLossOptions_t HPU_LOSS_OPTIONS_INIT, "options");
+}
+
 void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
-             hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *loss) {
+             const hpuLossOptions_t *options, hpuTensor_t *loss) {
   check_out(loss, "loss");
-  Loss l = check(fused, stream, hi, ht, hw, reduction, label_smoothing);
+  Loss l = check(fused, stream, hi, ht, hw, options_of(options));
   hpuDataType_t dt =
       autocast::decide(fused ? "cross_entropy_loss" : "nll_loss", {l.input->dtype()}).apply(l.input->dtype());
   TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
-  TensorPtr y = empty_like(*l.input, dt, loss_shape(l, reduction));
+  TensorPtr y = empty_like(*l.input, dt, loss_shape(l));
   if (y->numel() > 0)
     enqueue(*l.s, work(fused, false, l, {fused ? I.get() : nullptr, T.get(), y.get()}), [=] {
-      kernels::LossArgs a = args_of(l, T, reduction, ignore_index);
+      kernels::LossArgs a = args_of(l, T);
       (fused ? kernels::cross_entropy : kernels::nll_loss)(a, dt, I->data(), dt, y->data());
     });
   give(loss, y);
 }
 
 void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
-              hpuReduction_t reduction, int64_t ignore_index, double label_smoothing, hpuTensor_t *grad_input) {
+              const hpuLossOptions_t *options, hpuTensor_t *grad_input) {
   check_out(grad_input, "grad_input");
-  Loss l = check(fused, stream, hi, ht, hw, reduction, label_smoothing);
+  Loss l = check(fused, stream, hi, ht, hw, options_of(options));
   TensorPtr g = input(hg, "grad_loss");
   same_device(*l.input, "input", *g, "grad_loss");
   require_floating(*g, "grad_loss");
-  require_shape(*g, "grad_loss", loss_shape(l, reduction), "the forward's loss shape");
+  require_shape(*g, "grad_loss", loss_shape(l), "the forward's loss shape");
   hpuDataType_t dt = g->dtype();
   TensorPtr G = as(*l.s, g, dt), T = as(*l.s, l.target, l.target->dtype());
   TensorPtr I = fused ? as(*l.s, l.input, dt) : nullptr;
   TensorPtr gi = empty_like(*l.input, l.input->dtype(), l.input->shape());
   if (gi->numel() > 0)
     enqueue(*l.s, work(fused, true, l, {G.get(), T.get(), I.get(), gi.get()}), [=] {
-      kernels::LossArgs a = args_of(l, T, reduction, ignore_index);
+      kernels::LossArgs a = args_of(l, T);
       if (fused)
         kernels::cross_entropy_backward(a, dt, G->data(), dt, I->data(), gi->dtype(), gi->data());
       else
@@ -134,82 +144,33 @@ void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hp
 
 extern "C" {
 
-HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuReduction_t reduction,
-                               int64_t ignore_index, hpuTensor_t *loss) {
+HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
+                               const hpuLossOptions_t *options, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(false, stream, input, target, nullptr, reduction, ignore_index, 0.0, loss);
+    forward(false, stream, input, target, weight, options, loss);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                       hpuTensor_t target, hpuReduction_t reduction, int64_t ignore_index,
+                                       hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options,
                                        hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(false, stream, grad_loss, input, target, nullptr, reduction, ignore_index, 0.0, grad_input);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuNllLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                                       hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
-  HPU_API_BEGIN
-    forward(false, stream, input, target, weight, reduction, ignore_index, 0.0, loss);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuNllLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                               hpuTensor_t target, hpuTensor_t weight, hpuReduction_t reduction,
-                                               int64_t ignore_index, hpuTensor_t *grad_input) {
-  HPU_API_BEGIN
-    backward(false, stream, grad_loss, input, target, weight, reduction, ignore_index, 0.0, grad_input);
+    backward(false, stream, grad_loss, input, target, weight, options, grad_input);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                        hpuReduction_t reduction, int64_t ignore_index, hpuTensor_t *loss) {
+                                        hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *loss) {
   HPU_API_BEGIN
-    forward(true, stream, input, target, nullptr, reduction, ignore_index, 0.0, loss);
+    forward(true, stream, input, target, weight, options, loss);
   HPU_API_END
 }
 
 HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                                hpuTensor_t target, hpuReduction_t reduction,
-                                                int64_t ignore_index, hpuTensor_t *grad_input) {
+                                                hpuTensor_t target, hpuTensor_t weight,
+                                                const hpuLossOptions_t *options, hpuTensor_t *grad_input) {
   HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, nullptr, reduction, ignore_index, 0.0, grad_input);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuCrossEntropyLossWeighted(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
-                                                hpuTensor_t *loss) {
-  HPU_API_BEGIN
-    forward(true, stream, input, target, weight, reduction, ignore_index, 0.0, loss);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuCrossEntropyLossWeightedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
-                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                                                        hpuReduction_t reduction, int64_t ignore_index,
-                                                        hpuTensor_t *grad_input) {
-  HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, weight, reduction, ignore_index, 0.0, grad_input);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuCrossEntropyLossSmoothed(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                                hpuTensor_t weight, hpuReduction_t reduction, int64_t ignore_index,
-                                                double label_smoothing, hpuTensor_t *loss) {
-  HPU_API_BEGIN
-    forward(true, stream, input, target, weight, reduction, ignore_index, label_smoothing, loss);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuCrossEntropyLossSmoothedBackward(hpuStream_t stream, hpuTensor_t grad_loss,
-                                                        hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                                                        hpuReduction_t reduction, int64_t ignore_index,
-                                                        double label_smoothing, hpuTensor_t *grad_input) {
-  HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, weight, reduction, ignore_index, label_smoothing, grad_input);
+    backward(true, stream, grad_loss, input, target, weight, options, grad_input);
   HPU_API_END
 }
 

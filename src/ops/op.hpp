@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "api/api.hpp"
+#include "core/boundary.hpp"
 #include "autocast/autocast.hpp"
 #include "tensor/tensor.hpp"
 
@@ -100,6 +100,12 @@ T read_sized(const T *in, T defaults, const char *arg) {
   std::memcpy(reinterpret_cast<char *>(&defaults) + sizeof(size_t), reinterpret_cast<const char *>(in) + sizeof(size_t),
               std::min(n, sizeof(T)) - sizeof(size_t));
   return defaults;
+}
+
+// As read_sized, for options that may be NULL: then the defaults.
+template <class T>
+T read_optional_sized(const T *in, T defaults, const char *arg) {
+  return in ? read_sized(in, defaults, arg) : defaults;
 }
 
 // Shape of a [outer, n, inner] split around dim.

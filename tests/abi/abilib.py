@@ -1,10 +1,12 @@
 """Shared helpers for the ABI and documentation checks: the symbol ledger,
-public header declarations, and a small reader for the man(7) pages."""
+public header declarations (both read by tools/abi/hpuabi.py, the one header
+parser), and a small reader for the man(7) pages."""
 import os
 import re
 import sys
 
-LEDGER_LINE = re.compile(r"^(hpu[A-Z][A-Za-z0-9]*)[ \t]+([0-9]+\.[0-9]+)[ \t]*$")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "abi"))
+import hpuabi  # noqa: E402
 
 # Sections every man3 page has, in this order (the template, hpuMemAlloc.3).
 MAN3_SECTIONS = ["NAME", "SYNOPSIS", "DESCRIPTION", "RETURN VALUE", "ERRORS", "EXAMPLE", "SEE ALSO"]
@@ -31,38 +33,16 @@ class Failures:
 
 def read_ledger(path, failures=None):
     """abi/symbols.txt -> list of (name, version) in file order."""
-    entries = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            text = line.rstrip("\n")
-            if not text.strip() or text.lstrip().startswith("#"):
-                continue
-            m = LEDGER_LINE.match(text)
-            if not m:
-                if failures:
-                    failures.add(f"{path}:{n}: not \"hpu<Name> <major>.<minor>\": {text!r}")
-                continue
-            entries.append((m.group(1), m.group(2)))
-    return entries
-
-
-# The ledgers of exported C functions, and the library each one describes.
-# libhpu-trainer has its own (see abi/trainer-symbols.txt).
-LEDGERS = (("abi/symbols.txt", "hpu"), ("abi/trainer-symbols.txt", "hpu-trainer"))
+    return hpuabi.read_ledger(path, failures)
 
 
 def read_ledgers(src, failures=None):
     """{name: library} over every ledger of the source tree."""
     out = {}
-    for rel, library in LEDGERS:
+    for rel, library in hpuabi.LEDGERS:
         for name, _ in read_ledger(os.path.join(src, rel), failures):
             out[name] = library
     return out
-
-
-def strip_c_comments(text):
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
 
 
 def canonical_prototype(text):
@@ -71,21 +51,10 @@ def canonical_prototype(text):
     return re.sub(r"\s*([(),;*\[\]])\s*", r"\1", text)
 
 
-DECLARATION = re.compile(r"\bHPU_API\s+([^;{}#]*?\b(hpu\w+)\s*\([^()]*\))\s*;")
-
-
 def header_declarations(include_dir):
     """{name: canonical prototype} of every HPU_API function in include/hpu/*.h."""
-    decls = {}
-    hdir = os.path.join(include_dir, "hpu")
-    for fn in sorted(os.listdir(hdir)):
-        if not fn.endswith(".h"):
-            continue
-        with open(os.path.join(hdir, fn), encoding="utf-8") as f:
-            text = strip_c_comments(f.read())
-        for m in DECLARATION.finditer(text):
-            decls[m.group(2)] = canonical_prototype(m.group(1) + ";")
-    return decls
+    api = hpuabi.parse(os.path.dirname(os.path.abspath(include_dir)))
+    return {f.name: canonical_prototype(f.text) for f in api.functions.values()}
 
 
 def public_headers(include_dir, suffixes):

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from abilib import (MAN3_SECTIONS, Failures, Page, canonical_prototype, header_declarations, man_pages,
-                    read_ledgers, roff_args, strip_c_comments, tbl_rows, unescape)
+                    read_ledgers, roff_args, tbl_rows, unescape, hpuabi)
 
 # Pages outside libhpu that pages may refer to. Add a name here when a page
 # needs another system page.
@@ -25,7 +25,7 @@ SYSTEM_PAGES = {
     ("free", "3"), ("malloc", "3"), ("memset", "3"), ("memcpy", "3"), ("mmap", "2"), ("exit", "3"),
     ("atexit", "3"), ("pthreads", "7"), ("environ", "7"), ("ld.so", "8"), ("sched_getaffinity", "2"),
     ("pkg-config", "1"), ("cmake", "1"), ("man", "1"), ("mandoc", "1"), ("nproc", "1"), ("getenv", "3"),
-    ("setenv", "3"), ("strerror", "3"), ("numa", "7"), ("cpuset", "7"), ("signal", "7"),
+    ("setenv", "3"), ("strerror", "3"), ("numa", "7"), ("cpuset", "7"), ("signal", "7"), ("ldconfig", "8"),
 }
 
 
@@ -151,13 +151,11 @@ def check_xrefs(src, pages, f):
 
 
 def check_status_tables(src, f):
-    with open(os.path.join(src, "include", "hpu", "status.h"), encoding="utf-8") as fh:
-        header = strip_c_comments(fh.read())
-    statuses = re.findall(r'X\((HPU_\w+),\s*(\d+),\s*"([^"]*)"\)', header)
+    statuses = hpuabi.parse(src).statuses
     if not statuses:
         f.add("include/hpu/status.h: no X(name, number, text) entries in HPU_STATUS_MAP")
         return
-    expect3 = [[n, v, t] for n, v, t in statuses]
+    expect3 = [[s.name, str(s.value), s.text] for s in statuses]
     for page_rel, columns in (("man/man3/hpuGetErrorName.3", 3), ("man/man7/hpu.7", 2)):
         path = os.path.join(src, page_rel)
         if not os.path.exists(path):

@@ -45,6 +45,8 @@ struct Fixture {
   hpuSgdOptions_t sgd = HPU_SGD_OPTIONS_INIT;
   hpuAdamwOptions_t adamw = HPU_ADAMW_OPTIONS_INIT;
   hpuMatmulOptions_t matmul = HPU_MATMUL_OPTIONS_INIT;
+  hpuLossOptions_t loss = {sizeof(hpuLossOptions_t), HPU_REDUCTION_NONE, -100, 0.0};  // a loss per sample: vec2
+  hpuLayerNormOptions_t layer_norm = HPU_LAYER_NORM_OPTIONS_INIT;
   hpuRandomState_t random_state = HPU_RANDOM_STATE_INIT;
   hpuUniqueId_t unique_id;
 
@@ -94,10 +96,10 @@ struct Fixture {
     hpuDevice_t closing = nullptr;
     ASSERT_EQ(hpuDeviceOpen(&closing, 2), HPU_SUCCESS);
     ASSERT_EQ(hpuMemAlloc(&closed_mem, closing, kDevBytes), HPU_SUCCESS);
-    ASSERT_EQ(hpuMemFree(closing, closed_mem), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(closed_mem), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceClose(closing), HPU_SUCCESS);
     ASSERT_EQ(hpuEventCreate(&recorded_event), HPU_SUCCESS);
-    ASSERT_EQ(hpuEventRecord(recorded_event, stream), HPU_SUCCESS);
+    ASSERT_EQ(hpuEventRecord(stream, recorded_event), HPU_SUCCESS);
     ASSERT_EQ(hpuEventSynchronize(recorded_event), HPU_SUCCESS);
     const float zeros[8] = {};
     const int64_t classes[2] = {0, 1}, n2[1] = {2}, s12[2] = {1, 2}, s3[3] = {2, 2, 2};
@@ -115,7 +117,7 @@ struct Fixture {
       dims_2p32[i] = int64_t(1) << 32;
       dims_2p61[i] = int64_t(1) << 61;
     }
-    ASSERT_EQ(hpuMemFree(device, freed_mem), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(freed_mem), HPU_SUCCESS);
   }
 };
 

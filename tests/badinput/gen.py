@@ -11,9 +11,11 @@ covered the moment it is in the list.
 usage: gen.py SOURCE_DIR OUTPUT.cpp
 """
 import fnmatch
-import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "abi"))
+import hpuabi  # noqa: E402  (the one header parser)
 
 HANDLES = {"hpuDevice_t": "device", "hpuStream_t": "stream", "hpuEvent_t": "event",
            "hpuTensor_t": "tensor", "hpuComm_t": "comm"}
@@ -64,7 +66,8 @@ PLAUSIBLE = [
 # Structs the caller fills with their _INIT macro, by type: the fixture's copy.
 STRUCTS = {"hpuDeviceProperties_t": "fx.props", "hpuMemStats_t": "fx.stats", "hpuSgdOptions_t": "fx.sgd",
            "hpuAdamwOptions_t": "fx.adamw", "hpuMatmulOptions_t": "fx.matmul",
-           "hpuRandomState_t": "fx.random_state"}
+           "hpuRandomState_t": "fx.random_state", "hpuLossOptions_t": "fx.loss",
+           "hpuLayerNormOptions_t": "fx.layer_norm"}
 # Functions whose plausible call cannot succeed in the table, and why.
 BASELINE_FAILS = {
     "hpuCommInitFromEnv": "it needs a launcher's environment",
@@ -75,27 +78,10 @@ INTS = {"int", "int32_t", "int64_t", "long", "unsigned", "uint32_t", "uint64_t",
 
 
 def parse(src: Path):
-    exported = []
-    for ledger in ("abi/symbols.txt", "abi/trainer-symbols.txt"):
-        for line in (src / ledger).read_text().splitlines():
-            m = re.match(r"^(hpu\w+)\s", line)
-            if m:
-                exported.append(m.group(1))
-    text = ""
-    for h in sorted((src / "include/hpu").glob("*.h")):
-        text += re.sub(r"/\*.*?\*/", " ", h.read_text(), flags=re.S) + "\n"
-    protos = {}
-    for m in re.finditer(r"HPU_API\s+([\w\s\*]+?)\s*\b(hpu\w+)\s*\(([^)]*)\)\s*;", text):
-        ret, name, params = m.group(1).strip(), m.group(2), m.group(3).strip()
-        plist = []
-        if params and params != "void":
-            for p in params.split(","):
-                p = " ".join(p.split())
-                pm = re.match(r"^(.*?)(\w+)$", p)
-                ptype, pname = pm.group(1).strip(), pm.group(2)
-                plist.append((ptype, pname))
-        protos[name] = (ret, plist)
-    return exported, protos
+    """(exported names in ledger order, {name: (return type, [(type, name)])})."""
+    api = hpuabi.parse(src)
+    protos = {f.name: (f.ret, [(p.ctype, p.name) for p in f.params]) for f in api.functions.values()}
+    return [name for name, _, _ in api.ledger], protos
 
 
 def kind_of(ptype):

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/socket.hpp"
+#include "comm/socket/acceptor.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 

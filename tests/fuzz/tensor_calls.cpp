@@ -224,18 +224,19 @@ void one_call(Input &in, Slots &s) {
     case 10: {
       hpuTensor_t t = s.get(in);
       double v = in.number();
-      if (small(t)) check(hpuTensorFill(t, v, stream(in)));
+      if (small(t)) check(hpuTensorFill(stream(in), t, v));
       break;
     }
     case 11: {
       hpuTensor_t t = s.get(in);
       double a = in.number(), b = in.number();
-      if (small(t)) check(in.byte() & 1 ? hpuTensorFillUniform(t, a, b, stream(in)) : hpuTensorFillNormal(t, a, b, stream(in)));
+      if (small(t))
+        check(in.byte() & 1 ? hpuTensorFillUniform(stream(in), t, a, b) : hpuTensorFillNormal(stream(in), t, a, b));
       break;
     }
     case 12: {
       hpuTensor_t d = s.get(in), src = s.get(in);
-      if (small(d) && small(src)) check(hpuTensorCopy(d, src, stream(in)));
+      if (small(d) && small(src)) check(hpuTensorCopy(stream(in), d, src));
       break;
     }
     case 13: {  // host copies of the tensor's bytes, or of a wrong count
@@ -244,9 +245,9 @@ void one_call(Input &in, Slots &s) {
       size_t bytes = 0;
       if (!bytes_of(t, &n, &bytes) || bytes > kHostBytes || (in.byte() & 3) == 0) bytes = in.byte();
       if (in.byte() & 1)
-        check(hpuTensorCopyToHost(t, host, bytes, stream(in)));
+        check(hpuTensorCopyToHost(stream(in), t, host, bytes));
       else
-        check(hpuTensorCopyFromHost(t, host, bytes, stream(in)));
+        check(hpuTensorCopyFromHost(stream(in), t, host, bytes));
       break;
     }
     case 14: {  // introspection
@@ -311,7 +312,7 @@ void one_call(Input &in, Slots &s) {
       double alpha = in.number();
       hpuStream_t st = stream(in);
       if (!small(a) || !small(b)) break;
-      check(in.byte() & 1 ? hpuAddInplace(st, a, alpha, b) : hpuScaleInplace(st, a, alpha));
+      check(in.byte() & 1 ? hpuAddInplace(st, b, a, alpha) : hpuScaleInplace(st, a, alpha));
       break;
     }
     case 20: {  // backwards, whose gradients may be views
@@ -335,8 +336,10 @@ void one_call(Input &in, Slots &s) {
       int64_t index = in.value();
       hpuTensor_t *o = s.out(in);
       if (!small(x) || !small(target)) break;
-      hpuStatus_t r = embed ? hpuEmbedding(st, x, target, index, o)
-                            : hpuCrossEntropyLoss(st, x, target, static_cast<hpuReduction_t>(in.byte() % 4), index, o);
+      hpuLossOptions_t options = HPU_LOSS_OPTIONS_INIT;
+      options.reduction = static_cast<hpuReduction_t>(in.byte() % 4), options.ignore_index = index;
+      hpuStatus_t r =
+          embed ? hpuEmbedding(st, x, target, index, o) : hpuCrossEntropyLoss(st, x, target, nullptr, &options, o);
       check(r);
       s.took(o, r);
       break;
@@ -383,7 +386,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < kSlots; ++i) s.drop(i);
   for (hpuDevice_t d : devices) hpuDeviceSynchronize(d);
   for (int b = 0; b < 3; ++b)
-    if (hpuMemFree(devices[b == 2], buffers[b]) != HPU_SUCCESS) abort();
+    if (hpuMemFree(buffers[b]) != HPU_SUCCESS) abort();
   for (hpuDevice_t d : devices) {
     if (hpuDeviceClose(d) != HPU_SUCCESS) {
       fprintf(stderr, "%s\n", hpuGetLastErrorMessage());

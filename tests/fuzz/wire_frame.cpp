@@ -1,5 +1,5 @@
 // Fuzz target: the collectives' wire protocol as a process transport receives
-// it (comm/transports/net_transport.cpp). The input is what a peer (rank 1)
+// it (comm/transports/net/transport.cpp). The input is what a peer (rank 1)
 // sends to rank 0: 80-byte frames (EAGER, RTS, CTS, DATA, ERROR, BYE, junk
 // types), each followed by its payload. They are checked and delivered exactly
 // as the tcp and shm links do (frame_limit, data_target, on_frame) into a
@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "comm/transports/net_transport.hpp"
+#include "comm/transports/net/transport.hpp"
 #include "core/error.hpp"
 
 using namespace hpu::comm;

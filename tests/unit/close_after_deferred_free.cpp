@@ -17,12 +17,12 @@ TEST(CloseAfterDeferredFree, LastCloseWaitsForTheWorkTheFreeWaitsFor) {
   ASSERT_EQ(hpuMemAlloc(&big, d1, big_bytes), HPU_SUCCESS);
   // Keep device 1 busy, then free device 0's memory while that work is queued:
   // the free is deferred behind it.
-  for (int i = 0; i < 16; ++i) ASSERT_EQ(hpuMemsetAsync(big, i, big_bytes, s1), HPU_SUCCESS);
-  ASSERT_EQ(hpuMemFree(d0, small), HPU_SUCCESS);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ(hpuMemsetAsync(s1, big, i, big_bytes), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemFree(small), HPU_SUCCESS);
   // Whether or not device 1 has finished by now, device 0 holds no memory.
   EXPECT_EQ(hpuDeviceClose(d0), HPU_SUCCESS) << hpuGetLastErrorMessage();
   ASSERT_EQ(hpuStreamSynchronize(s1), HPU_SUCCESS);
-  ASSERT_EQ(hpuMemFree(d1, big), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemFree(big), HPU_SUCCESS);
   ASSERT_EQ(hpuStreamDestroy(s1), HPU_SUCCESS);
   EXPECT_EQ(hpuDeviceClose(d1), HPU_SUCCESS) << hpuGetLastErrorMessage();
 }

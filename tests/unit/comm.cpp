@@ -150,12 +150,24 @@ void run_case(Group &g, const Case &c) {
     auto R = static_cast<size_t>(r);
     hpuStatus_t s = HPU_SUCCESS;
     switch (c.coll) {
-      case Coll::allreduce: s = hpuAllreduce(sp[R], rp[R], c.count, c.t, c.op, g.comm(r), g.stream(r)); break;
-      case Coll::broadcast: s = hpuBroadcast(sp[R], rp[R], c.count, c.t, c.root, g.comm(r), g.stream(r)); break;
-      case Coll::reduce: s = hpuReduce(sp[R], rp[R], c.count, c.t, c.op, c.root, g.comm(r), g.stream(r)); break;
-      case Coll::allgather: s = hpuAllgather(sp[R], rp[R], c.count, c.t, g.comm(r), g.stream(r)); break;
-      case Coll::reducescatter: s = hpuReduceScatter(sp[R], rp[R], c.count, c.t, c.op, g.comm(r), g.stream(r)); break;
-      case Coll::alltoall: s = hpuAlltoall(sp[R], rp[R], c.count, c.t, g.comm(r), g.stream(r)); break;
+      case Coll::allreduce:
+        s = hpuAllreduce(g.stream(r), g.comm(r), sp[R], rp[R], c.count, c.t, c.op);
+        break;
+      case Coll::broadcast:
+        s = hpuBroadcast(g.stream(r), g.comm(r), sp[R], rp[R], c.count, c.t, c.root);
+        break;
+      case Coll::reduce:
+        s = hpuReduce(g.stream(r), g.comm(r), sp[R], rp[R], c.count, c.t, c.op, c.root);
+        break;
+      case Coll::allgather:
+        s = hpuAllgather(g.stream(r), g.comm(r), sp[R], rp[R], c.count, c.t);
+        break;
+      case Coll::reducescatter:
+        s = hpuReduceScatter(g.stream(r), g.comm(r), sp[R], rp[R], c.count, c.t, c.op);
+        break;
+      case Coll::alltoall:
+        s = hpuAlltoall(g.stream(r), g.comm(r), sp[R], rp[R], c.count, c.t);
+        break;
     }
     ASSERT_EQ(s, HPU_SUCCESS) << "rank " << r << ": " << hpuGetLastErrorMessage();
   }
@@ -301,7 +313,7 @@ TEST(Comm, QueuedBackToBack) {
   }
   for (int i = 0; i < 10; ++i)
     for (int r = 0; r < 4; ++r)
-      HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), 1000, HPU_FLOAT64, HPU_SUM, g.comm(r), g.stream(r)));
+      HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), 1000, HPU_FLOAT64, HPU_SUM));
   for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
   for (int r = 0; r < 4; ++r) expect_bytes(buf[r]->download(), encode(HPU_FLOAT64, std::vector<double>(1000, 1048576.0)), 8, "rank");
 }
@@ -310,7 +322,7 @@ TEST(Comm, Barrier) {
   for (int n : kRanks) {
     Group g(n);
     for (int i = 0; i < 3; ++i)
-      for (int r = 0; r < n; ++r) HPU_OK(hpuBarrier(g.comm(r), g.stream(r)));
+      for (int r = 0; r < n; ++r) HPU_OK(hpuBarrier(g.stream(r), g.comm(r)));
     for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
   }
 }
@@ -330,10 +342,10 @@ TEST(Comm, SendRecvRing) {
   }
   HPU_OK(hpuGroupStart());
   for (int r = 0; r < n; ++r) {
-    HPU_OK(hpuSend(out[r]->ptr(), count, HPU_INT32, (r + 1) % n, g.comm(r), g.stream(r)));
-    HPU_OK(hpuSend(out[r]->ptr(), count, HPU_INT32, r, g.comm(r), g.stream(r)));
-    HPU_OK(hpuRecv(in_left[r]->ptr(), count, HPU_INT32, (r + n - 1) % n, g.comm(r), g.stream(r)));
-    HPU_OK(hpuRecv(in_self[r]->ptr(), count, HPU_INT32, r, g.comm(r), g.stream(r)));
+    HPU_OK(hpuSend(g.stream(r), g.comm(r), out[r]->ptr(), count, HPU_INT32, (r + 1) % n));
+    HPU_OK(hpuSend(g.stream(r), g.comm(r), out[r]->ptr(), count, HPU_INT32, r));
+    HPU_OK(hpuRecv(g.stream(r), g.comm(r), in_left[r]->ptr(), count, HPU_INT32, (r + n - 1) % n));
+    HPU_OK(hpuRecv(g.stream(r), g.comm(r), in_self[r]->ptr(), count, HPU_INT32, r));
   }
   HPU_OK(hpuGroupEnd());
   for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
@@ -353,8 +365,8 @@ TEST(Comm, CollectivesInGroup) {
   }
   HPU_OK(hpuGroupStart());
   for (int r = 0; r < 2; ++r) {
-    HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), 16, HPU_FLOAT32, HPU_SUM, g.comm(r), g.stream(r)));
-    HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), 16, HPU_FLOAT32, HPU_PROD, g.comm(r), g.stream(r)));
+    HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), 16, HPU_FLOAT32, HPU_SUM));
+    HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), 16, HPU_FLOAT32, HPU_PROD));
   }
   HPU_OK(hpuGroupEnd());
   for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
@@ -430,7 +442,7 @@ void expect_two_rank_allreduce(Group &g, hpuDataType_t t, hpuRedOp_t op, const s
     std::memcpy(in.data(), x[r].data(), bytes);
     buf.back()->upload(in);
   }
-  for (int r = 0; r < 2; ++r) HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), count, t, op, g.comm(r), g.stream(r)));
+  for (int r = 0; r < 2; ++r) HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), count, t, op));
   for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
   for (int r = 0; r < 2; ++r) expect_bytes(buf[r]->download(), want, sizeof(U), "rank " + std::to_string(r));
 }
@@ -584,7 +596,7 @@ TEST(Comm, SmallAllreduceBitsFollowRecursiveDoubling) {
           buf.back()->upload(encode_floats(t, x[static_cast<size_t>(r)]));
         }
         for (int r = 0; r < n; ++r)
-          HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), count, t, HPU_SUM, g.comm(r), g.stream(r)));
+          HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), count, t, HPU_SUM));
         for (auto s : g.sync()) ASSERT_EQ(s, HPU_SUCCESS) << hpuGetLastErrorMessage();
         for (int r = 0; r < n; ++r) expect_bytes(buf[r]->download(), want, e, "rank " + std::to_string(r));
       }

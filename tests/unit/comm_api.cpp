@@ -97,7 +97,7 @@ TEST(CommApi, Lifecycle) {
   EXPECT_HPU_OK(hpuCommDestroy(extra[0]));
   EXPECT_HPU_OK(hpuCommDestroy(extra[1]));
   EXPECT_HPU_FAIL(hpuCommCount(extra[0], &n), HPU_ERROR_INVALID_HANDLE, "not a live comm handle");
-  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, nullptr, 0, HPU_FLOAT32, HPU_SUM, extra[1], nullptr), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, extra[1], nullptr, nullptr, 0, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   "not a live comm handle");
 }
 
@@ -110,80 +110,86 @@ TEST(CommApi, Collectives) {
   const auto ptr_of = [](const void *p) { return hpu_test::ptr_text(p); };
 
   // Handles.
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, HPU_FLOAT32, HPU_SUM, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm is NULL");
-  EXPECT_HPU_FAIL(hpuBroadcast(A, B, 4, HPU_FLOAT32, 0, bogus_comm(), nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
-  EXPECT_HPU_FAIL(hpuReduce(A, B, 4, HPU_FLOAT32, HPU_SUM, 0, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
-  EXPECT_HPU_FAIL(hpuAllgather(A, B, 4, HPU_FLOAT32, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
-  EXPECT_HPU_FAIL(hpuReduceScatter(A, B, 4, HPU_FLOAT32, HPU_SUM, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
-  EXPECT_HPU_FAIL(hpuAlltoall(A, B, 4, HPU_FLOAT32, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, nullptr, A, B, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
+                  "comm is NULL");
+  EXPECT_HPU_FAIL(hpuBroadcast(nullptr, bogus_comm(), A, B, 4, HPU_FLOAT32, 0), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(hpuReduce(nullptr, nullptr, A, B, 4, HPU_FLOAT32, HPU_SUM, 0), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(hpuAllgather(nullptr, nullptr, A, B, 4, HPU_FLOAT32), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(hpuReduceScatter(nullptr, nullptr, A, B, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(hpuAlltoall(nullptr, nullptr, A, B, 4, HPU_FLOAT32), HPU_ERROR_INVALID_HANDLE, "comm");
   EXPECT_HPU_FAIL(hpuBarrier(nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm is NULL");
-  EXPECT_HPU_FAIL(hpuSend(A, 4, HPU_FLOAT32, 1, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
-  EXPECT_HPU_FAIL(hpuRecv(A, 4, HPU_FLOAT32, 1, nullptr, nullptr), HPU_ERROR_INVALID_HANDLE, "comm");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, HPU_FLOAT32, HPU_SUM, c, reinterpret_cast<hpuStream_t>(uintptr_t(0x5E00000100000009ull))),
-                  HPU_ERROR_INVALID_HANDLE, "stream");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, HPU_FLOAT32, HPU_SUM, c, g.stream(1)), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuSend(nullptr, nullptr, A, 4, HPU_FLOAT32, 1), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(hpuRecv(nullptr, nullptr, A, 4, HPU_FLOAT32, 1), HPU_ERROR_INVALID_HANDLE, "comm");
+  EXPECT_HPU_FAIL(
+      hpuAllreduce(reinterpret_cast<hpuStream_t>(uintptr_t(0x5E00000100000009ull)), c, A, B, 4, HPU_FLOAT32, HPU_SUM),
+      HPU_ERROR_INVALID_HANDLE, "stream");
+  EXPECT_HPU_FAIL(hpuAllreduce(g.stream(1), c, A, B, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   "belongs to device 1", "device 0");
-  EXPECT_HPU_FAIL(hpuBarrier(c, g.stream(1)), HPU_ERROR_INVALID_ARGUMENT, "belongs to device 1");
+  EXPECT_HPU_FAIL(hpuBarrier(g.stream(1), c), HPU_ERROR_INVALID_ARGUMENT, "belongs to device 1");
 
   // Types and operations.
   auto bad_t = static_cast<hpuDataType_t>(11);
   auto bad_op = static_cast<hpuRedOp_t>(5);
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, bad_t, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, HPU_FLOAT32, bad_op, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "op 5");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, HPU_FLOAT32, static_cast<hpuRedOp_t>(-1), c, nullptr),
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, B, 4, bad_t, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, B, 4, HPU_FLOAT32, bad_op), HPU_ERROR_INVALID_ARGUMENT, "op 5");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, B, 4, HPU_FLOAT32, static_cast<hpuRedOp_t>(-1)),
                   HPU_ERROR_INVALID_ARGUMENT, "op -1");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, 4, HPU_BOOL, HPU_AVG, c, nullptr), HPU_ERROR_UNSUPPORTED, "HPU_AVG", "HPU_BOOL");
-  EXPECT_HPU_FAIL(hpuBroadcast(A, B, 4, bad_t, 0, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
-  EXPECT_HPU_FAIL(hpuReduce(A, B, 4, HPU_INT8, bad_op, 0, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "op 5");
-  EXPECT_HPU_FAIL(hpuAllgather(A, B, 4, bad_t, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
-  EXPECT_HPU_FAIL(hpuReduceScatter(A, B, 4, HPU_FLOAT64, bad_op, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "op 5");
-  EXPECT_HPU_FAIL(hpuAlltoall(A, B, 4, bad_t, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
-  EXPECT_HPU_FAIL(hpuSend(A, 4, bad_t, 1, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
-  EXPECT_HPU_FAIL(hpuRecv(A, 4, bad_t, 1, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, B, 4, HPU_BOOL, HPU_AVG), HPU_ERROR_UNSUPPORTED, "HPU_AVG", "HPU_BOOL");
+  EXPECT_HPU_FAIL(hpuBroadcast(nullptr, c, A, B, 4, bad_t, 0), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
+  EXPECT_HPU_FAIL(hpuReduce(nullptr, c, A, B, 4, HPU_INT8, bad_op, 0), HPU_ERROR_INVALID_ARGUMENT, "op 5");
+  EXPECT_HPU_FAIL(hpuAllgather(nullptr, c, A, B, 4, bad_t), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
+  EXPECT_HPU_FAIL(hpuReduceScatter(nullptr, c, A, B, 4, HPU_FLOAT64, bad_op), HPU_ERROR_INVALID_ARGUMENT, "op 5");
+  EXPECT_HPU_FAIL(hpuAlltoall(nullptr, c, A, B, 4, bad_t), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
+  EXPECT_HPU_FAIL(hpuSend(nullptr, c, A, 4, bad_t, 1), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
+  EXPECT_HPU_FAIL(hpuRecv(nullptr, c, A, 4, bad_t, 1), HPU_ERROR_INVALID_ARGUMENT, "dtype 11");
 
   // Roots and peers.
-  EXPECT_HPU_FAIL(hpuBroadcast(A, B, 4, HPU_FLOAT32, 2, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "root 2", "2 ranks");
-  EXPECT_HPU_FAIL(hpuReduce(A, B, 4, HPU_FLOAT32, HPU_SUM, -1, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "root -1");
-  EXPECT_HPU_FAIL(hpuSend(A, 4, HPU_FLOAT32, 2, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "peer 2");
-  EXPECT_HPU_FAIL(hpuRecv(A, 4, HPU_FLOAT32, -3, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "peer -3");
+  EXPECT_HPU_FAIL(hpuBroadcast(nullptr, c, A, B, 4, HPU_FLOAT32, 2), HPU_ERROR_INVALID_ARGUMENT, "root 2", "2 ranks");
+  EXPECT_HPU_FAIL(hpuReduce(nullptr, c, A, B, 4, HPU_FLOAT32, HPU_SUM, -1), HPU_ERROR_INVALID_ARGUMENT, "root -1");
+  EXPECT_HPU_FAIL(hpuSend(nullptr, c, A, 4, HPU_FLOAT32, 2), HPU_ERROR_INVALID_ARGUMENT, "peer 2");
+  EXPECT_HPU_FAIL(hpuRecv(nullptr, c, A, 4, HPU_FLOAT32, -3), HPU_ERROR_INVALID_ARGUMENT, "peer -3");
 
   // Buffers: NULL, host memory, another device's memory, too short, overlapping.
-  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, B, 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "send is NULL");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, nullptr, 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "recv is NULL");
-  EXPECT_HPU_FAIL(hpuAllreduce(host, B, 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, nullptr, B, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
+                  "send is NULL");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, nullptr, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
+                  "recv is NULL");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, host, B, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("send " + ptr_of(host)).c_str(), "not device memory");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, other.ptr(), 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, other.ptr(), 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("recv " + ptr_of(other.ptr())).c_str());
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, size_t(1) << 22, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, B, size_t(1) << 22, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   "send", "+16777216 bytes", "past the end of its");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, a.ptr() + 4, 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, a.ptr() + 4, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   "overlap", "send == recv");
-  EXPECT_HPU_FAIL(hpuAllreduce(A, B, SIZE_MAX / 2, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, A, B, SIZE_MAX / 2, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   "count", "too large");
-  EXPECT_HPU_FAIL(hpuBroadcast(nullptr, B, 4, HPU_FLOAT32, 0, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "send is NULL");
-  EXPECT_HPU_FAIL(hpuBroadcast(A, host, 4, HPU_FLOAT32, 1, c, nullptr), HPU_ERROR_INVALID_HANDLE, "recv");
-  EXPECT_HPU_FAIL(hpuReduce(host, B, 4, HPU_FLOAT32, HPU_SUM, 1, c, nullptr), HPU_ERROR_INVALID_HANDLE, "send");
-  EXPECT_HPU_FAIL(hpuReduce(A, nullptr, 4, HPU_FLOAT32, HPU_SUM, 0, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "recv is NULL");
-  EXPECT_HPU_FAIL(hpuAllgather(A, host, 4, HPU_FLOAT32, c, nullptr), HPU_ERROR_INVALID_HANDLE, "recv", "+32 bytes");
-  EXPECT_HPU_FAIL(hpuAllgather(a.ptr() + 4, A, 4, HPU_FLOAT32, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "overlap",
+  EXPECT_HPU_FAIL(hpuBroadcast(nullptr, c, nullptr, B, 4, HPU_FLOAT32, 0), HPU_ERROR_INVALID_ARGUMENT, "send is NULL");
+  EXPECT_HPU_FAIL(hpuBroadcast(nullptr, c, A, host, 4, HPU_FLOAT32, 1), HPU_ERROR_INVALID_HANDLE, "recv");
+  EXPECT_HPU_FAIL(hpuReduce(nullptr, c, host, B, 4, HPU_FLOAT32, HPU_SUM, 1), HPU_ERROR_INVALID_HANDLE, "send");
+  EXPECT_HPU_FAIL(hpuReduce(nullptr, c, A, nullptr, 4, HPU_FLOAT32, HPU_SUM, 0), HPU_ERROR_INVALID_ARGUMENT,
+                  "recv is NULL");
+  EXPECT_HPU_FAIL(hpuAllgather(nullptr, c, A, host, 4, HPU_FLOAT32), HPU_ERROR_INVALID_HANDLE, "recv", "+32 bytes");
+  EXPECT_HPU_FAIL(hpuAllgather(nullptr, c, a.ptr() + 4, A, 4, HPU_FLOAT32), HPU_ERROR_INVALID_ARGUMENT, "overlap",
                   "send == recv + rank * sendcount");
   // send of reduce-scatter holds recvcount x ranks elements.
-  EXPECT_HPU_FAIL(hpuReduceScatter(A, B, size_t(3) << 20, HPU_FLOAT32, HPU_SUM, c, nullptr),
-                  HPU_ERROR_INVALID_ARGUMENT, "send", "+25165824 bytes", "past the end of its");
-  EXPECT_HPU_FAIL(hpuReduceScatter(A, a.ptr() + 4, 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuReduceScatter(nullptr, c, A, B, size_t(3) << 20, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
+                  "send", "+25165824 bytes", "past the end of its");
+  EXPECT_HPU_FAIL(hpuReduceScatter(nullptr, c, A, a.ptr() + 4, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   "recv == send + rank * recvcount");
-  EXPECT_HPU_FAIL(hpuAlltoall(A, a.ptr() + 8, 4, HPU_FLOAT32, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "overlap");
-  EXPECT_HPU_FAIL(hpuSend(host, 4, HPU_FLOAT32, 1, c, nullptr), HPU_ERROR_INVALID_HANDLE, "send");
-  EXPECT_HPU_FAIL(hpuRecv(nullptr, 4, HPU_FLOAT32, 1, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "recv is NULL");
+  EXPECT_HPU_FAIL(hpuAlltoall(nullptr, c, A, a.ptr() + 8, 4, HPU_FLOAT32), HPU_ERROR_INVALID_ARGUMENT, "overlap");
+  EXPECT_HPU_FAIL(hpuSend(nullptr, c, host, 4, HPU_FLOAT32, 1), HPU_ERROR_INVALID_HANDLE, "send");
+  EXPECT_HPU_FAIL(hpuRecv(nullptr, c, nullptr, 4, HPU_FLOAT32, 1), HPU_ERROR_INVALID_ARGUMENT, "recv is NULL");
 
   // Groups.
   EXPECT_HPU_FAIL(hpuGroupEnd(), HPU_ERROR_INVALID_USAGE, "no group is open");
   EXPECT_HPU_OK(hpuGroupStart());
-  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, B, 4, HPU_FLOAT32, HPU_SUM, c, nullptr), HPU_ERROR_INVALID_ARGUMENT, "send is NULL");
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, c, nullptr, B, 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
+                  "send is NULL");
   EXPECT_HPU_OK(hpuGroupEnd());  // nothing was recorded
 
   // Nothing above was queued: the communicators still work together.
-  for (int r = 0; r < 2; ++r) EXPECT_HPU_OK(hpuBarrier(g.comm(r), nullptr));
+  for (int r = 0; r < 2; ++r) EXPECT_HPU_OK(hpuBarrier(nullptr, g.comm(r)));
   for (auto s : g.sync()) EXPECT_EQ(s, HPU_SUCCESS);
 }
 
@@ -193,8 +199,8 @@ TEST(CommApi, StickyErrorFailsLaterCalls) {
   Group g(2);
   Buffer a(g.dev(0), 64);
   EXPECT_HPU_OK(hpuCommAbort(g.comm(0)));
-  EXPECT_HPU_FAIL(hpuAllreduce(a.ptr(), a.ptr(), 4, HPU_FLOAT32, HPU_SUM, g.comm(0), nullptr), HPU_ERROR_ABORTED,
+  EXPECT_HPU_FAIL(hpuAllreduce(nullptr, g.comm(0), a.ptr(), a.ptr(), 4, HPU_FLOAT32, HPU_SUM), HPU_ERROR_ABORTED,
                   "hpuCommAbort was called on rank 0");
-  EXPECT_HPU_FAIL(hpuBarrier(g.comm(1), nullptr), HPU_ERROR_REMOTE, "rank 0 aborted");
+  EXPECT_HPU_FAIL(hpuBarrier(nullptr, g.comm(1)), HPU_ERROR_REMOTE, "rank 0 aborted");
   EXPECT_HPU_OK(hpuCommAbort(g.comm(0)));  // again: harmless
 }

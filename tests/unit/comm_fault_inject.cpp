@@ -84,14 +84,14 @@ Step allreduce(hpuComm_t comm, hpuDevice_t dev, size_t count, bool *correct) {
   step(hpuMemAlloc(&buf, dev, count * sizeof(float)));
   if (step.status == HPU_SUCCESS) {
     step(hpuMemcpy(buf, host.data(), count * sizeof(float), HPU_MEMCPY_HOST_TO_DEVICE));
-    step(hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, comm, stream));
+    step(hpuAllreduce(stream, comm, buf, buf, count, HPU_FLOAT32, HPU_SUM));
     step(hpuStreamSynchronize(stream));
     hpuStatus_t async = HPU_SUCCESS;
     step(hpuCommGetAsyncError(comm, &async));
     step(async);
     step(hpuMemcpy(host.data(), buf, count * sizeof(float), HPU_MEMCPY_DEVICE_TO_HOST));
   }
-  hpuMemFree(dev, buf);
+  hpuMemFree(buf);
   hpuStreamDestroy(stream);
   if (correct) {
     const float sum = float(kRanks * (kRanks + 1) / 2);
@@ -252,7 +252,7 @@ void strike_during_barrier(const std::string &transport, int sig) {
       Outcome &o = sh->rank[r];
       auto t0 = std::chrono::steady_clock::now();
       Step s;
-      s(hpuBarrier(comm, stream));
+      s(hpuBarrier(stream, comm));
       s(hpuStreamSynchronize(stream));
       o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       o.status = s.status;

@@ -51,7 +51,8 @@ TEST(CommFaults, DeterministicUnderRandomDelays) {
           for (int r = 0; r < n; ++r)
             threads.emplace_back([&, r] {
               std::this_thread::sleep_for(std::chrono::microseconds(wait_us[static_cast<size_t>(r)]));
-              st[static_cast<size_t>(r)] = hpuAllreduce(send[r]->ptr(), recv[r]->ptr(), count, t, HPU_SUM, g.comm(r), g.stream(r));
+              st[static_cast<size_t>(r)] =
+                  hpuAllreduce(g.stream(r), g.comm(r), send[r]->ptr(), recv[r]->ptr(), count, t, HPU_SUM);
               if (st[static_cast<size_t>(r)] == HPU_SUCCESS) st[static_cast<size_t>(r)] = hpuStreamSynchronize(g.stream(r));
             });
           for (auto &th : threads) th.join();
@@ -81,11 +82,11 @@ TEST(CommFaults, MismatchedCalls) {
     Group g(2);
     Buffer a(g.dev(0), 64), b(g.dev(1), 64);
     auto t0 = Clock::now();
-    HPU_OK(hpuAllreduce(a.ptr(), a.ptr(), 10, HPU_INT32, HPU_SUM, g.comm(0), g.stream(0)));
+    HPU_OK(hpuAllreduce(g.stream(0), g.comm(0), a.ptr(), a.ptr(), 10, HPU_INT32, HPU_SUM));
     if (m.broadcast1)
-      HPU_OK(hpuBroadcast(b.ptr(), b.ptr(), 10, HPU_INT32, 0, g.comm(1), g.stream(1)));
+      HPU_OK(hpuBroadcast(g.stream(1), g.comm(1), b.ptr(), b.ptr(), 10, HPU_INT32, 0));
     else
-      HPU_OK(hpuAllreduce(b.ptr(), b.ptr(), m.count1, HPU_INT32, HPU_SUM, g.comm(1), g.stream(1)));
+      HPU_OK(hpuAllreduce(g.stream(1), g.comm(1), b.ptr(), b.ptr(), m.count1, HPU_INT32, HPU_SUM));
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(hpuStreamSynchronize(g.stream(r)), HPU_ERROR_INVALID_USAGE) << r;
       std::string msg = hpuGetLastErrorMessage();
@@ -100,7 +101,7 @@ TEST(CommFaults, MismatchedCalls) {
     }
     EXPECT_LT(seconds_since(t0), 10.0);  // detected, not timed out (30 s)
     // The error is sticky: the next call fails at once.
-    EXPECT_EQ(hpuAllreduce(a.ptr(), a.ptr(), 10, HPU_INT32, HPU_SUM, g.comm(0), g.stream(0)), HPU_ERROR_INVALID_USAGE);
+    EXPECT_EQ(hpuAllreduce(g.stream(0), g.comm(0), a.ptr(), a.ptr(), 10, HPU_INT32, HPU_SUM), HPU_ERROR_INVALID_USAGE);
   }
 }
 
@@ -108,8 +109,8 @@ TEST(CommFaults, MismatchedCalls) {
 TEST(CommFaults, MismatchedSendRecv) {
   Group g(2);
   Buffer a(g.dev(0), 64), b(g.dev(1), 64);
-  HPU_OK(hpuSend(a.ptr(), 8, HPU_FLOAT32, 1, g.comm(0), g.stream(0)));
-  HPU_OK(hpuRecv(b.ptr(), 16, HPU_FLOAT32, 0, g.comm(1), g.stream(1)));
+  HPU_OK(hpuSend(g.stream(0), g.comm(0), a.ptr(), 8, HPU_FLOAT32, 1));
+  HPU_OK(hpuRecv(g.stream(1), g.comm(1), b.ptr(), 16, HPU_FLOAT32, 0));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(hpuStreamSynchronize(g.stream(r)), HPU_ERROR_INVALID_USAGE) << r;
     EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("mismatched calls"), std::string::npos)
@@ -125,7 +126,7 @@ TEST(CommFaults, AbortFromAnotherThread) {
   std::vector<std::unique_ptr<Buffer>> buf;
   for (int r = 0; r < 3; ++r) buf.push_back(std::make_unique<Buffer>(g.dev(r), 4096));
   for (int r = 0; r < 2; ++r)  // rank 2 never calls
-    HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), 1024, HPU_FLOAT32, HPU_SUM, g.comm(r), g.stream(r)));
+    HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), 1024, HPU_FLOAT32, HPU_SUM));
   auto t0 = Clock::now();
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -155,7 +156,7 @@ TEST(CommFaults, RankNeverArrives) {
   for (int r = 0; r < 3; ++r) buf.push_back(std::make_unique<Buffer>(g.dev(r), 4096));
   auto t0 = Clock::now();
   for (int r = 0; r < 2; ++r)
-    HPU_OK(hpuAllreduce(buf[r]->ptr(), buf[r]->ptr(), 1024, HPU_FLOAT32, HPU_SUM, g.comm(r), g.stream(r)));
+    HPU_OK(hpuAllreduce(g.stream(r), g.comm(r), buf[r]->ptr(), buf[r]->ptr(), 1024, HPU_FLOAT32, HPU_SUM));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(hpuStreamSynchronize(g.stream(r)), HPU_ERROR_TIMEOUT) << r;
     std::string msg = hpuGetLastErrorMessage();
@@ -202,7 +203,7 @@ TEST(CommFaults, ExitWithBlockedCommunicator) {
     if (hpuCommInitAll(comms, 2, devs) != HPU_SUCCESS) return 2;
     void *p;
     if (hpuMemAlloc(&p, devs[0], 4096) != HPU_SUCCESS) return 3;
-    if (hpuAllreduce(p, p, 1024, HPU_FLOAT32, HPU_SUM, comms[0], nullptr) != HPU_SUCCESS) return 4;
+    if (hpuAllreduce(nullptr, comms[0], p, p, 1024, HPU_FLOAT32, HPU_SUM) != HPU_SUCCESS) return 4;
     return 0;  // exit with rank 0 blocked in its allreduce
   });
   EXPECT_EQ(res.exit_code, 0) << res.output;

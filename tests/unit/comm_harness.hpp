@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/transport.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/transports/transport.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "kernels/convert.hpp"
@@ -197,7 +197,7 @@ class Buffer {
   Buffer(hpuDevice_t dev, size_t bytes) : dev_(dev), bytes_(bytes) {
     EXPECT_EQ(hpuMemAlloc(&ptr_, dev, bytes), HPU_SUCCESS) << hpuGetLastErrorMessage();
   }
-  ~Buffer() { hpuMemFree(dev_, ptr_); }
+  ~Buffer() { hpuMemFree(ptr_); }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
   char *ptr() const { return static_cast<char *>(ptr_); }

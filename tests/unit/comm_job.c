@@ -66,8 +66,8 @@ int main(int argc, char **argv) {
   }
   for (;;) {
     for (d = 0; d < ndev; ++d) {
-      s = hpuAllreduce(send[d], recv[d], count, HPU_FLOAT32, HPU_SUM, comms[d], NULL);
-      if (s == HPU_SUCCESS && !loop) s = hpuAllgather(send[d], gathered[d], count, HPU_FLOAT32, comms[d], NULL);
+      s = hpuAllreduce(NULL, comms[d], send[d], recv[d], count, HPU_FLOAT32, HPU_SUM);
+      if (s == HPU_SUCCESS && !loop) s = hpuAllgather(NULL, comms[d], send[d], gathered[d], count, HPU_FLOAT32);
       if (s != HPU_SUCCESS) break;
     }
     for (d = 0; d < ndev && s == HPU_SUCCESS; ++d) s = hpuDeviceSynchronize(devs[d]);
@@ -103,9 +103,9 @@ int main(int argc, char **argv) {
     }
   }
   for (d = 0; d < ndev; ++d) {
-    hpuMemFree(devs[d], send[d]);
-    hpuMemFree(devs[d], recv[d]);
-    hpuMemFree(devs[d], gathered[d]);
+    hpuMemFree(send[d]);
+    hpuMemFree(recv[d]);
+    hpuMemFree(gathered[d]);
     hpuCommDestroy(comms[d]);
     hpuDeviceClose(devs[d]);
   }

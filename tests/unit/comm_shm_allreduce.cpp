@@ -112,7 +112,7 @@ int every_type_and_reduction(Rank &self, Page *page) {
         c.want = reference(dt, op, self.n, c.count);
       }
       for (Call &c : calls)
-        RANK_CHECK(hpuAllreduce(c.send, c.recv, c.count, dt, op, self.comm, self.stream) == HPU_SUCCESS, "%s",
+        RANK_CHECK(hpuAllreduce(self.stream, self.comm, c.send, c.recv, c.count, dt, op) == HPU_SUCCESS, "%s",
                    hpuGetLastErrorMessage());
       RANK_CHECK(hpuStreamSynchronize(self.stream) == HPU_SUCCESS, "%s %s: %s", dtype_name(dt), op_name(op),
                  hpuGetLastErrorMessage());
@@ -121,8 +121,8 @@ int every_type_and_reduction(Rank &self, Page *page) {
         hpuMemcpy(got.data(), c.recv, got.size(), HPU_MEMCPY_DEVICE_TO_HOST);
         RANK_CHECK(got == c.want, "%s %s count %zu %s: wrong result", dtype_name(dt), op_name(op), c.count,
                    c.in_place ? "in place" : "out of place");
-        if (c.send != c.recv) hpuMemFree(self.dev, c.send);
-        hpuMemFree(self.dev, c.recv);
+        if (c.send != c.recv) hpuMemFree(c.send);
+        hpuMemFree(c.recv);
       }
     }
   return 0;
@@ -149,9 +149,9 @@ int many_calls(Rank &self, Page *page) {
     hpuMemcpy(buf[i], v.data(), count * 4, HPU_MEMCPY_HOST_TO_DEVICE);
   }
   for (int i = 0; i < calls; ++i)
-    RANK_CHECK(hpuAllreduce(buf[i], buf[i], counts[i % kinds], HPU_FLOAT32, HPU_SUM, self.comm, self.stream) ==
-                   HPU_SUCCESS,
-               "%s", hpuGetLastErrorMessage());
+    RANK_CHECK(
+        hpuAllreduce(self.stream, self.comm, buf[i], buf[i], counts[i % kinds], HPU_FLOAT32, HPU_SUM) == HPU_SUCCESS,
+        "%s", hpuGetLastErrorMessage());
   RANK_CHECK(hpuStreamSynchronize(self.stream) == HPU_SUCCESS, "%s", hpuGetLastErrorMessage());
   for (int i = 0; i < calls; ++i) {
     size_t count = counts[i % kinds];
@@ -162,7 +162,7 @@ int many_calls(Rank &self, Page *page) {
       for (int q = 0; q < self.n; ++q) want += static_cast<float>((q * 7 + i * 3 + static_cast<int>(j)) % 101);
       RANK_CHECK(got[j] == want, "call %d element %zu: %g, want %g", i, j, got[j], want);
     }
-    hpuMemFree(self.dev, buf[i]);
+    hpuMemFree(buf[i]);
   }
   return 0;
 }
@@ -185,12 +185,12 @@ int bits_follow_recursive_doubling(Rank &self, Page *page) {
       void *buf = nullptr;
       RANK_CHECK(hpuMemAlloc(&buf, self.dev, in.size()) == HPU_SUCCESS, "alloc");
       hpuMemcpy(buf, in.data(), in.size(), HPU_MEMCPY_HOST_TO_DEVICE);
-      RANK_CHECK(hpuAllreduce(buf, buf, count, t, HPU_SUM, self.comm, self.stream) == HPU_SUCCESS &&
+      RANK_CHECK(hpuAllreduce(self.stream, self.comm, buf, buf, count, t, HPU_SUM) == HPU_SUCCESS &&
                      hpuStreamSynchronize(self.stream) == HPU_SUCCESS,
                  "%s", hpuGetLastErrorMessage());
       std::vector<uint8_t> got(in.size());
       hpuMemcpy(got.data(), buf, got.size(), HPU_MEMCPY_DEVICE_TO_HOST);
-      hpuMemFree(self.dev, buf);
+      hpuMemFree(buf);
       RANK_CHECK(got == want, "%s count %zu: not the bits of recursive doubling's order", dtype_name(t), count);
     }
   return 0;
@@ -211,11 +211,11 @@ int mismatched_counts(Rank &self, Page *page, size_t small, size_t large) {
   // A rank that comes late may find the group failed already (a peer saw the
   // mismatch first): then its enqueue reports the sticky error.
   const auto start = std::chrono::steady_clock::now();
-  hpuStatus_t s = hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, self.comm, self.stream);
+  hpuStatus_t s = hpuAllreduce(self.stream, self.comm, buf, buf, count, HPU_FLOAT32, HPU_SUM);
   if (s == HPU_SUCCESS) s = hpuStreamSynchronize(self.stream);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string message = hpuGetLastErrorMessage();
-  hpuMemFree(self.dev, buf);
+  hpuMemFree(buf);
   RANK_CHECK(s == HPU_ERROR_INVALID_USAGE, "status %s: %s", hpuGetErrorName(s), message.c_str());
   RANK_CHECK(message.find("count " + std::to_string(small)) != std::string::npos &&
                  message.find("count " + std::to_string(large)) != std::string::npos,

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "comm/algorithm.hpp"
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
-#include "comm/transports/net_transport.hpp"
-#include "comm/transports/verbs_engine.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
+#include "comm/transports/net/transport.hpp"
+#include "comm/transports/verbs/verbs.hpp"
 #include "comm_collectives.hpp"
 #include "comm_harness.hpp"
 #include "core/config.hpp"

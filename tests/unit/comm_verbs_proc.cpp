@@ -111,11 +111,11 @@ bool run_collectives(Rank &k) {
       std::string what = std::string("allreduce ") + dtype_name(c.t) + " " + op_name(c.op) + " x" + std::to_string(count);
       void *in = k.alloc(bytes), *out = k.alloc(bytes);
       k.put(in, encode(c.t, inputs(c.t, c.op, r, count)));
-      bool ok = k.check(hpuAllreduce(in, out, count, c.t, c.op, k.comm, k.stream), what.c_str()) &&
+      bool ok = k.check(hpuAllreduce(k.stream, k.comm, in, out, count, c.t, c.op), what.c_str()) &&
                 k.check(hpuStreamSynchronize(k.stream), what.c_str()) &&
                 k.same(k.get(out, bytes), reference(c.t, c.op, n, count), what);
-      hpuMemFree(k.dev, in);
-      hpuMemFree(k.dev, out);
+      hpuMemFree(in);
+      hpuMemFree(out);
       if (!ok) return false;
     }
   const hpuDataType_t t = HPU_FLOAT32;
@@ -126,35 +126,35 @@ bool run_collectives(Rank &k) {
     auto sync = [&](hpuStatus_t s, const char *what) { return k.check(s, what) && k.check(hpuStreamSynchronize(k.stream), what); };
     // broadcast from rank 1
     k.put(in, encode(t, inputs(t, op, r, count)));
-    if (!sync(hpuBroadcast(in, out, count, t, 1, k.comm, k.stream), "broadcast") ||
+    if (!sync(hpuBroadcast(k.stream, k.comm, in, out, count, t, 1), "broadcast") ||
         !k.same(k.get(out, bytes), encode(t, inputs(t, op, 1, count)), "broadcast"))
       return false;
     // reduce to rank 2
-    if (!sync(hpuReduce(in, out, count, t, op, 2, k.comm, k.stream), "reduce") ||
+    if (!sync(hpuReduce(k.stream, k.comm, in, out, count, t, op, 2), "reduce") ||
         (r == 2 && !k.same(k.get(out, bytes), reference(t, op, n, count), "reduce")))
       return false;
     // allgather
-    if (!sync(hpuAllgather(in, out, count, t, k.comm, k.stream), "allgather") ||
+    if (!sync(hpuAllgather(k.stream, k.comm, in, out, count, t), "allgather") ||
         !k.same(k.get(out, bytes * n), concat_inputs(t, op, n, count, 0), "allgather"))
       return false;
     // reduce-scatter: rank r gets its part of the sum of everyone's n * count inputs
     k.put(in, encode(t, inputs(t, op, r, count * n)));
-    if (!sync(hpuReduceScatter(in, out, count, t, op, k.comm, k.stream), "reducescatter") ||
+    if (!sync(hpuReduceScatter(k.stream, k.comm, in, out, count, t, op), "reducescatter") ||
         !k.same(k.get(out, bytes), reference(t, op, n, count, static_cast<size_t>(r) * count), "reducescatter"))
       return false;
     // all-to-all: block q of rank r's input goes to rank q
-    if (!sync(hpuAlltoall(in, out, count, t, k.comm, k.stream), "alltoall")) return false;
+    if (!sync(hpuAlltoall(k.stream, k.comm, in, out, count, t), "alltoall")) return false;
     if (!k.same(k.get(out, bytes * n), concat_inputs(t, op, n, count, static_cast<size_t>(r) * count), "alltoall"))
       return false;
     // a ring of sends and receives
     int next = (r + 1) % n, prev = (r + n - 1) % n;
     k.put(in, encode(t, inputs(t, op, r, count)));
-    bool ok = k.check(hpuGroupStart(), "group") && k.check(hpuSend(in, count, t, next, k.comm, k.stream), "send") &&
-              k.check(hpuRecv(out, count, t, prev, k.comm, k.stream), "recv") && sync(hpuGroupEnd(), "group end");
+    bool ok = k.check(hpuGroupStart(), "group") && k.check(hpuSend(k.stream, k.comm, in, count, t, next), "send") &&
+              k.check(hpuRecv(k.stream, k.comm, out, count, t, prev), "recv") && sync(hpuGroupEnd(), "group end");
     if (!ok || !k.same(k.get(out, bytes), encode(t, inputs(t, op, prev, count)), "send/recv")) return false;
-    if (!sync(hpuBarrier(k.comm, k.stream), "barrier")) return false;
-    hpuMemFree(k.dev, in);
-    hpuMemFree(k.dev, out);
+    if (!sync(hpuBarrier(k.stream, k.comm), "barrier")) return false;
+    hpuMemFree(in);
+    hpuMemFree(out);
   }
   return true;
 }
@@ -203,12 +203,12 @@ TEST(CommVerbsProc, InjectedFaultFailsEveryRank) {
     void *buf = k.alloc(count * 4);
     hpuStatus_t first = HPU_SUCCESS;
     for (int i = 0; i < 50 && first == HPU_SUCCESS; ++i) {
-      first = hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, k.comm, k.stream);
+      first = hpuAllreduce(k.stream, k.comm, buf, buf, count, HPU_FLOAT32, HPU_SUM);
       if (first == HPU_SUCCESS) first = hpuStreamSynchronize(k.stream);
     }
     k.error = std::string(hpuGetErrorName(first)) + ": " + hpuGetLastErrorMessage();
     if (first != HPU_ERROR_REMOTE) return 5;
-    hpuStatus_t again = hpuAllreduce(buf, buf, count, HPU_FLOAT32, HPU_SUM, k.comm, k.stream);
+    hpuStatus_t again = hpuAllreduce(k.stream, k.comm, buf, buf, count, HPU_FLOAT32, HPU_SUM);
     if (again == HPU_SUCCESS) again = hpuStreamSynchronize(k.stream);
     if (again != HPU_ERROR_REMOTE) return 6;
     return 0;
@@ -249,19 +249,20 @@ TEST(CommVerbsProc, LargeTransfersIntoDeviceMemoryAreZeroCopy) {
         void *in = k.alloc(count * 4 * kRanks), *out = k.alloc(count * 4 * kRanks);
         k.put(in, encode(HPU_FLOAT32, inputs(HPU_FLOAT32, HPU_SUM, k.r, count)));
         for (int i = 0; i < 3; ++i) {
-          if (!k.check(hpuBroadcast(in, out, count, HPU_FLOAT32, 0, k.comm, k.stream), "broadcast") ||
+          if (!k.check(hpuBroadcast(k.stream, k.comm, in, out, count, HPU_FLOAT32, 0), "broadcast") ||
               !k.check(hpuStreamSynchronize(k.stream), "broadcast") ||
               !k.same(k.get(out, count * 4), encode(HPU_FLOAT32, inputs(HPU_FLOAT32, HPU_SUM, 0, count)), "broadcast"))
             return 4;
-          if (!k.check(hpuAllgather(in, out, count, HPU_FLOAT32, k.comm, k.stream), "allgather") ||
+          if (!k.check(hpuAllgather(k.stream, k.comm, in, out, count, HPU_FLOAT32), "allgather") ||
               !k.check(hpuStreamSynchronize(k.stream), "allgather") ||
-              !k.same(k.get(out, count * 4 * kRanks), concat_inputs(HPU_FLOAT32, HPU_SUM, kRanks, count, 0), "allgather"))
+              !k.same(k.get(out, count * 4 * kRanks), concat_inputs(HPU_FLOAT32, HPU_SUM, kRanks, count, 0),
+                      "allgather"))
             return 4;
         }
         hpuCommDestroy(k.comm);
         k.comm = nullptr;
-        hpuMemFree(k.dev, in);
-        hpuMemFree(k.dev, out);
+        hpuMemFree(in);
+        hpuMemFree(out);
         unsigned long long direct = 0, copied = 0, slots = 0, inl = 0, regs = 0, hits = 0, stale = 0;
         if (std::sscanf(std::strstr(g_summary, ": ") ? std::strstr(g_summary, "verbs transport") : "",
                         "verbs transport of rank %*d: %llu bytes written into receive buffers directly (%llu of them "

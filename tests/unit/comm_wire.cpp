@@ -16,9 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
-#include "comm/transports/net_transport.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
+#include "comm/transports/net/transport.hpp"
+#include "comm/transports/select.hpp"
 #include "comm_collectives.hpp"
 #include "comm_harness.hpp"
 #include "core/error.hpp"
@@ -139,7 +140,7 @@ int many_in_flight(Transport &t) {
 // chain per size (sizes around the thresholds, as above), all in flight at
 // once: step k receives from the left, adding this rank's data, and step
 // k + 1 sends that on to the right. Every receive and send but the first
-// sends is chained after the receive before it (isend_after, irecv_after), and
+// sends is chained after the receive before it (Chaining), and
 // the first sends leave only once every rank has posted all the rest: were
 // posting to wait for a chained request, no rank would get past it. After
 // step k rank r holds the sum of the data of ranks r, r - 1, ..., r - k - 1.
@@ -151,6 +152,8 @@ int ring_chains(Transport &t, JobPage &s) {
   const Deadline deadline = in(30);
   std::vector<float> mine(counts.back());
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = wire_value(me, i);
+  Chaining *chains = t.find<Chaining>();
+  if (!chains) return 13;
   const OpHeader h = begin_allreduce(t, counts.back());
   Combine add = adding(mine.data());
   std::vector<std::vector<std::vector<float>>> got(counts.size());  // [size][step]
@@ -165,7 +168,7 @@ int ring_chains(Transport &t, JobPage &s) {
       rd.data = got[c][static_cast<size_t>(k)].data();
       rd.bytes = counts[c] * 4;
       rd.combine = &add;
-      RequestPtr recv = t.irecv_after(rd, {before.get()}, deadline);
+      RequestPtr recv = chains->irecv_after(rd, {before.get()});
       all.push_back(recv);
       if (k + 1 < kSteps) {
         SendDesc sd;
@@ -173,7 +176,7 @@ int ring_chains(Transport &t, JobPage &s) {
         sd.tag = rd.tag + 1;
         sd.data = rd.data;
         sd.bytes = rd.bytes;
-        all.push_back(t.isend_after(sd, {recv.get()}, deadline));
+        all.push_back(chains->isend_after(sd, {recv.get()}));
       }
       before = recv;
     }
@@ -241,7 +244,7 @@ TEST(CommWire, TcpManyLargeMessagesInFlightPostedEarlyAndLate) {
 }
 
 // A waiter sleeps until the last request of its list still pending is done
-// (Transport::set_wake_on_awaited), and is woken again when earlier ones come
+// (NetTransport::Tuning::wake_on_awaited), and is woken again when earlier ones come
 // later: rank 0 waits for receives A and B, rank 1 sends B, then A 30 ms
 // later. Rank 0 must see A at once, not at the end of its 100 ms sleep slice.
 int wait_out_of_order(Transport &t, JobPage &s) {

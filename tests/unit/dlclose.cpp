@@ -43,8 +43,8 @@ int cycle() {
         hpuStreamCreate(&waiting, dev) || hpuEventCreate(&event))
       return 12;
     for (int i = 0; i < 50; ++i)
-      if (hpuMemsetAsync(buf, i, n, busy) || hpuMemsetAsync(buf, i, n, nullptr)) return 13;
-    if (hpuEventRecord(event, busy) || hpuStreamWaitEvent(waiting, event) || hpuMemsetAsync(buf, 1, n, waiting))
+      if (hpuMemsetAsync(busy, buf, i, n) || hpuMemsetAsync(nullptr, buf, i, n)) return 13;
+    if (hpuEventRecord(busy, event) || hpuStreamWaitEvent(waiting, event) || hpuMemsetAsync(waiting, buf, 1, n))
       return 14;
   }
   if (dlclose(lib) != 0) return 15;

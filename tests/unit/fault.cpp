@@ -32,7 +32,7 @@ TEST(FaultInjection, AllocationFailsAfterNAndRecoversAfterK) {
     if (hpuMemAlloc(&p, dev, 4096) != HPU_SUCCESS) return 7;  // recovered
     ok.push_back(p);
     for (void *q : ok)
-      if (hpuMemFree(dev, q) != HPU_SUCCESS) return 8;
+      if (hpuMemFree(q) != HPU_SUCCESS) return 8;
     return hpuDeviceClose(dev) == HPU_SUCCESS ? 0 : 9;
   });
   EXPECT_EQ(r.exit_code, 0) << r.output;

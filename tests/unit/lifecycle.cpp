@@ -29,7 +29,7 @@ int use_a_device() {
       hpuMemcpy(out.data(), p, kBytes, HPU_MEMCPY_DEVICE_TO_HOST))
     return 2;
   if (in != out) return 3;
-  if (hpuMemFree(dev, p) || hpuDeviceClose(dev)) return 4;
+  if (hpuMemFree(p) || hpuDeviceClose(dev)) return 4;
   return 0;
 }
 
@@ -49,7 +49,7 @@ TEST(Lifecycle, ChildOfAnInitialisedParentIsRefused) {
   ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0));
   void *p;
   ASSERT_HPU_OK(hpuMemAlloc(&p, dev, kBytes));
-  for (int i = 0; i < 20; ++i) ASSERT_HPU_OK(hpuMemsetAsync(p, i, kBytes, nullptr));  // workers busy at the fork
+  for (int i = 0; i < 20; ++i) ASSERT_HPU_OK(hpuMemsetAsync(nullptr, p, i, kBytes));  // workers busy at the fork
   auto r = run_child({}, [dev, p] {
     alarm(60);
     int n;
@@ -62,7 +62,7 @@ TEST(Lifecycle, ChildOfAnInitialisedParentIsRefused) {
     }
     void *q = reinterpret_cast<void *>(0x1);
     if (hpuMemAlloc(&q, dev, 512) != HPU_ERROR_INVALID_USAGE || q != reinterpret_cast<void *>(0x1)) return 3;
-    if (hpuMemFree(dev, p) != HPU_ERROR_INVALID_USAGE) return 4;
+    if (hpuMemFree(p) != HPU_ERROR_INVALID_USAGE) return 4;
     hpuDevice_t again;
     if (hpuDeviceOpen(&again, 0) != HPU_ERROR_INVALID_USAGE) return 5;
     std::exit(0);  // a normal exit: the library's exit handler must not touch the parent's threads
@@ -70,7 +70,7 @@ TEST(Lifecycle, ChildOfAnInitialisedParentIsRefused) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // The parent is unaffected.
   ASSERT_HPU_OK(hpuDeviceSynchronize(dev));
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
   EXPECT_HPU_OK(hpuDeviceClose(dev));
 }
 
@@ -89,9 +89,9 @@ TEST(Lifecycle, ExitWithWorkStillQueuedDoesNotHang) {
           hpuStreamCreate(&waiting, dev) || hpuEventCreate(&event))
         return 1;
       for (int i = 0; i < 200; ++i)
-        if (hpuMemsetAsync(buf, i, 4 * kBytes, busy) || hpuMemsetAsync(buf, i, 4 * kBytes, nullptr)) return 2;
-      if (hpuEventRecord(event, busy) || hpuStreamWaitEvent(waiting, event) ||
-          hpuMemsetAsync(buf, 0, 4 * kBytes, waiting))
+        if (hpuMemsetAsync(busy, buf, i, 4 * kBytes) || hpuMemsetAsync(nullptr, buf, i, 4 * kBytes)) return 2;
+      if (hpuEventRecord(busy, event) || hpuStreamWaitEvent(waiting, event) ||
+          hpuMemsetAsync(waiting, buf, 0, 4 * kBytes))
         return 3;
     }
     std::exit(0);

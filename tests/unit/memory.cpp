@@ -66,7 +66,7 @@ class Memory : public ::testing::Test {
     EXPECT_HPU_OK(hpuMemAlloc(&p, dev, bytes));
     return p;
   }
-  void free(void *p) { EXPECT_HPU_OK(hpuMemFree(dev, p)); }
+  void free(void *p) { EXPECT_HPU_OK(hpuMemFree(p)); }
 
   hpuDevice_t dev = nullptr;
 };
@@ -146,7 +146,7 @@ TEST_F(Memory, ZeroBytesGiveNullAndCountNothing) {
   ASSERT_HPU_OK(hpuMemAlloc(&p, dev, 0));
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(figures(dev), expected(0, 0, 0, 0, 0, 0, 0, 0));
-  EXPECT_HPU_OK(hpuMemFree(dev, nullptr));
+  EXPECT_HPU_OK(hpuMemFree(nullptr));
   EXPECT_EQ(figures(dev), expected(0, 0, 0, 0, 0, 0, 0, 0));
 }
 
@@ -301,7 +301,7 @@ TEST_F(Memory, WholeCapacityOnAHostWithLessRam) {
   void *q;
   EXPECT_HPU_FAIL(hpuMemAlloc(&q, devs[7], 1), HPU_ERROR_OUT_OF_MEMORY, "96 GiB in use");
   for (int i = 0; i < 8; ++i) {
-    EXPECT_HPU_OK(hpuMemFree(devs[i], ptrs[i]));
+    EXPECT_HPU_OK(hpuMemFree(ptrs[i]));
     EXPECT_HPU_OK(hpuMemEmptyCache(devs[i]));
     EXPECT_EQ(stats_of(devs[i]).reserved_bytes, 0u);
     EXPECT_HPU_OK(hpuDeviceClose(devs[i]));
@@ -427,22 +427,30 @@ TEST_F(Memory, EmptyCacheReturnsFreeSegments) {
 }
 
 TEST_F(Memory, FreeRejectsWhatItDidNotAllocate) {
-  hpuDevice_t other;
-  ASSERT_HPU_OK(hpuDeviceOpen(&other, 1));
   char *p = static_cast<char *>(alloc(4096));
-  void *q = nullptr;
-  ASSERT_HPU_OK(hpuMemAlloc(&q, other, 4096));
   int on_stack;
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p + 512), HPU_ERROR_INVALID_HANDLE, ptr_text(p + 512).c_str(), "device 0");
-  EXPECT_HPU_FAIL(hpuMemFree(dev, q), HPU_ERROR_INVALID_HANDLE, ptr_text(q).c_str());
-  EXPECT_HPU_FAIL(hpuMemFree(dev, &on_stack), HPU_ERROR_INVALID_HANDLE, ptr_text(&on_stack).c_str());
-  EXPECT_HPU_FAIL(hpuMemFree(nullptr, p), HPU_ERROR_INVALID_HANDLE, "dev is NULL");
+  EXPECT_HPU_FAIL(hpuMemFree(p + 512), HPU_ERROR_INVALID_HANDLE, ptr_text(p + 512).c_str(), "device 0");
+  EXPECT_HPU_FAIL(hpuMemFree(&on_stack), HPU_ERROR_INVALID_HANDLE, ptr_text(&on_stack).c_str(), "is not device memory");
   EXPECT_EQ(stats_of(dev).num_frees, 0u);
   free(p);
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str(), "already freed");
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str(), "already freed");
   EXPECT_EQ(stats_of(dev).num_frees, 1u);
-  EXPECT_HPU_OK(hpuMemFree(other, q));
-  EXPECT_HPU_OK(hpuDeviceClose(other));
+}
+
+// hpuMemFree takes no device: the allocation's own device frees it.
+TEST_F(Memory, FreeFindsTheAllocationsDevice) {
+  hpuDevice_t other;
+  ASSERT_HPU_OK(hpuDeviceOpen(&other, 1));
+  void *q = nullptr;
+  ASSERT_HPU_OK(hpuMemAlloc(&q, other, 4096));
+  const uint64_t frees_here = stats_of(dev).num_frees;
+  EXPECT_EQ(stats_of(other).in_use, 4096u);
+  EXPECT_HPU_OK(hpuMemFree(q));
+  EXPECT_EQ(stats_of(other).in_use, 0u);
+  EXPECT_EQ(stats_of(other).num_frees, 1u);
+  EXPECT_EQ(stats_of(dev).num_frees, frees_here);
+  EXPECT_HPU_OK(hpuDeviceClose(other));  // nothing of `other` is left allocated
+  EXPECT_HPU_FAIL(hpuMemFree(q), HPU_ERROR_INVALID_HANDLE, ptr_text(q).c_str());
 }
 
 TEST_F(Memory, AllocBadInput) {
@@ -474,14 +482,14 @@ TEST_F(Memory, CopiesInEveryDirection) {
   // Asynchronous forms, on a created stream and on the default one (NULL).
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
-  ASSERT_HPU_OK(hpuMemsetAsync(a, 0x11, n, s));
-  ASSERT_HPU_OK(hpuMemsetAsync(static_cast<char *>(a) + 100, 0x22, 50, s));
-  ASSERT_HPU_OK(hpuMemcpyAsync(back.data(), a, n, HPU_MEMCPY_DEVICE_TO_HOST, s));
+  ASSERT_HPU_OK(hpuMemsetAsync(s, a, 0x11, n));
+  ASSERT_HPU_OK(hpuMemsetAsync(s, static_cast<char *>(a) + 100, 0x22, 50));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s, back.data(), a, n, HPU_MEMCPY_DEVICE_TO_HOST));
   ASSERT_HPU_OK(hpuStreamSynchronize(s));
   for (size_t i : {size_t(0), size_t(99), size_t(100), size_t(149), size_t(150), n - 1})
     EXPECT_EQ(back[i], (i >= 100 && i < 150) ? 0x22 : 0x11) << i;
-  ASSERT_HPU_OK(hpuMemcpyAsync(c, host.data(), n, HPU_MEMCPY_HOST_TO_DEVICE, nullptr));
-  ASSERT_HPU_OK(hpuMemsetAsync(c, 0, 10, nullptr));
+  ASSERT_HPU_OK(hpuMemcpyAsync(nullptr, c, host.data(), n, HPU_MEMCPY_HOST_TO_DEVICE));
+  ASSERT_HPU_OK(hpuMemsetAsync(nullptr, c, 0, 10));
   hpuStream_t def;
   ASSERT_HPU_OK(hpuDeviceGetDefaultStream(dev, &def));
   ASSERT_HPU_OK(hpuStreamSynchronize(def));
@@ -498,7 +506,7 @@ TEST_F(Memory, CopiesInEveryDirection) {
   EXPECT_HPU_OK(hpuStreamDestroy(s));
   free(a);
   free(c);
-  EXPECT_HPU_OK(hpuMemFree(other, b));
+  EXPECT_HPU_OK(hpuMemFree(b));
   EXPECT_HPU_OK(hpuDeviceClose(other));
 }
 
@@ -529,14 +537,13 @@ TEST_F(Memory, CopyKindsAreChecked) {
   EXPECT_HPU_FAIL(hpuMemcpy(d, h, n, static_cast<hpuMemcpyKind_t>(0)), HPU_ERROR_INVALID_ARGUMENT, "kind 0");
   EXPECT_HPU_FAIL(hpuMemcpy(d, h, n, static_cast<hpuMemcpyKind_t>(7)), HPU_ERROR_INVALID_ARGUMENT, "kind 7");
   // The same checks for the asynchronous form, plus its stream.
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(h, h, n, H2D, nullptr), HPU_ERROR_INVALID_HANDLE, ("dst " + hs).c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(d, h, n, static_cast<hpuMemcpyKind_t>(-1), nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(nullptr, h, h, n, H2D), HPU_ERROR_INVALID_HANDLE, ("dst " + hs).c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(nullptr, d, h, n, static_cast<hpuMemcpyKind_t>(-1)), HPU_ERROR_INVALID_ARGUMENT,
                   "kind -1");
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
   hpuStream_t not_a_stream = reinterpret_cast<hpuStream_t>(e);
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(d, h, n, H2D, not_a_stream), HPU_ERROR_INVALID_HANDLE,
-                  ptr_text(not_a_stream).c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(not_a_stream, d, h, n, H2D), HPU_ERROR_INVALID_HANDLE, ptr_text(not_a_stream).c_str());
   EXPECT_HPU_OK(hpuEventDestroy(e));
   free(d);
 }
@@ -560,24 +567,24 @@ TEST_F(Memory, RowGathersInEveryDirection) {
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
   // Host to device, the list overwritten before the copy has run.
   std::vector<int64_t> list = rows;
-  ASSERT_HPU_OK(hpuMemcpyRowsAsync(dst, host.data(), row, list.data(), n, HPU_MEMCPY_HOST_TO_DEVICE, s));
+  ASSERT_HPU_OK(hpuMemcpyRowsAsync(s, dst, host.data(), row, list.data(), n, HPU_MEMCPY_HOST_TO_DEVICE));
   std::fill(list.begin(), list.end(), 0);
-  ASSERT_HPU_OK(hpuMemcpyAsync(back.data(), dst, back.size(), HPU_MEMCPY_DEVICE_TO_HOST, s));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s, back.data(), dst, back.size(), HPU_MEMCPY_DEVICE_TO_HOST));
   ASSERT_HPU_OK(hpuStreamSynchronize(s));
   expect_rows(back, rows);
   // Device to host and device to device (the default stream), a few rows.
   const std::vector<int64_t> few{299, 0, 299, 5};
   std::fill(back.begin(), back.end(), 0);
-  ASSERT_HPU_OK(hpuMemcpyRowsAsync(back.data(), src, row, few.data(), few.size(), HPU_MEMCPY_DEVICE_TO_HOST, s));
+  ASSERT_HPU_OK(hpuMemcpyRowsAsync(s, back.data(), src, row, few.data(), few.size(), HPU_MEMCPY_DEVICE_TO_HOST));
   ASSERT_HPU_OK(hpuStreamSynchronize(s));
   expect_rows(back, few);
   EXPECT_EQ(back[few.size() * row], 0);  // nothing past the rows asked for
-  ASSERT_HPU_OK(hpuMemcpyRowsAsync(dst, src, row, few.data(), few.size(), HPU_MEMCPY_DEVICE_TO_DEVICE, nullptr));
+  ASSERT_HPU_OK(hpuMemcpyRowsAsync(nullptr, dst, src, row, few.data(), few.size(), HPU_MEMCPY_DEVICE_TO_DEVICE));
   ASSERT_HPU_OK(hpuMemcpy(back.data(), dst, few.size() * row, HPU_MEMCPY_DEVICE_TO_HOST));
   expect_rows(back, few);
   // No rows, or rows of no bytes: nothing is checked or copied.
-  EXPECT_HPU_OK(hpuMemcpyRowsAsync(dst, host.data(), row, nullptr, 0, HPU_MEMCPY_HOST_TO_DEVICE, s));
-  EXPECT_HPU_OK(hpuMemcpyRowsAsync(dst, host.data(), 0, nullptr, 5, HPU_MEMCPY_HOST_TO_DEVICE, s));
+  EXPECT_HPU_OK(hpuMemcpyRowsAsync(s, dst, host.data(), row, nullptr, 0, HPU_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_HPU_OK(hpuMemcpyRowsAsync(s, dst, host.data(), 0, nullptr, 5, HPU_MEMCPY_HOST_TO_DEVICE));
   EXPECT_HPU_OK(hpuStreamDestroy(s));
   free(src);
   free(dst);
@@ -591,29 +598,28 @@ TEST_F(Memory, RowGatherBadInput) {
   const std::string ds = ptr_text(d), hs = ptr_text(h);
   const hpuMemcpyKind_t H2D = HPU_MEMCPY_HOST_TO_DEVICE, D2D = HPU_MEMCPY_DEVICE_TO_DEVICE;
   const int64_t ok[] = {3, 1}, negative[] = {2, -7}, far[] = {0, 100000}, huge[] = {0, INT64_MAX / 2};
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, nullptr, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "rows is NULL");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, negative, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
-                  "rows[1] is -7");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, SIZE_MAX / 2, ok, 4, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, h, 64, nullptr, 2, H2D), HPU_ERROR_INVALID_ARGUMENT, "rows is NULL");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, h, 64, negative, 2, H2D), HPU_ERROR_INVALID_ARGUMENT, "rows[1] is -7");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, h, SIZE_MAX / 2, ok, 4, H2D), HPU_ERROR_INVALID_ARGUMENT,
                   "count 4 rows of row_bytes", "overflow");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 2048, huge, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, h, 2048, huge, 2, H2D), HPU_ERROR_INVALID_ARGUMENT,
                   "rows[1] is 4611686018427387903; that row of row_bytes 2048 is past the end of the address space");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 2, static_cast<hpuMemcpyKind_t>(9), nullptr),
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, h, 64, ok, 2, static_cast<hpuMemcpyKind_t>(9)),
                   HPU_ERROR_INVALID_ARGUMENT, "kind 9");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, h, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, nullptr, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, nullptr, h, 64, ok, 2, H2D), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, nullptr, 64, ok, 2, H2D), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
   // dst must hold count rows; a device src must hold every row asked for.
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(h, h, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_HANDLE, ("dst " + hs).c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 70000, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, h, h, 64, ok, 2, H2D), HPU_ERROR_INVALID_HANDLE, ("dst " + hs).c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, h, 64, ok, 70000, H2D), HPU_ERROR_INVALID_ARGUMENT,
                   ("dst " + ds + " (+4480000 bytes) runs").c_str());  // checked before rows is read
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d, 64, ok, 2, H2D, nullptr), HPU_ERROR_INVALID_ARGUMENT, ("src " + ds).c_str(),
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, d, 64, ok, 2, H2D), HPU_ERROR_INVALID_ARGUMENT, ("src " + ds).c_str(),
                   "use HPU_MEMCPY_DEVICE_TO_DEVICE");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, d + 2048, 64, far, 2, D2D, nullptr), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(nullptr, d, d + 2048, 64, far, 2, D2D), HPU_ERROR_INVALID_ARGUMENT,
                   ("rows[1] is 100000, but src " + ptr_text(d + 2048) + " holds 32 rows of row_bytes 64").c_str());
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(d, h, 64, ok, 2, H2D, reinterpret_cast<hpuStream_t>(e)),
-                  HPU_ERROR_INVALID_HANDLE, ptr_text(e).c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(reinterpret_cast<hpuStream_t>(e), d, h, 64, ok, 2, H2D), HPU_ERROR_INVALID_HANDLE,
+                  ptr_text(e).c_str());
   EXPECT_HPU_OK(hpuEventDestroy(e));
   free(d);
 }
@@ -627,9 +633,9 @@ TEST_F(Memory, SetBadInput) {
   EXPECT_HPU_FAIL(hpuMemset(host.data(), 0, 16), HPU_ERROR_INVALID_HANDLE, ptr_text(host.data()).c_str(),
                   "not device memory");
   EXPECT_HPU_FAIL(hpuMemset(d, 0, 4 * MiB), HPU_ERROR_INVALID_ARGUMENT, "(+4194304 bytes) runs");
-  EXPECT_HPU_FAIL(hpuMemsetAsync(d, 300, 16, nullptr), HPU_ERROR_INVALID_ARGUMENT, "value 300");
-  EXPECT_HPU_FAIL(hpuMemsetAsync(host.data(), 0, 16, nullptr), HPU_ERROR_INVALID_HANDLE, "not device memory");
-  EXPECT_HPU_FAIL(hpuMemsetAsync(d, 0, 16, reinterpret_cast<hpuStream_t>(dev)), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuMemsetAsync(nullptr, d, 300, 16), HPU_ERROR_INVALID_ARGUMENT, "value 300");
+  EXPECT_HPU_FAIL(hpuMemsetAsync(nullptr, host.data(), 0, 16), HPU_ERROR_INVALID_HANDLE, "not device memory");
+  EXPECT_HPU_FAIL(hpuMemsetAsync(reinterpret_cast<hpuStream_t>(dev), d, 0, 16), HPU_ERROR_INVALID_HANDLE,
                   ptr_text(dev).c_str());
   free(d);
 }
@@ -654,12 +660,12 @@ bool churn(hpuDevice_t dev, unsigned seed, int rounds) {
       back.assign(n, 0);
       if (hpuMemcpy(back.data(), p, n, HPU_MEMCPY_DEVICE_TO_HOST) != HPU_SUCCESS) return false;
       if (std::any_of(back.begin(), back.end(), [&](unsigned char c) { return c != tag; })) return false;
-      if (hpuMemFree(dev, p) != HPU_SUCCESS) return false;
+      if (hpuMemFree(p) != HPU_SUCCESS) return false;
       live.erase(live.begin() + k);
     }
   }
   for (auto [p, n] : live)
-    if (hpuMemFree(dev, p) != HPU_SUCCESS) return false;
+    if (hpuMemFree(p) != HPU_SUCCESS) return false;
   return true;
 }
 

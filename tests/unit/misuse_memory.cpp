@@ -38,7 +38,7 @@ hpuStream_t default_stream(hpuDevice_t dev) {
 
 // Frees `blocks` of dev, then closes it.
 void free_and_close(hpuDevice_t dev, std::initializer_list<void *> blocks) {
-  for (void *p : blocks) EXPECT_HPU_OK(hpuMemFree(dev, p));
+  for (void *p : blocks) EXPECT_HPU_OK(hpuMemFree(p));
   EXPECT_HPU_OK(hpuDeviceClose(dev));
 }
 
@@ -83,14 +83,14 @@ void expect_copies_refuse(const BadRange &r, char *other, hpuStream_t s) {
   };
   const std::string dst = named("dst"), src = named("src");
   EXPECT_HPU_FAIL(hpuMemcpy(r.ptr, host.data(), r.bytes, H2D), r.status, dst.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(r.ptr, host.data(), r.bytes, H2D, s), r.status, dst.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, r.ptr, host.data(), r.bytes, H2D), r.status, dst.c_str());
   EXPECT_HPU_FAIL(hpuMemcpy(r.ptr, other, r.bytes, D2D), r.status, dst.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(r.ptr, other, r.bytes, D2D, s), r.status, dst.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, r.ptr, other, r.bytes, D2D), r.status, dst.c_str());
   EXPECT_HPU_FAIL(hpuMemcpy(host.data(), r.ptr, r.bytes, D2H), r.status, src.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(host.data(), r.ptr, r.bytes, D2H, s), r.status, src.c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(other, r.ptr, r.bytes, D2D, s), r.status, src.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, host.data(), r.ptr, r.bytes, D2H), r.status, src.c_str());
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(s, other, r.ptr, r.bytes, D2D), r.status, src.c_str());
   EXPECT_HPU_FAIL(hpuMemset(r.ptr, 0xEE, r.bytes), r.status, dst.c_str());
-  EXPECT_HPU_FAIL(hpuMemsetAsync(r.ptr, 0xEE, r.bytes, s), r.status, dst.c_str());
+  EXPECT_HPU_FAIL(hpuMemsetAsync(s, r.ptr, 0xEE, r.bytes), r.status, dst.c_str());
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   for (char c : host) EXPECT_EQ(c, 1);  // nothing read into host memory either
 }
@@ -143,7 +143,7 @@ TEST(Misuse, FreedMemoryIsRefused) {
   // p between two live blocks: once freed and merged into the free pool, the
   // 8 KiB request below cannot take its place.
   char *before = alloc(dev, 4 * KiB), *p = alloc(dev, 4 * KiB), *after = alloc(dev, 4 * KiB);
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
   char *other = alloc(dev, 8 * KiB);  // a size of its own: the freed block goes back to the pool
   ASSERT_FALSE(p >= other && p < other + 8 * KiB);
   expect_copies_refuse({"freed", p, 4 * KiB, HPU_ERROR_INVALID_HANDLE, "is not in a live allocation of device 0"},
@@ -162,7 +162,7 @@ TEST(Misuse, ParkedMemoryIsRefusedUntilAllocatedAgain) {
   char *other = alloc(dev, 64 * KiB);
   char *p = alloc(dev, 4 * KiB);
   fill(p, 0x55, 4 * KiB);
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
   expect_copies_refuse({"parked", p, 4 * KiB, HPU_ERROR_INVALID_HANDLE, "is not in a live allocation of device 0"},
                        other, s);
   char *q = alloc(dev, 4000);  // rounded to 4 KiB: the parked block
@@ -183,11 +183,11 @@ TEST(Misuse, MemoryWhoseFreeWaitsForQueuedWorkIsRefused) {
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
   const size_t big = size_t(64) << 20;
   char *busy = alloc(dev, big), *p = alloc(dev, 4 * KiB), *other = alloc(dev, 4 * KiB);
-  for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemsetAsync(busy, i, big, s));
-  EXPECT_HPU_OK(hpuMemFree(dev, p));  // deferred behind the fills, or done at once if they are over
+  for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemsetAsync(s, busy, i, big));
+  EXPECT_HPU_OK(hpuMemFree(p));  // deferred behind the fills, or done at once if they are over
   expect_copies_refuse({"freed, waiting", p, 4 * KiB, HPU_ERROR_INVALID_HANDLE, "is not in a live allocation"}, other,
                        s);
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str());
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str());
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_HPU_OK(hpuStreamDestroy(s));
   free_and_close(dev, {busy, other});
@@ -201,7 +201,7 @@ TEST(Misuse, MemoryOfAClosedDeviceOnAnotherDevicesStream) {
   ASSERT_HPU_OK(hpuStreamCreate(&s0, d0));
   char *other = alloc(d0, 4 * KiB);
   char *p = alloc(d1, 4 * KiB);
-  EXPECT_HPU_OK(hpuMemFree(d1, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
   ASSERT_HPU_OK(hpuDeviceClose(d1));
   expect_copies_refuse(
       {"closed device", p, 4 * KiB, HPU_ERROR_INVALID_HANDLE, "is memory of device 1, which is closed"}, other, s0);
@@ -221,29 +221,31 @@ TEST(Misuse, CollectiveBuffersLieInOneLiveAllocation) {
   fill(send, 0x01, n * 4);
   fill(recv, 0x02, n * 4);
   fill(next, 0x03, 64 * KiB);
-  EXPECT_HPU_FAIL(hpuAllreduce(send, recv, n + 128, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_ARGUMENT,
-                  ("send " + ptr_text(send) + " (+66048 bytes) runs 512 bytes past the end of its 65536-byte "
-                   "allocation").c_str());
-  EXPECT_HPU_FAIL(hpuAllreduce(recv, recv, n + 128, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, send, recv, n + 128, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
+                  ("send " + ptr_text(send) +
+                   " (+66048 bytes) runs 512 bytes past the end of its 65536-byte "
+                   "allocation")
+                      .c_str());
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, recv, recv, n + 128, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   ("send " + ptr_text(recv) + " (+66048 bytes) runs 512 bytes").c_str());
-  EXPECT_HPU_FAIL(hpuAllreduce(send, recv + 4, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, send, recv + 4, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_ARGUMENT,
                   ("recv " + ptr_text(recv + 4) + " (+65536 bytes) runs 4 bytes past the end").c_str());
   char *freed = alloc(dev, n * 4);
-  EXPECT_HPU_OK(hpuMemFree(dev, freed));  // parked
-  EXPECT_HPU_FAIL(hpuAllreduce(send, freed, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_OK(hpuMemFree(freed));  // parked
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, send, freed, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("recv " + ptr_text(freed) + " (+65536 bytes) is not in a live allocation").c_str());
   char *closed = alloc(d1, n * 4);
-  EXPECT_HPU_FAIL(hpuAllreduce(closed, recv, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, closed, recv, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("send " + ptr_text(closed) + " (+65536 bytes) is memory of device 1, not of device 0").c_str());
-  EXPECT_HPU_OK(hpuMemFree(d1, closed));
+  EXPECT_HPU_OK(hpuMemFree(closed));
   ASSERT_HPU_OK(hpuDeviceClose(d1));
-  EXPECT_HPU_FAIL(hpuAllreduce(closed, recv, n, HPU_FLOAT32, HPU_SUM, comm, s), HPU_ERROR_INVALID_HANDLE,
+  EXPECT_HPU_FAIL(hpuAllreduce(s, comm, closed, recv, n, HPU_FLOAT32, HPU_SUM), HPU_ERROR_INVALID_HANDLE,
                   ("send " + ptr_text(closed) + " (+65536 bytes) is memory of device 1, which is closed").c_str());
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_TRUE(all_equal(read(recv, n * 4), 0x02));
   EXPECT_TRUE(all_equal(read(next, 64 * KiB), 0x03));
   // The same buffers, within their allocations, are fine.
-  EXPECT_HPU_OK(hpuAllreduce(send, recv, n, HPU_FLOAT32, HPU_SUM, comm, s));
+  EXPECT_HPU_OK(hpuAllreduce(s, comm, send, recv, n, HPU_FLOAT32, HPU_SUM));
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_TRUE(all_equal(read(recv, n * 4), 0x01));
   EXPECT_HPU_OK(hpuCommDestroy(comm));
@@ -262,18 +264,18 @@ TEST(Misuse, TensorWrapTakesOnlyLiveAllocations) {
   EXPECT_HPU_FAIL(hpuTensorWrap(&t, p + 4, HPU_FLOAT32, 1, fits, nullptr), HPU_ERROR_INVALID_ARGUMENT,
                   "runs 4 bytes past the end");
   char *freed = alloc(dev, 64 * KiB);
-  EXPECT_HPU_OK(hpuMemFree(dev, freed));
+  EXPECT_HPU_OK(hpuMemFree(freed));
   EXPECT_HPU_FAIL(hpuTensorWrap(&t, freed, HPU_FLOAT32, 1, fits, nullptr), HPU_ERROR_INVALID_HANDLE,
                   ("data " + ptr_text(freed) + " (+65536 bytes) is not in a live allocation").c_str());
   char *closed = alloc(d1, 64 * KiB);
-  EXPECT_HPU_OK(hpuMemFree(d1, closed));
+  EXPECT_HPU_OK(hpuMemFree(closed));
   ASSERT_HPU_OK(hpuDeviceClose(d1));
   EXPECT_HPU_FAIL(hpuTensorWrap(&t, closed, HPU_FLOAT32, 1, fits, nullptr), HPU_ERROR_INVALID_HANDLE,
                   "is memory of device 1, which is closed");
   EXPECT_EQ(t, nullptr);
   EXPECT_HPU_OK(hpuTensorWrap(&t, p, HPU_FLOAT32, 1, fits, nullptr));
   EXPECT_HPU_OK(hpuTensorRelease(t));
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
   EXPECT_HPU_OK(hpuDeviceClose(dev));
 }
 
@@ -287,17 +289,17 @@ TEST(Misuse, FreeingWrappedMemoryIsBusyUntilEveryHandleIsReleased) {
   const int64_t shape[] = {16 * 1024};
   ASSERT_HPU_OK(hpuTensorWrap(&t, p, HPU_FLOAT32, 1, shape, nullptr));
   ASSERT_HPU_OK(hpuTensorSlice(&view, t, 0, 0, 8, 1));
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_BUSY, ("ptr " + ptr_text(p)).c_str(), "2 live tensor handles");
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_BUSY, ("ptr " + ptr_text(p)).c_str(), "2 live tensor handles");
   EXPECT_HPU_OK(hpuTensorRetain(t));
   EXPECT_HPU_OK(hpuTensorRelease(t));  // one reference left: still wrapped
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_BUSY, "2 live tensor handles");
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_BUSY, "2 live tensor handles");
   EXPECT_HPU_OK(hpuTensorRelease(t));
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_BUSY, "1 live tensor handle");
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_BUSY, "1 live tensor handle");
   EXPECT_HPU_FAIL(hpuDeviceClose(dev), HPU_ERROR_BUSY, "1 allocation");
-  EXPECT_HPU_OK(hpuTensorFill(view, 2.0, nullptr));  // queued; the view is then released
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, view, 2.0));  // queued; the view is then released
   EXPECT_HPU_OK(hpuTensorRelease(view));
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
-  EXPECT_HPU_FAIL(hpuMemFree(dev, p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str());
+  EXPECT_HPU_OK(hpuMemFree(p));
+  EXPECT_HPU_FAIL(hpuMemFree(p), HPU_ERROR_INVALID_HANDLE, ptr_text(p).c_str());
   EXPECT_HPU_OK(hpuDeviceClose(dev));
 }
 
@@ -312,22 +314,22 @@ TEST(Misuse, RowGatherRowNumberOf2To40ForEveryKind) {
   std::vector<char> host_src(n * row, 7), host_dst(n * row, 8);
   const int64_t rows[] = {1, int64_t(1) << 40, 2};
   const char *named = "rows[1] is 1099511627776";
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, host_src.data(), row, rows, 3, H2D, s), HPU_ERROR_INVALID_ARGUMENT, named,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, host_src.data(), row, rows, 3, H2D), HPU_ERROR_INVALID_ARGUMENT, named,
                   "not memory of this process");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(host_dst.data(), src, row, rows, 3, D2H, s), HPU_ERROR_INVALID_ARGUMENT, named,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, host_dst.data(), src, row, rows, 3, D2H), HPU_ERROR_INVALID_ARGUMENT, named,
                   ("src " + ptr_text(src) + " holds 64 rows of row_bytes 16").c_str());
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, src, row, rows, 3, D2D, s), HPU_ERROR_INVALID_ARGUMENT, named,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, src, row, rows, 3, D2D), HPU_ERROR_INVALID_ARGUMENT, named,
                   "holds 64 rows");
   // Row numbers in range, but past the end of a device src's allocation.
   const int64_t one_past[] = {64}, inside[] = {63};
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, src, row, one_past, 1, D2D, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, src, row, one_past, 1, D2D), HPU_ERROR_INVALID_ARGUMENT,
                   "rows[0] is 64, but src");
-  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(dst, src + row, row, inside, 1, D2D, s), HPU_ERROR_INVALID_ARGUMENT,
+  EXPECT_HPU_FAIL(hpuMemcpyRowsAsync(s, dst, src + row, row, inside, 1, D2D), HPU_ERROR_INVALID_ARGUMENT,
                   "rows[0] is 63, but src", "holds 63 rows");
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_TRUE(all_equal(read(dst, n * row), 0x66));
   for (char c : host_dst) EXPECT_EQ(c, 8);
-  EXPECT_HPU_OK(hpuMemcpyRowsAsync(dst, src, row, inside, 1, D2D, s));
+  EXPECT_HPU_OK(hpuMemcpyRowsAsync(s, dst, src, row, inside, 1, D2D));
   EXPECT_HPU_OK(hpuStreamSynchronize(s));
   free_and_close(dev, {dst, src});
 }
@@ -352,7 +354,7 @@ TEST(Misuse, CloseRacingAllocOnTheSameDevice) {
     };
     std::thread other([&] {
       start();
-      free_status = hpuMemFree(dev, held);
+      free_status = hpuMemFree(held);
       alloc_status = hpuMemAlloc(&p, dev, 4096);
       if (alloc_status != HPU_SUCCESS) alloc_message = hpuGetLastErrorMessage();
     });
@@ -375,7 +377,7 @@ TEST(Misuse, CloseRacingAllocOnTheSameDevice) {
       ++alloc_won;
       ASSERT_EQ(close_status, HPU_ERROR_BUSY) << hpuGetErrorName(close_status);
       ASSERT_EQ(alloc_status, HPU_SUCCESS);
-      EXPECT_HPU_OK(hpuMemFree(dev, p));
+      EXPECT_HPU_OK(hpuMemFree(p));
       EXPECT_HPU_OK(hpuDeviceClose(dev));
     }
     if (both) break;

@@ -27,7 +27,7 @@ class Misuse : public testing::Test {
     ASSERT_HPU_OK(hpuMemcpy(mem, pattern.data(), kBytes, HPU_MEMCPY_HOST_TO_DEVICE));
   }
   void TearDown() override {
-    EXPECT_HPU_OK(hpuMemFree(dev, mem));
+    EXPECT_HPU_OK(hpuMemFree(mem));
     EXPECT_HPU_OK(hpuDeviceClose(dev));
   }
 
@@ -48,7 +48,7 @@ class Misuse : public testing::Test {
   // write outside the window shows, then release it.
   void fill_and_release(hpuTensor_t t) {
     if (!t) return;
-    hpuTensorFill(t, 7, nullptr);
+    hpuTensorFill(nullptr, t, 7);
     hpuDeviceSynchronize(dev);
     EXPECT_HPU_OK(hpuTensorRelease(t));
   }
@@ -121,7 +121,7 @@ TEST_F(Misuse, WrapIgnoresTheStrideOfADimOfOneElement) {
   ASSERT_HPU_OK(hpuTensorWrap(&t, window(), HPU_FLOAT32, 2, shape, strides));
   ASSERT_HPU_OK(hpuTensorSlice(&row, t, 0, 0, 1, kMax));
   ASSERT_HPU_OK(hpuTensorSlice(&none, t, 0, 1, 1, 1));
-  EXPECT_HPU_OK(hpuTensorFill(row, 2, nullptr));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, row, 2));
   expect_outside_untouched();
   std::vector<float> got(16);
   ASSERT_HPU_OK(hpuMemcpy(got.data(), window(), 64, HPU_MEMCPY_DEVICE_TO_HOST));
@@ -197,7 +197,7 @@ TEST_F(Misuse, SliceWithAStepPastTheSizeKeepsOneElement) {
   const int64_t shape[2] = {4, 4};
   hpuTensor_t base = nullptr, cols = nullptr, rows = nullptr;
   ASSERT_HPU_OK(hpuTensorWrap(&base, window(), HPU_FLOAT32, 2, shape, nullptr));
-  ASSERT_HPU_OK(hpuTensorFill(base, 0, nullptr));
+  ASSERT_HPU_OK(hpuTensorFill(nullptr, base, 0));
   ASSERT_HPU_OK(hpuTensorSlice(&cols, base, 1, 1, 4, kMax));  // column 1
   ASSERT_HPU_OK(hpuTensorSlice(&rows, base, 0, 2, 4, kMax));  // row 2: stride 4 x INT64_MAX overflowed
   int ndim = 0;
@@ -223,8 +223,8 @@ TEST_F(Misuse, SliceWithAStepPastTheSizeKeepsOneElement) {
   ASSERT_HPU_OK(hpuTensorGetStrides(two, strides));
   EXPECT_EQ(strides[0], 12);
   EXPECT_HPU_OK(hpuTensorRelease(two));
-  EXPECT_HPU_OK(hpuTensorFill(cols, 1, nullptr));
-  EXPECT_HPU_OK(hpuTensorFill(rows, 2, nullptr));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, cols, 1));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, rows, 2));
   expect_outside_untouched();
   float host[16];
   ASSERT_HPU_OK(hpuMemcpy(host, window(), sizeof host, HPU_MEMCPY_DEVICE_TO_HOST));
@@ -257,7 +257,7 @@ TEST_F(Misuse, SliceWithHugeOrNegativeStartsEndsStepsAndDims) {
   hpuTensor_t none = nullptr, again = nullptr;
   ASSERT_HPU_OK(hpuTensorSlice(&none, base, 0, 4, 4, kMax));
   ASSERT_HPU_OK(hpuTensorSlice(&again, none, 1, 0, 4, kMax));
-  EXPECT_HPU_OK(hpuTensorFill(again, 3, nullptr));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, again, 3));
   EXPECT_HPU_OK(hpuTensorRelease(again));
   EXPECT_HPU_OK(hpuTensorRelease(none));
   EXPECT_HPU_OK(hpuTensorRelease(base));

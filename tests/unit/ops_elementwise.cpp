@@ -161,8 +161,8 @@ TEST_F(ElementwiseGrad, AddInplaceAccumulatesBf16IntoF32) {
   std::vector<double> acc = random_values(300, 10), g1 = round_all(HPU_BFLOAT16, random_values(300, 11));
   auto g2 = round_all(HPU_BFLOAT16, random_values(300, 12));
   hpuTensor_t dst = T(HPU_FLOAT32, {3, 100}, acc);
-  ASSERT_HPU_OK(hpuAddInplace(nullptr, T(HPU_BFLOAT16, {3, 100}, g1), 1.0, dst));
-  ASSERT_HPU_OK(hpuAddInplace(nullptr, T(HPU_BFLOAT16, {3, 100}, g2), -0.5, dst));
+  ASSERT_HPU_OK(hpuAddInplace(nullptr, dst, T(HPU_BFLOAT16, {3, 100}, g1), 1.0));
+  ASSERT_HPU_OK(hpuAddInplace(nullptr, dst, T(HPU_BFLOAT16, {3, 100}, g2), -0.5));
   std::vector<double> want(300);
   for (int i = 0; i < 300; ++i) want[i] = static_cast<float>(acc[i]) + g1[i] - 0.5 * g2[i];
   EXPECT_TRUE(near(read(dst), want, 1e-6));
@@ -183,13 +183,13 @@ TEST_F(ElementwiseGrad, BadInput) {
                   "expected shape [2, 3]");
   EXPECT_HPU_FAIL(hpuAddBackward(nullptr, T(HPU_FLOAT32, {3}, random_values(3, 3)), a, a, &g, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "grad_out is f32[3]");
-  EXPECT_HPU_FAIL(hpuAddInplace(nullptr, b, 1.0, a), HPU_ERROR_INVALID_ARGUMENT, "src is f32[4]",
+  EXPECT_HPU_FAIL(hpuAddInplace(nullptr, a, b, 1.0), HPU_ERROR_INVALID_ARGUMENT, "src is f32[4]",
                   "expected shape [2, 3]");
-  EXPECT_HPU_FAIL(hpuAddInplace(nullptr, i, 1.0, a), HPU_ERROR_UNSUPPORTED, "src is i32[2, 3]");
+  EXPECT_HPU_FAIL(hpuAddInplace(nullptr, a, i, 1.0), HPU_ERROR_UNSUPPORTED, "src is i32[2, 3]");
   hpuTensor_t tr = nullptr;
   ASSERT_HPU_OK(hpuTensorTranspose(&tr, a, 0, 1));
   keep(tr);
-  EXPECT_HPU_FAIL(hpuAddInplace(nullptr, T(HPU_FLOAT32, {3, 2}, random_values(6, 4)), 1.0, tr),
+  EXPECT_HPU_FAIL(hpuAddInplace(nullptr, tr, T(HPU_FLOAT32, {3, 2}, random_values(6, 4)), 1.0),
                   HPU_ERROR_INVALID_ARGUMENT, "dst is f32[3, 2]", "contiguous");
   EXPECT_EQ(out, reinterpret_cast<hpuTensor_t>(0x1));
   EXPECT_EQ(g, nullptr);
@@ -204,7 +204,7 @@ TEST_F(ElementwiseGrad, IntegerOverflowWraps) {
     return keep(t);
   };
   const auto host = [](hpuTensor_t t, void *dst, size_t bytes) {
-    ASSERT_HPU_OK(hpuTensorCopyToHost(t, dst, bytes, nullptr));
+    ASSERT_HPU_OK(hpuTensorCopyToHost(nullptr, t, dst, bytes));
   };
   const int32_t imax = INT32_MAX, imin = INT32_MIN;
   const int32_t a[3] = {imax, imin, imax}, b[3] = {2, -1, 1};

@@ -70,7 +70,7 @@ TEST_F(OpsExtra, ScaleInplaceEachFloatingType) {
 TEST_F(OpsExtra, AddInplaceSrcMayBeDstOrOverlapIt) {
   std::vector<double> v = random_values(10000, 2);
   hpuTensor_t t = T(HPU_FLOAT32, {10000}, v);
-  ASSERT_HPU_OK(hpuAddInplace(nullptr, t, 0.5, t));
+  ASSERT_HPU_OK(hpuAddInplace(nullptr, t, t, 0.5));
   std::vector<double> want(v.size());
   for (size_t i = 0; i < v.size(); ++i) want[i] = 1.5 * static_cast<float>(v[i]);
   EXPECT_TRUE(near(read(t), want, 1e-6));
@@ -82,7 +82,7 @@ TEST_F(OpsExtra, AddInplaceSrcMayBeDstOrOverlapIt) {
   keep(src);
   ASSERT_HPU_OK(hpuTensorWindow(&dst, base, 1500, 1, &n));
   keep(dst);
-  ASSERT_HPU_OK(hpuAddInplace(nullptr, src, 2.0, dst));
+  ASSERT_HPU_OK(hpuAddInplace(nullptr, dst, src, 2.0));
   want.assign(v.begin(), v.end());
   for (auto &x : want) x = static_cast<float>(x);
   for (int64_t i = 0; i < n; ++i) want[1500 + i] = static_cast<float>(v[1500 + i]) + 2.0 * static_cast<float>(v[i]);
@@ -113,8 +113,8 @@ TEST_F(OpsExtra, SquaredNormOverManyTensors) {
   ASSERT_HPU_OK(hpuSquaredNorm(nullptr, ts, 5, &again));
   keep(again);
   float x = 0, y = 1;
-  ASSERT_HPU_OK(hpuTensorCopyToHost(out, &x, 4, nullptr));
-  ASSERT_HPU_OK(hpuTensorCopyToHost(again, &y, 4, nullptr));
+  ASSERT_HPU_OK(hpuTensorCopyToHost(nullptr, out, &x, 4));
+  ASSERT_HPU_OK(hpuTensorCopyToHost(nullptr, again, &y, 4));
   EXPECT_EQ(std::memcmp(&x, &y, 4), 0);
 }
 

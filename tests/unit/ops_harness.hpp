@@ -109,7 +109,7 @@ inline std::vector<double> read(hpuTensor_t t) {
   hpuDataType_t dt = dtype_of(t);
   int64_t n = numel(shape_of(t));
   std::vector<unsigned char> bytes(static_cast<size_t>(n) * elem_size(dt));
-  EXPECT_HPU_OK(hpuTensorCopyToHost(t, bytes.data(), bytes.size(), nullptr));
+  EXPECT_HPU_OK(hpuTensorCopyToHost(nullptr, t, bytes.data(), bytes.size()));
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) {
     const unsigned char *p = bytes.data() + i * elem_size(dt);

@@ -7,6 +7,25 @@ using namespace ops_test;
 
 namespace {
 
+// Loss options as a call's argument: converts to a pointer to options that
+// live until the end of the full expression.
+struct LossOptions {
+  hpuLossOptions_t o = HPU_LOSS_OPTIONS_INIT;
+  LossOptions(hpuReduction_t reduction, int64_t ignore_index, double label_smoothing = 0) {
+    o.reduction = reduction, o.ignore_index = ignore_index, o.label_smoothing = label_smoothing;
+  }
+  operator const hpuLossOptions_t *() const { return &o; }
+};
+
+// LayerNorm options as a call's argument, as LossOptions.
+struct LayerNormOptions {
+  hpuLayerNormOptions_t o = HPU_LAYER_NORM_OPTIONS_INIT;
+  explicit LayerNormOptions(int normalized_ndim, double eps = 1e-5) {
+    o.normalized_ndim = normalized_ndim, o.eps = eps;
+  }
+  operator const hpuLayerNormOptions_t *() const { return &o; }
+};
+
 // Softmax of [outer, n, inner] over n.
 std::vector<double> ref_softmax(const std::vector<double> &x, int64_t outer, int64_t n, int64_t inner, bool log) {
   std::vector<double> y(x.size());
@@ -116,9 +135,10 @@ TEST_P(Nn, LossesMatchReference) {
   for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM})
     for (hpuDataType_t tdt : {HPU_INT64, HPU_INT32}) {
       hpuTensor_t ce = nullptr, nll = nullptr;
-      ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, T(dt, {n, c}, xv), T(tdt, {n}, tv), red, -100, &ce));
+      ASSERT_HPU_OK(
+          hpuCrossEntropyLoss(nullptr, T(dt, {n, c}, xv), T(tdt, {n}, tv), nullptr, LossOptions(red, -100), &ce));
       keep(ce);
-      ASSERT_HPU_OK(hpuNllLoss(nullptr, T(dt, {n, c}, xv), T(tdt, {n}, tv), red, -100, &nll));
+      ASSERT_HPU_OK(hpuNllLoss(nullptr, T(dt, {n, c}, xv), T(tdt, {n}, tv), nullptr, LossOptions(red, -100), &nll));
       keep(nll);
       std::vector<double> per, per_nll;
       double total = ref_nll(lp, tv, c, red, -100, &per);
@@ -144,10 +164,10 @@ TEST_P(Nn, LossesWithClassWeightsMatchReference) {
   for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_MEAN, HPU_REDUCTION_SUM}) {
     hpuTensor_t x = T(dt, {n, c}, xv), t = T(HPU_INT64, {n}, tv), w = T(HPU_FLOAT32, {c}, wv);
     hpuTensor_t ce = nullptr, nll = nullptr, ce1 = nullptr, plain = nullptr;
-    ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, w, red, -100, &ce));
-    ASSERT_HPU_OK(hpuNllLossWeighted(nullptr, x, t, w, red, -100, &nll));
-    ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, nullptr, red, -100, &ce1));
-    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, red, -100, &plain));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(red, -100), &ce));
+    ASSERT_HPU_OK(hpuNllLoss(nullptr, x, t, w, LossOptions(red, -100), &nll));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, T(HPU_FLOAT32, {c}, {1, 1, 1, 1}), LossOptions(red, -100), &ce1));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, nullptr, LossOptions(red, -100), &plain));
     keep(ce), keep(nll), keep(ce1), keep(plain);
     std::vector<double> per, per_nll;
     double total = ref_nll(lp, tv, c, red, -100, &per, wv);
@@ -159,7 +179,7 @@ TEST_P(Nn, LossesWithClassWeightsMatchReference) {
       EXPECT_TRUE(near(read(ce), {total}, tolerance(dt) * 4)) << red;
       EXPECT_TRUE(near(read(nll), {total_nll}, tolerance(dt) * 4)) << red;
     }
-    EXPECT_TRUE(near(read(ce1), read(plain), 0));  // NULL weight: the unweighted loss
+    EXPECT_TRUE(near(read(ce1), read(plain), 0));  // NULL weight: all weights 1
   }
 }
 
@@ -175,8 +195,8 @@ TEST_P(Nn, SpatialAndSmoothedLossesMatchReference) {
         hpuTensor_t x = T(dt, {n, c, d1, d2}, xv), t = T(HPU_INT64, {n, d1, d2}, tv);
         hpuTensor_t w = weighted ? T(HPU_FLOAT32, {c}, wv) : nullptr;
         hpuTensor_t ce = nullptr, nll = nullptr;
-        ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, t, w, red, -100, eps, &ce));
-        ASSERT_HPU_OK(hpuNllLossWeighted(nullptr, x, t, w, red, -100, &nll));
+        ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(red, -100, eps), &ce));
+        ASSERT_HPU_OK(hpuNllLoss(nullptr, x, t, w, LossOptions(red, -100), &nll));
         keep(ce), keep(nll);
         std::vector<double> per, per_nll, no_weights;
         const std::vector<double> &ws = weighted ? wv : no_weights;
@@ -194,15 +214,15 @@ TEST_P(Nn, SpatialAndSmoothedLossesMatchReference) {
         }
         if (eps == 0.0) {  // no smoothing: the weighted loss, bit for bit
           hpuTensor_t plain = nullptr;
-          ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, w, red, -100, &plain));
+          ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(red, -100), &plain));
           keep(plain);
           EXPECT_TRUE(near(read(ce), read(plain), 0)) << what;
         }
       }
   // One sample [C] with a 0-dim target: a 0-dim loss, also for NONE.
   hpuTensor_t one = nullptr;
-  ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, T(dt, {c}, {xv[0], xv[6], xv[12]}), T(HPU_INT32, {}, {2}),
-                                            nullptr, HPU_REDUCTION_NONE, -100, 0.25, &one));
+  ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, T(dt, {c}, {xv[0], xv[6], xv[12]}), T(HPU_INT32, {}, {2}), nullptr,
+                                    LossOptions(HPU_REDUCTION_NONE, -100, 0.25), &one));
   keep(one);
   EXPECT_EQ(shape_of(one), Shape{});
   std::vector<double> per1;
@@ -213,10 +233,10 @@ TEST_P(Nn, SpatialAndSmoothedLossesMatchReference) {
     for (Shape shape : {Shape{2, c, 0}, Shape{2, 0, 1}}) {
       hpuTensor_t e = nullptr;
       bool no_classes = shape[1] == 0;
-      ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, T(dt, shape, {}),
-                                                T(HPU_INT64, {2, shape[2]}, no_classes ? std::vector<double>{-100, -100}
-                                                                                       : std::vector<double>{}),
-                                                nullptr, red, -100, 0.1, &e));
+      ASSERT_HPU_OK(hpuCrossEntropyLoss(
+          nullptr, T(dt, shape, {}),
+          T(HPU_INT64, {2, shape[2]}, no_classes ? std::vector<double>{-100, -100} : std::vector<double>{}), nullptr,
+          LossOptions(red, -100, 0.1), &e));
       keep(e);
       double v = read(e).at(0);
       EXPECT_TRUE(red == HPU_REDUCTION_SUM ? v == 0 : std::isnan(v)) << v;
@@ -245,8 +265,8 @@ TEST_P(Nn, ProbabilityTargetsMatchReference) {
           hpuTensor_t x = T(dt, cs.shape, xv), t = T(dt, cs.shape, pv);
           hpuTensor_t w = weighted ? T(HPU_FLOAT32, {c}, wv) : nullptr;
           hpuTensor_t ce = nullptr, ignoring0 = nullptr;
-          ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, t, w, red, -100, eps, &ce));
-          ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, t, w, red, 0, eps, &ignoring0));
+          ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(red, -100, eps), &ce));
+          ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(red, 0, eps), &ignoring0));
           keep(ce), keep(ignoring0);
           std::vector<double> per;
           double total = ref_soft_ce(lp, pv, c, cs.inner, red, &per, weighted ? wv : no_weights, eps);
@@ -258,8 +278,8 @@ TEST_P(Nn, ProbabilityTargetsMatchReference) {
           EXPECT_TRUE(near(read(ignoring0), read(ce), 0)) << what;
           if (eps == 0.0) {  // the functions without smoothing take probabilities too
             hpuTensor_t plain = nullptr;
-            ASSERT_HPU_OK(weighted ? hpuCrossEntropyLossWeighted(nullptr, x, t, w, red, -100, &plain)
-                                   : hpuCrossEntropyLoss(nullptr, x, t, red, -100, &plain));
+            ASSERT_HPU_OK(weighted ? hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(red, -100), &plain)
+                                   : hpuCrossEntropyLoss(nullptr, x, t, nullptr, LossOptions(red, -100), &plain));
             keep(plain);
             EXPECT_TRUE(near(read(plain), read(ce), 0)) << what;
           }
@@ -274,16 +294,17 @@ TEST_P(Nn, ProbabilityTargetsMatchReference) {
   hpuTensor_t x = T(dt, {n, c}, round_all(dt, random_values(n * c, 24, -2, 2))), w = T(HPU_FLOAT32, {c}, wv);
   for (hpuReduction_t red : {HPU_REDUCTION_NONE, HPU_REDUCTION_SUM}) {
     hpuTensor_t soft = nullptr, hard = nullptr;
-    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, T(HPU_FLOAT64, {n, c}, onehot), w, red, -100, 0.2, &soft));
-    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, T(HPU_INT64, {n}, classes), w, red, -100, 0.2, &hard));
+    ASSERT_HPU_OK(
+        hpuCrossEntropyLoss(nullptr, x, T(HPU_FLOAT64, {n, c}, onehot), w, LossOptions(red, -100, 0.2), &soft));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, T(HPU_INT64, {n}, classes), w, LossOptions(red, -100, 0.2), &hard));
     keep(soft), keep(hard);
     EXPECT_TRUE(near(read(soft), read(hard), tolerance(dt))) << red;
   }
   // No samples: the sum is 0, the mean NaN (as PyTorch).
   for (hpuReduction_t red : {HPU_REDUCTION_SUM, HPU_REDUCTION_MEAN}) {
     hpuTensor_t e = nullptr;
-    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, T(dt, {2, c, 0}, {}), T(dt, {2, c, 0}, {}), nullptr, red, -100,
-                                              0.1, &e));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, T(dt, {2, c, 0}, {}), T(dt, {2, c, 0}, {}), nullptr,
+                                      LossOptions(red, -100, 0.1), &e));
     keep(e);
     double v = read(e).at(0);
     EXPECT_TRUE(red == HPU_REDUCTION_SUM ? v == 0 : std::isnan(v)) << v;
@@ -296,7 +317,7 @@ TEST_P(Nn, LayerNormMatchesReference) {
   auto xv = round_all(dt, random_values(rows * d, 3, -2, 3));
   auto wv = round_all(dt, random_values(d, 4)), bv = round_all(dt, random_values(d, 5));
   hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
-  ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, d}, xv), T(dt, {d}, wv), T(dt, {d}, bv), 1e-5, &y, &mean, &rstd));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, d}, xv), T(dt, {d}, wv), T(dt, {d}, bv), nullptr, &y, &mean, &rstd));
   keep(y), keep(mean), keep(rstd);
   EXPECT_EQ(shape_of(mean), (Shape{2, 3}));
   EXPECT_EQ(dtype_of(mean), HPU_FLOAT32);
@@ -317,8 +338,8 @@ TEST_P(Nn, LayerNormOverSeveralDimsMatchesReference) {
     Shape pshape = k == 2 ? Shape{3, 4} : Shape{2, 3, 4};
     std::vector<double> w(wv.begin(), wv.begin() + d), b(bv.begin(), bv.begin() + d);
     hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
-    ASSERT_HPU_OK(hpuLayerNormNd(nullptr, T(dt, {2, 3, 4}, xv), k, T(dt, pshape, w), T(dt, pshape, b), 1e-5, &y,
-                                 &mean, &rstd));
+    ASSERT_HPU_OK(hpuLayerNorm(nullptr, T(dt, {2, 3, 4}, xv), T(dt, pshape, w), T(dt, pshape, b), LayerNormOptions(k),
+                               &y, &mean, &rstd));
     keep(y), keep(mean), keep(rstd);
     EXPECT_EQ(shape_of(y), (Shape{2, 3, 4}));
     EXPECT_EQ(shape_of(mean), k == 2 ? Shape{2} : Shape{});
@@ -328,11 +349,11 @@ TEST_P(Nn, LayerNormOverSeveralDimsMatchesReference) {
     EXPECT_TRUE(near(read(mean), wm, 1e-5)) << k;
     EXPECT_TRUE(near(read(rstd), wr, 1e-5)) << k;
   }
-  // normalized_ndim 1 is hpuLayerNorm.
+  // normalized_ndim 1 is the default.
   hpuTensor_t a = nullptr, b = nullptr;
   hpuTensor_t x = T(dt, {2, 3, 4}, xv);
-  ASSERT_HPU_OK(hpuLayerNormNd(nullptr, x, 1, nullptr, nullptr, 1e-5, &a, nullptr, nullptr));
-  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, 1e-5, &b, nullptr, nullptr));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, LayerNormOptions(1), &a, nullptr, nullptr));
+  ASSERT_HPU_OK(hpuLayerNorm(nullptr, x, nullptr, nullptr, nullptr, &b, nullptr, nullptr));
   keep(a), keep(b);
   EXPECT_TRUE(near(read(a), read(b), 0));
 }
@@ -415,14 +436,14 @@ TEST_F(NnGrad, LossesByFiniteDifferences) {
           dev, {{{5, 3}, random_values(15, 2, -2, 2)}, target},
           [=](auto &t) {
             hpuTensor_t o = nullptr;
-            EXPECT_HPU_OK(fused ? hpuCrossEntropyLoss(nullptr, t[0], t[1], red, 7, &o)
-                                : hpuNllLoss(nullptr, t[0], t[1], red, 7, &o));
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLoss(nullptr, t[0], t[1], nullptr, LossOptions(red, 7), &o)
+                                : hpuNllLoss(nullptr, t[0], t[1], nullptr, LossOptions(red, 7), &o));
             return o;
           },
           [=](hpuTensor_t g, auto &t, hpuTensor_t) {
             hpuTensor_t gi = nullptr;
-            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossBackward(nullptr, g, t[0], t[1], red, 7, &gi)
-                                : hpuNllLossBackward(nullptr, g, t[0], t[1], red, 7, &gi));
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossBackward(nullptr, g, t[0], t[1], nullptr, LossOptions(red, 7), &gi)
+                                : hpuNllLossBackward(nullptr, g, t[0], t[1], nullptr, LossOptions(red, 7), &gi));
             return std::vector<hpuTensor_t>{gi, nullptr};
           });
     }
@@ -437,14 +458,14 @@ TEST_F(NnGrad, WeightedLossesByFiniteDifferences) {
           dev, {{{5, 3}, random_values(15, 16, -2, 2)}, target, weight},
           [=](auto &t) {
             hpuTensor_t o = nullptr;
-            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossWeighted(nullptr, t[0], t[1], t[2], red, 7, &o)
-                                : hpuNllLossWeighted(nullptr, t[0], t[1], t[2], red, 7, &o));
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLoss(nullptr, t[0], t[1], t[2], LossOptions(red, 7), &o)
+                                : hpuNllLoss(nullptr, t[0], t[1], t[2], LossOptions(red, 7), &o));
             return o;
           },
           [=](hpuTensor_t g, auto &t, hpuTensor_t) {
             hpuTensor_t gi = nullptr;
-            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossWeightedBackward(nullptr, g, t[0], t[1], t[2], red, 7, &gi)
-                                : hpuNllLossWeightedBackward(nullptr, g, t[0], t[1], t[2], red, 7, &gi));
+            EXPECT_HPU_OK(fused ? hpuCrossEntropyLossBackward(nullptr, g, t[0], t[1], t[2], LossOptions(red, 7), &gi)
+                                : hpuNllLossBackward(nullptr, g, t[0], t[1], t[2], LossOptions(red, 7), &gi));
             return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
           });
     }
@@ -466,15 +487,16 @@ TEST_F(NnGrad, SpatialAndSmoothedLossesByFiniteDifferences) {
           dev, {x, target, weight},
           [=](auto &t) {
             hpuTensor_t o = nullptr;
-            EXPECT_HPU_OK(v == nll_spatial ? hpuNllLossWeighted(nullptr, t[0], t[1], w(t), red, 7, &o)
-                                           : hpuCrossEntropyLossSmoothed(nullptr, t[0], t[1], w(t), red, 7, 0.3, &o));
+            EXPECT_HPU_OK(v == nll_spatial
+                              ? hpuNllLoss(nullptr, t[0], t[1], w(t), LossOptions(red, 7), &o)
+                              : hpuCrossEntropyLoss(nullptr, t[0], t[1], w(t), LossOptions(red, 7, 0.3), &o));
             return o;
           },
           [=](hpuTensor_t g, auto &t, hpuTensor_t) {
             hpuTensor_t gi = nullptr;
-            EXPECT_HPU_OK(v == nll_spatial
-                              ? hpuNllLossWeightedBackward(nullptr, g, t[0], t[1], w(t), red, 7, &gi)
-                              : hpuCrossEntropyLossSmoothedBackward(nullptr, g, t[0], t[1], w(t), red, 7, 0.3, &gi));
+            EXPECT_HPU_OK(v == nll_spatial ? hpuNllLossBackward(nullptr, g, t[0], t[1], w(t), LossOptions(red, 7), &gi)
+                                           : hpuCrossEntropyLossBackward(nullptr, g, t[0], t[1], w(t),
+                                                                         LossOptions(red, 7, 0.3), &gi));
             return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
           });
     }
@@ -492,12 +514,13 @@ TEST_F(NnGrad, ProbabilityTargetsByFiniteDifferences) {
             dev, {x, target, weight},
             [=](auto &t) {
               hpuTensor_t o = nullptr;
-              EXPECT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, t[0], t[1], t[2], red, -100, eps, &o));
+              EXPECT_HPU_OK(hpuCrossEntropyLoss(nullptr, t[0], t[1], t[2], LossOptions(red, -100, eps), &o));
               return o;
             },
             [=](hpuTensor_t g, auto &t, hpuTensor_t) {
               hpuTensor_t gi = nullptr;
-              EXPECT_HPU_OK(hpuCrossEntropyLossSmoothedBackward(nullptr, g, t[0], t[1], t[2], red, -100, eps, &gi));
+              EXPECT_HPU_OK(
+                  hpuCrossEntropyLossBackward(nullptr, g, t[0], t[1], t[2], LossOptions(red, -100, eps), &gi));
               return std::vector<hpuTensor_t>{gi, nullptr, nullptr};
             });
       }
@@ -507,18 +530,20 @@ TEST_F(NnGrad, ProbabilityTargetsBadInput) {
   hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 27)), out = nullptr;
   hpuTensor_t p = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 28, 0, 1));
   hpuTensor_t transposed = T(HPU_BFLOAT16, {2, 4, 3}, random_values(24, 29, 0, 1));
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothed(nullptr, x, transposed, nullptr, HPU_REDUCTION_MEAN, -100, 0.1, &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "target is bf16[2, 4, 3]", "expected shape [2, 3, 4]");
-  hpuTensor_t one = T(HPU_FLOAT32, {}, {1}), per_sample = T(HPU_FLOAT32, {2, 4}, random_values(8, 30));
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, one, x, per_sample, HPU_REDUCTION_SUM, -100, &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "target is f32[2, 4]", "expected shape [2, 3, 4]");
-  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, p, HPU_REDUCTION_MEAN, -100, &out), HPU_ERROR_UNSUPPORTED,
-                  "target is f32[2, 3, 4]", "indices must be i32 or i64");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossWeighted(nullptr, x, p, T(HPU_FLOAT32, {4}, {1, 1, 1, 1}), HPU_REDUCTION_SUM,
-                                              -100, &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "weight is f32[4]", "expected shape [3]");
   EXPECT_HPU_FAIL(
-      hpuCrossEntropyLossSmoothedBackward(nullptr, x, x, p, nullptr, HPU_REDUCTION_NONE, -100, 0.1, &out),
+      hpuCrossEntropyLoss(nullptr, x, transposed, nullptr, LossOptions(HPU_REDUCTION_MEAN, -100, 0.1), &out),
+      HPU_ERROR_INVALID_ARGUMENT, "target is bf16[2, 4, 3]", "expected shape [2, 3, 4]");
+  hpuTensor_t one = T(HPU_FLOAT32, {}, {1}), per_sample = T(HPU_FLOAT32, {2, 4}, random_values(8, 30));
+  EXPECT_HPU_FAIL(
+      hpuCrossEntropyLossBackward(nullptr, one, x, per_sample, nullptr, LossOptions(HPU_REDUCTION_SUM, -100), &out),
+      HPU_ERROR_INVALID_ARGUMENT, "target is f32[2, 4]", "expected shape [2, 3, 4]");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, p, nullptr, LossOptions(HPU_REDUCTION_MEAN, -100), &out),
+                  HPU_ERROR_UNSUPPORTED, "target is f32[2, 3, 4]", "indices must be i32 or i64");
+  EXPECT_HPU_FAIL(
+      hpuCrossEntropyLoss(nullptr, x, p, T(HPU_FLOAT32, {4}, {1, 1, 1, 1}), LossOptions(HPU_REDUCTION_SUM, -100), &out),
+      HPU_ERROR_INVALID_ARGUMENT, "weight is f32[4]", "expected shape [3]");
+  EXPECT_HPU_FAIL(
+      hpuCrossEntropyLossBackward(nullptr, x, x, p, nullptr, LossOptions(HPU_REDUCTION_NONE, -100, 0.1), &out),
       HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3, 4]", "expected shape [2, 4]");
   EXPECT_EQ(out, nullptr);
 }
@@ -526,27 +551,29 @@ TEST_F(NnGrad, ProbabilityTargetsBadInput) {
 TEST_F(NnGrad, SmoothedAndSpatialLossesBadInput) {
   hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 20)), t = T(HPU_INT64, {2, 4}, {0, 1, 2, 0, 1, 2, 0, 1});
   hpuTensor_t out = nullptr;
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothed(nullptr, x, T(HPU_INT64, {2, 3}, {0, 1, 2, 0, 1, 2}), nullptr,
-                                              HPU_REDUCTION_MEAN, -100, 0.1, &out),
+  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, T(HPU_INT64, {2, 3}, {0, 1, 2, 0, 1, 2}), nullptr,
+                                      LossOptions(HPU_REDUCTION_MEAN, -100, 0.1), &out),
                   HPU_ERROR_INVALID_ARGUMENT, "target is i64[2, 3]", "expected shape [2, 4]");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothed(nullptr, x, t, nullptr, HPU_REDUCTION_MEAN, -100, 1.5, &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "label_smoothing 1.5 is not in 0..1");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothedBackward(nullptr, x, x, t, nullptr, HPU_REDUCTION_SUM, -100, NAN, &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "label_smoothing nan");
-  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, T(HPU_FLOAT32, {}, {1}), T(HPU_INT64, {}, {0}), HPU_REDUCTION_SUM, -100, &out),
+  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, t, nullptr, LossOptions(HPU_REDUCTION_MEAN, -100, 1.5), &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "options->label_smoothing 1.5 is not in 0..1");
+  EXPECT_HPU_FAIL(
+      hpuCrossEntropyLossBackward(nullptr, x, x, t, nullptr, LossOptions(HPU_REDUCTION_SUM, -100, NAN), &out),
+      HPU_ERROR_INVALID_ARGUMENT, "options->label_smoothing nan");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, T(HPU_FLOAT32, {}, {1}), T(HPU_INT64, {}, {0}), nullptr,
+                             LossOptions(HPU_REDUCTION_SUM, -100), &out),
                   HPU_ERROR_INVALID_ARGUMENT, "expected [C], [N, C] or [N, C, d1, ...]");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossSmoothedBackward(nullptr, T(HPU_FLOAT32, {2, 3}, random_values(6, 21)), x, t,
-                                                      nullptr, HPU_REDUCTION_NONE, -100, 0.1, &out),
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, T(HPU_FLOAT32, {2, 3}, random_values(6, 21)), x, t, nullptr,
+                                              LossOptions(HPU_REDUCTION_NONE, -100, 0.1), &out),
                   HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3]", "expected shape [2, 4]");
   EXPECT_EQ(out, nullptr);
 }
 
 TEST_F(NnGrad, WeightedLossesBadInput) {
   hpuTensor_t x = T(HPU_FLOAT32, {2, 3}, random_values(6, 17)), t = T(HPU_INT64, {2}, {0, 1}), out = nullptr;
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossWeighted(nullptr, x, t, T(HPU_FLOAT32, {2}, {1, 1}), HPU_REDUCTION_MEAN, -100,
-                                              &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "weight is f32[2]", "expected shape [3]");
-  EXPECT_HPU_FAIL(hpuNllLossWeighted(nullptr, x, t, T(HPU_INT64, {3}, {1, 1, 1}), HPU_REDUCTION_SUM, -100, &out),
+  EXPECT_HPU_FAIL(
+      hpuCrossEntropyLoss(nullptr, x, t, T(HPU_FLOAT32, {2}, {1, 1}), LossOptions(HPU_REDUCTION_MEAN, -100), &out),
+      HPU_ERROR_INVALID_ARGUMENT, "weight is f32[2]", "expected shape [3]");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, t, T(HPU_INT64, {3}, {1, 1, 1}), LossOptions(HPU_REDUCTION_SUM, -100), &out),
                   HPU_ERROR_UNSUPPORTED, "weight is i64[3]");
 }
 
@@ -555,12 +582,12 @@ TEST_F(NnGrad, LayerNormByFiniteDifferences) {
       dev, {{{3, 5}, random_values(15, 3, -2, 2)}, {{5}, random_values(5, 4)}, {{5}, random_values(5, 5)}},
       [](auto &t) {
         hpuTensor_t y = nullptr;
-        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], 1e-5, &y, nullptr, nullptr));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], nullptr, &y, nullptr, nullptr));
         return y;
       },
       [](hpuTensor_t g, auto &t, hpuTensor_t) {
         hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr, gx = nullptr, gw = nullptr, gb = nullptr;
-        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], 1e-5, &y, &mean, &rstd));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], nullptr, &y, &mean, &rstd));
         EXPECT_HPU_OK(hpuLayerNormBackward(nullptr, g, t[0], mean, rstd, t[1], &gx, &gw, &gb));
         hpuTensorRelease(y), hpuTensorRelease(mean), hpuTensorRelease(rstd);
         return std::vector<hpuTensor_t>{gx, gw, gb};
@@ -667,8 +694,8 @@ TEST_F(NnGrad, BadTargetOrIndexFailsTheStream) {
   hpuStream_t s = nullptr;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
   hpuTensor_t loss = nullptr, e = nullptr;
-  ASSERT_HPU_OK(hpuCrossEntropyLoss(s, T(HPU_FLOAT32, {2, 3}, random_values(6, 11)), T(HPU_INT64, {2}, {1, 3}),
-                                    HPU_REDUCTION_MEAN, -100, &loss));
+  ASSERT_HPU_OK(hpuCrossEntropyLoss(s, T(HPU_FLOAT32, {2, 3}, random_values(6, 11)), T(HPU_INT64, {2}, {1, 3}), nullptr,
+                                    LossOptions(HPU_REDUCTION_MEAN, -100), &loss));
   keep(loss);
   EXPECT_HPU_FAIL(hpuStreamSynchronize(s), HPU_ERROR_INVALID_ARGUMENT, "target[1] is 3", "0..2");
   EXPECT_HPU_OK(hpuStreamDestroy(s));
@@ -684,12 +711,12 @@ TEST_F(NnGrad, LayerNormOverSeveralDimsByFiniteDifferences) {
       dev, {{{2, 3, 4}, random_values(24, 9, -2, 2)}, {{3, 4}, random_values(12, 10)}, {{3, 4}, random_values(12, 11)}},
       [](auto &t) {
         hpuTensor_t y = nullptr;
-        EXPECT_HPU_OK(hpuLayerNormNd(nullptr, t[0], 2, t[1], t[2], 1e-5, &y, nullptr, nullptr));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], LayerNormOptions(2), &y, nullptr, nullptr));
         return y;
       },
       [](hpuTensor_t g, auto &t, hpuTensor_t) {
         hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr, gx = nullptr, gw = nullptr, gb = nullptr;
-        EXPECT_HPU_OK(hpuLayerNormNd(nullptr, t[0], 2, t[1], t[2], 1e-5, &y, &mean, &rstd));
+        EXPECT_HPU_OK(hpuLayerNorm(nullptr, t[0], t[1], t[2], LayerNormOptions(2), &y, &mean, &rstd));
         EXPECT_HPU_OK(hpuLayerNormBackward(nullptr, g, t[0], mean, rstd, t[1], &gx, &gw, &gb));
         hpuTensorRelease(y), hpuTensorRelease(mean), hpuTensorRelease(rstd);
         return std::vector<hpuTensor_t>{gx, gw, gb};
@@ -699,10 +726,10 @@ TEST_F(NnGrad, LayerNormOverSeveralDimsByFiniteDifferences) {
 TEST_F(NnGrad, LayerNormOverSeveralDimsBadInput) {
   hpuTensor_t x = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 12)), out = nullptr, g = nullptr;
   for (int k : {0, 4, -1})
-    EXPECT_HPU_FAIL(hpuLayerNormNd(nullptr, x, k, nullptr, nullptr, 1e-5, &out, nullptr, nullptr),
-                    HPU_ERROR_INVALID_ARGUMENT, ("normalized_ndim " + std::to_string(k)).c_str(), "1..3");
-  EXPECT_HPU_FAIL(hpuLayerNormNd(nullptr, x, 2, T(HPU_FLOAT32, {12}, random_values(12, 13)), nullptr, 1e-5, &out,
-                                 nullptr, nullptr),
+    EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, LayerNormOptions(k), &out, nullptr, nullptr),
+                    HPU_ERROR_INVALID_ARGUMENT, ("options->normalized_ndim " + std::to_string(k)).c_str(), "1..3");
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {12}, random_values(12, 13)), nullptr, LayerNormOptions(2),
+                               &out, nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "weight is f32[12]", "expected shape [3, 4]");
   hpuTensor_t same = T(HPU_FLOAT32, {2, 3, 4}, random_values(24, 14));
   EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, same, same, nullptr, &g, nullptr, nullptr),
@@ -720,18 +747,19 @@ TEST_F(NnGrad, BadInput) {
   EXPECT_HPU_FAIL(hpuLogSoftmax(nullptr, i, 0, &out), HPU_ERROR_UNSUPPORTED, "x is i32[2, 3]");
   EXPECT_HPU_FAIL(hpuSoftmaxBackward(nullptr, x, x, 0, static_cast<hpuDataType_t>(77), &g),
                   HPU_ERROR_INVALID_ARGUMENT, "input_dtype");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, tf, HPU_REDUCTION_MEAN, -100, &out), HPU_ERROR_INVALID_ARGUMENT,
-                  "target is f32[2]", "expected shape [2, 3] (class probabilities");
-  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, T(HPU_INT64, {3}, {0, 1, 2}), HPU_REDUCTION_SUM, -100, &out),
-                  HPU_ERROR_INVALID_ARGUMENT, "target is i64[3]", "expected shape [2]");
-  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, t, static_cast<hpuReduction_t>(9), -100, &out), HPU_ERROR_INVALID_ARGUMENT,
-                  "reduction 9");
-  EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, x, x, t, HPU_REDUCTION_MEAN, -100, &g),
+  EXPECT_HPU_FAIL(hpuCrossEntropyLoss(nullptr, x, tf, nullptr, LossOptions(HPU_REDUCTION_MEAN, -100), &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "target is f32[2]", "expected shape [2, 3] (class probabilities");
+  EXPECT_HPU_FAIL(
+      hpuNllLoss(nullptr, x, T(HPU_INT64, {3}, {0, 1, 2}), nullptr, LossOptions(HPU_REDUCTION_SUM, -100), &out),
+      HPU_ERROR_INVALID_ARGUMENT, "target is i64[3]", "expected shape [2]");
+  EXPECT_HPU_FAIL(hpuNllLoss(nullptr, x, t, nullptr, LossOptions(static_cast<hpuReduction_t>(9), -100), &out),
+                  HPU_ERROR_INVALID_ARGUMENT, "options->reduction 9");
+  EXPECT_HPU_FAIL(hpuCrossEntropyLossBackward(nullptr, x, x, t, nullptr, LossOptions(HPU_REDUCTION_MEAN, -100), &g),
                   HPU_ERROR_INVALID_ARGUMENT, "grad_loss is f32[2, 3]");
-  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {2}, {1, 1}), nullptr, 1e-5, &out, nullptr, nullptr),
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, T(HPU_FLOAT32, {2}, {1, 1}), nullptr, nullptr, &out, nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "weight is f32[2]", "expected shape [3]");
-  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, -1, &out, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT,
-                  "eps -1");
+  EXPECT_HPU_FAIL(hpuLayerNorm(nullptr, x, nullptr, nullptr, LayerNormOptions(1, -1), &out, nullptr, nullptr),
+                  HPU_ERROR_INVALID_ARGUMENT, "options->eps -1");
   EXPECT_HPU_FAIL(hpuLayerNormBackward(nullptr, x, x, t, t, nullptr, &g, nullptr, nullptr),
                   HPU_ERROR_INVALID_ARGUMENT, "mean is i64[2]", "expected f32");
   EXPECT_HPU_FAIL(hpuDropout(nullptr, x, 1.5, 1, &out, nullptr), HPU_ERROR_INVALID_ARGUMENT, "p 1.5");
@@ -770,12 +798,12 @@ TEST_F(NnGrad, ZeroClassesGiveZeroLosses) {
     SCOPED_TRACE(dt);
     hpuTensor_t x = T(dt, {2, 0}, {}), t = T(HPU_INT64, {2}, {-100, -100}), probs = T(dt, {2, 0}, {});
     hpuTensor_t w = T(dt, {0}, {}), per = nullptr, soft = nullptr, g = nullptr;
-    ASSERT_HPU_OK(hpuCrossEntropyLossWeighted(nullptr, x, t, w, HPU_REDUCTION_NONE, -100, &per));
-    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothed(nullptr, x, probs, w, HPU_REDUCTION_NONE, -100, 0.1, &soft));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, t, w, LossOptions(HPU_REDUCTION_NONE, -100), &per));
+    ASSERT_HPU_OK(hpuCrossEntropyLoss(nullptr, x, probs, w, LossOptions(HPU_REDUCTION_NONE, -100, 0.1), &soft));
     EXPECT_EQ(read(keep(per)), (std::vector<double>{0, 0}));
     EXPECT_EQ(read(keep(soft)), (std::vector<double>{0, 0}));
-    ASSERT_HPU_OK(hpuCrossEntropyLossSmoothedBackward(nullptr, T(dt, {2}, {1, 1}), x, probs, w, HPU_REDUCTION_NONE,
-                                                      -100, 0.1, &g));
+    ASSERT_HPU_OK(hpuCrossEntropyLossBackward(nullptr, T(dt, {2}, {1, 1}), x, probs, w,
+                                              LossOptions(HPU_REDUCTION_NONE, -100, 0.1), &g));
     EXPECT_EQ(shape_of(keep(g)), (Shape{2, 0}));
   }
 }

@@ -13,7 +13,7 @@ const int64_t kN = 2500;  // more than one block of the kernels
 // A tensor's bytes (waits for queued work on its stream).
 std::vector<unsigned char> bytes_of(hpuTensor_t t) {
   std::vector<unsigned char> b(static_cast<size_t>(numel(shape_of(t))) * elem_size(dtype_of(t)));
-  EXPECT_HPU_OK(hpuTensorCopyToHost(t, b.data(), b.size(), nullptr));
+  EXPECT_HPU_OK(hpuTensorCopyToHost(nullptr, t, b.data(), b.size()));
   return b;
 }
 

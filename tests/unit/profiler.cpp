@@ -77,12 +77,12 @@ TEST(Profiler, TraceIsValidNestsAndCountsTheWork) {
   ASSERT_EQ(hpuMemAlloc(&buf, dev, host.size()), HPU_SUCCESS);
   const int copies = 5;
   for (int i = 0; i < copies; ++i)
-    ASSERT_EQ(hpuMemcpyAsync(buf, host.data(), host.size(), HPU_MEMCPY_HOST_TO_DEVICE, stream), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemcpyAsync(stream, buf, host.data(), host.size(), HPU_MEMCPY_HOST_TO_DEVICE), HPU_SUCCESS);
   ASSERT_EQ(hpuStreamSynchronize(stream), HPU_SUCCESS);
   char *json;
   ASSERT_EQ(hpuMemStatsJson(dev, &json), HPU_SUCCESS);  // nests hpuMemStats inside
   hpuFree(json);
-  ASSERT_EQ(hpuMemFree(dev, buf), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemFree(buf), HPU_SUCCESS);
   ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
 
   json_t *root = load(path);
@@ -190,7 +190,7 @@ TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
   }
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
   for (int r = 0; r < 2; ++r)
-    ASSERT_EQ(hpuAllreduce(buf[r], buf[r], count, HPU_FLOAT32, HPU_SUM, comms[r], nullptr), HPU_SUCCESS);
+    ASSERT_EQ(hpuAllreduce(nullptr, comms[r], buf[r], buf[r], count, HPU_FLOAT32, HPU_SUM), HPU_SUCCESS);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(hpuDeviceSynchronize(devs[r]), HPU_SUCCESS);
   ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
 
@@ -219,7 +219,7 @@ TEST(Profiler, CollectivesHaveACommunicatorTrackWithBytes) {
   hpuFree(summary);
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(hpuCommDestroy(comms[r]), HPU_SUCCESS);
-    ASSERT_EQ(hpuMemFree(devs[r], buf[r]), HPU_SUCCESS);
+    ASSERT_EQ(hpuMemFree(buf[r]), HPU_SUCCESS);
     ASSERT_EQ(hpuDeviceClose(devs[r]), HPU_SUCCESS);
   }
 }
@@ -233,8 +233,8 @@ TEST(Profiler, MatrixProductsCarryTheirFlops) {
   hpuTensor_t a, b, c;
   ASSERT_EQ(hpuTensorCreate(&a, dev, HPU_FLOAT32, 2, sa), HPU_SUCCESS);
   ASSERT_EQ(hpuTensorCreate(&b, dev, HPU_FLOAT32, 2, sb), HPU_SUCCESS);
-  ASSERT_EQ(hpuTensorFill(a, 1.0, nullptr), HPU_SUCCESS);
-  ASSERT_EQ(hpuTensorFill(b, 1.0, nullptr), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorFill(nullptr, a, 1.0), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorFill(nullptr, b, 1.0), HPU_SUCCESS);
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
   ASSERT_EQ(hpuMm(nullptr, a, b, &c), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
@@ -302,7 +302,8 @@ TEST(Profiler, EveryOpCarriesItsBytesAndFlops) {
   const int64_t emb_shape[2] = {10, 8}, idx_shape[1] = {5};
   ASSERT_EQ(hpuTensorCreate(&emb, dev, HPU_FLOAT32, 2, emb_shape), HPU_SUCCESS);
   ASSERT_EQ(hpuTensorCreate(&idx, dev, HPU_INT64, 1, idx_shape), HPU_SUCCESS);
-  for (hpuTensor_t t : {x, x2, bias, w, b, target, emb, idx, p, g, mom, m, v}) ASSERT_EQ(hpuTensorFill(t, 1.0, nullptr), HPU_SUCCESS);
+  for (hpuTensor_t t : {x, x2, bias, w, b, target, emb, idx, p, g, mom, m, v})
+    ASSERT_EQ(hpuTensorFill(nullptr, t, 1.0), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
 
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
@@ -314,9 +315,9 @@ TEST(Profiler, EveryOpCarriesItsBytesAndFlops) {
   ASSERT_EQ(hpuMul(nullptr, x, bias, &outs[k++]), HPU_SUCCESS);  // broadcast
   ASSERT_EQ(hpuSum(nullptr, x, dim1, 1, 0, &outs[k++]), HPU_SUCCESS);
   ASSERT_EQ(hpuSoftmax(nullptr, x, 1, &outs[k++]), HPU_SUCCESS);
-  ASSERT_EQ(hpuCrossEntropyLoss(nullptr, x, target, HPU_REDUCTION_MEAN, -100, &outs[k++]), HPU_SUCCESS);
+  ASSERT_EQ(hpuCrossEntropyLoss(nullptr, x, target, nullptr, nullptr, &outs[k++]), HPU_SUCCESS);
   hpuTensor_t mean = nullptr, rstd = nullptr, mask = nullptr;
-  ASSERT_EQ(hpuLayerNorm(nullptr, x, w, b, 1e-5, &outs[k++], &mean, &rstd), HPU_SUCCESS);
+  ASSERT_EQ(hpuLayerNorm(nullptr, x, w, b, nullptr, &outs[k++], &mean, &rstd), HPU_SUCCESS);
   ASSERT_EQ(hpuDropout(nullptr, x, 0.5, 1, &outs[k++], &mask), HPU_SUCCESS);
   ASSERT_EQ(hpuEmbedding(nullptr, emb, idx, -1, &outs[k++]), HPU_SUCCESS);
   ASSERT_EQ(hpuCast(nullptr, x, HPU_BFLOAT16, &outs[k++]), HPU_SUCCESS);
@@ -326,7 +327,7 @@ TEST(Profiler, EveryOpCarriesItsBytesAndFlops) {
   ASSERT_EQ(hpuSgdStep(nullptr, p, g, mom, 1, &sgd), HPU_SUCCESS);
   hpuAdamwOptions_t adamw = HPU_ADAMW_OPTIONS_INIT;
   ASSERT_EQ(hpuAdamwStep(nullptr, p, g, m, v, 1, &adamw), HPU_SUCCESS);
-  ASSERT_EQ(hpuAddInplace(nullptr, x2, 0.5, x), HPU_SUCCESS);
+  ASSERT_EQ(hpuAddInplace(nullptr, x, x2, 0.5), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
   ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
 
@@ -380,7 +381,7 @@ TEST(Profiler, BackwardsAndConversionsCarryTheirWork) {
   ASSERT_EQ(hpuTensorCreate(&x, dev, HPU_FLOAT32, 1, shape), HPU_SUCCESS);
   ASSERT_EQ(hpuTensorCreate(&g, dev, HPU_FLOAT32, 1, shape), HPU_SUCCESS);
   ASSERT_EQ(hpuTensorCreate(&xh, dev, HPU_BFLOAT16, 1, shape), HPU_SUCCESS);
-  for (hpuTensor_t t : {x, g, xh}) ASSERT_EQ(hpuTensorFill(t, 1.0, nullptr), HPU_SUCCESS);
+  for (hpuTensor_t t : {x, g, xh}) ASSERT_EQ(hpuTensorFill(nullptr, t, 1.0), HPU_SUCCESS);
   ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
   hpuTensor_t gx = nullptr, y = nullptr;
@@ -497,7 +498,7 @@ TEST(Profiler, AnOperationRunningAtStartCountsFromTheStart) {
   ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
   ASSERT_EQ(hpuStreamCreate(&stream, dev), HPU_SUCCESS);
   ASSERT_EQ(hpuMemAlloc(&buf, dev, bytes), HPU_SUCCESS);
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(hpuMemsetAsync(buf, i, bytes, stream), HPU_SUCCESS);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(hpuMemsetAsync(stream, buf, i, bytes), HPU_SUCCESS);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the first memset is under way
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
@@ -518,7 +519,7 @@ TEST(Profiler, AnOperationRunningAtStartCountsFromTheStart) {
   }
   EXPECT_GE(memsets, 3u);  // the ones queued behind the first, at least
   json_decref(root);
-  hpuMemFree(dev, buf);
+  hpuMemFree(buf);
   hpuStreamDestroy(stream);
   hpuDeviceClose(dev);
 }

@@ -166,7 +166,7 @@ TEST(Smi, ShowsUtilizationAndCommunicatorsAndLoops) {
       _exit(1);
     if (write(to_parent[1], "1", 1) != 1) _exit(2);
     for (;;) {  // the stream never idles for long: until killed
-      for (int i = 0; i < 4; ++i) hpuMemsetAsync(buf, i, bytes, stream);
+      for (int i = 0; i < 4; ++i) hpuMemsetAsync(stream, buf, i, bytes);
       hpuStreamSynchronize(stream);
     }
   }

@@ -21,7 +21,7 @@ class Streams : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0)); }
   void TearDown() override {
-    for (void *p : allocations) EXPECT_HPU_OK(hpuMemFree(dev, p));
+    for (void *p : allocations) EXPECT_HPU_OK(hpuMemFree(p));
     EXPECT_HPU_OK(hpuDeviceClose(dev));
   }
   char *alloc(size_t bytes) {
@@ -49,11 +49,11 @@ TEST_F(Streams, WorkRunsInTheOrderQueued) {
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
   for (int round = 1; round <= 3; ++round) {
-    ASSERT_HPU_OK(hpuMemsetAsync(a, round, n, s));
-    ASSERT_HPU_OK(hpuMemcpyAsync(b, a, n, HPU_MEMCPY_DEVICE_TO_DEVICE, s));
-    ASSERT_HPU_OK(hpuMemsetAsync(a, round + 100, n, s));
-    ASSERT_HPU_OK(hpuMemcpyAsync(c, a, n, HPU_MEMCPY_DEVICE_TO_DEVICE, s));
-    ASSERT_HPU_OK(hpuMemsetAsync(a, round + 200, n, s));
+    ASSERT_HPU_OK(hpuMemsetAsync(s, a, round, n));
+    ASSERT_HPU_OK(hpuMemcpyAsync(s, b, a, n, HPU_MEMCPY_DEVICE_TO_DEVICE));
+    ASSERT_HPU_OK(hpuMemsetAsync(s, a, round + 100, n));
+    ASSERT_HPU_OK(hpuMemcpyAsync(s, c, a, n, HPU_MEMCPY_DEVICE_TO_DEVICE));
+    ASSERT_HPU_OK(hpuMemsetAsync(s, a, round + 200, n));
     ASSERT_HPU_OK(hpuStreamSynchronize(s));
     EXPECT_HPU_OK(hpuStreamQuery(s));
     EXPECT_TRUE(holds(b, n, round));
@@ -69,10 +69,10 @@ TEST_F(Streams, HostCopiesOnAStreamKeepTheirOrder) {
   std::vector<unsigned char> in1(n, 1), in2(n, 2), out1(n), out2(n);
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
-  ASSERT_HPU_OK(hpuMemcpyAsync(d, in1.data(), n, HPU_MEMCPY_HOST_TO_DEVICE, s));
-  ASSERT_HPU_OK(hpuMemcpyAsync(out1.data(), d, n, HPU_MEMCPY_DEVICE_TO_HOST, s));
-  ASSERT_HPU_OK(hpuMemcpyAsync(d, in2.data(), n, HPU_MEMCPY_HOST_TO_DEVICE, s));
-  ASSERT_HPU_OK(hpuMemcpyAsync(out2.data(), d, n, HPU_MEMCPY_DEVICE_TO_HOST, s));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s, d, in1.data(), n, HPU_MEMCPY_HOST_TO_DEVICE));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s, out1.data(), d, n, HPU_MEMCPY_DEVICE_TO_HOST));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s, d, in2.data(), n, HPU_MEMCPY_HOST_TO_DEVICE));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s, out2.data(), d, n, HPU_MEMCPY_DEVICE_TO_HOST));
   ASSERT_HPU_OK(hpuStreamSynchronize(s));
   EXPECT_EQ(out1, in1);
   EXPECT_EQ(out2, in2);
@@ -85,7 +85,7 @@ TEST_F(Streams, DestroyWaitsForQueuedWork) {
   char *d = alloc(n * parts);
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
-  for (int i = 0; i < parts; ++i) ASSERT_HPU_OK(hpuMemsetAsync(d + i * n, 0x40 + i, n, s));
+  for (int i = 0; i < parts; ++i) ASSERT_HPU_OK(hpuMemsetAsync(s, d + i * n, 0x40 + i, n));
   ASSERT_HPU_OK(hpuStreamDestroy(s));
   for (int i = 0; i < parts; ++i) EXPECT_TRUE(holds(d + i * n, n, 0x40 + i)) << "part " << i;
 }
@@ -107,8 +107,8 @@ TEST_F(Streams, StreamBadInput) {
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
   EXPECT_HPU_FAIL(hpuStreamWaitEvent(s, e), HPU_ERROR_INVALID_HANDLE, v.c_str());
-  EXPECT_HPU_FAIL(hpuEventRecord(e, s), HPU_ERROR_INVALID_HANDLE, v.c_str());
-  EXPECT_HPU_FAIL(hpuMemsetAsync(alloc(512), 0, 512, s), HPU_ERROR_INVALID_HANDLE, v.c_str());
+  EXPECT_HPU_FAIL(hpuEventRecord(s, e), HPU_ERROR_INVALID_HANDLE, v.c_str());
+  EXPECT_HPU_FAIL(hpuMemsetAsync(s, alloc(512), 0, 512), HPU_ERROR_INVALID_HANDLE, v.c_str());
   // Handles of another kind.
   hpuStream_t wrong = reinterpret_cast<hpuStream_t>(e);
   EXPECT_HPU_FAIL(hpuStreamSynchronize(wrong), HPU_ERROR_INVALID_HANDLE, ptr_text(wrong).c_str());
@@ -130,8 +130,8 @@ TEST_F(Streams, EventsRecordQueryAndSynchronize) {
   char *d = alloc(n);
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
-  for (int i = 0; i < 4; ++i) ASSERT_HPU_OK(hpuMemsetAsync(d, i + 1, n, s));
-  ASSERT_HPU_OK(hpuEventRecord(e, s));
+  for (int i = 0; i < 4; ++i) ASSERT_HPU_OK(hpuMemsetAsync(s, d, i + 1, n));
+  ASSERT_HPU_OK(hpuEventRecord(s, e));
   ASSERT_HPU_OK(hpuEventSynchronize(e));
   EXPECT_HPU_OK(hpuEventQuery(e));
   // Everything queued before the record has run.
@@ -139,8 +139,8 @@ TEST_F(Streams, EventsRecordQueryAndSynchronize) {
   // Recording again moves the marker; the default stream works too.
   hpuStream_t def;
   ASSERT_HPU_OK(hpuDeviceGetDefaultStream(dev, &def));
-  ASSERT_HPU_OK(hpuMemsetAsync(d, 9, n, def));
-  ASSERT_HPU_OK(hpuEventRecord(e, def));
+  ASSERT_HPU_OK(hpuMemsetAsync(def, d, 9, n));
+  ASSERT_HPU_OK(hpuEventRecord(def, e));
   ASSERT_HPU_OK(hpuEventSynchronize(e));
   EXPECT_TRUE(holds(d, n, 9));
   EXPECT_HPU_OK(hpuStreamDestroy(s));
@@ -156,25 +156,25 @@ TEST_F(Streams, ElapsedTime) {
   char *d = alloc(n);
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
-  ASSERT_HPU_OK(hpuEventRecord(start, s));
-  for (int i = 0; i < 4; ++i) ASSERT_HPU_OK(hpuMemsetAsync(d, i, n, s));
-  ASSERT_HPU_OK(hpuEventRecord(end, s));
+  ASSERT_HPU_OK(hpuEventRecord(s, start));
+  for (int i = 0; i < 4; ++i) ASSERT_HPU_OK(hpuMemsetAsync(s, d, i, n));
+  ASSERT_HPU_OK(hpuEventRecord(s, end));
   ASSERT_HPU_OK(hpuEventSynchronize(end));
   float ms = -1, back = 1;
-  ASSERT_HPU_OK(hpuEventElapsedTime(&ms, start, end));
+  ASSERT_HPU_OK(hpuEventElapsedTime(start, end, &ms));
   EXPECT_TRUE(std::isfinite(ms));
   EXPECT_GT(ms, 0.0f) << "four 64 MiB memsets took no time";
-  ASSERT_HPU_OK(hpuEventElapsedTime(&back, end, start));
+  ASSERT_HPU_OK(hpuEventElapsedTime(end, start, &back));
   EXPECT_FLOAT_EQ(back, -ms);
 
   float untouched = 42;
-  EXPECT_HPU_FAIL(hpuEventElapsedTime(&untouched, start, never), HPU_ERROR_INVALID_USAGE,
+  EXPECT_HPU_FAIL(hpuEventElapsedTime(start, never, &untouched), HPU_ERROR_INVALID_USAGE,
                   "end event has never been recorded");
-  EXPECT_HPU_FAIL(hpuEventElapsedTime(&untouched, never, end), HPU_ERROR_INVALID_USAGE,
+  EXPECT_HPU_FAIL(hpuEventElapsedTime(never, end, &untouched), HPU_ERROR_INVALID_USAGE,
                   "start event has never been recorded");
-  EXPECT_HPU_FAIL(hpuEventElapsedTime(nullptr, start, end), HPU_ERROR_INVALID_ARGUMENT, "ms is NULL");
-  EXPECT_HPU_FAIL(hpuEventElapsedTime(&untouched, nullptr, end), HPU_ERROR_INVALID_HANDLE, "start is NULL");
-  EXPECT_HPU_FAIL(hpuEventElapsedTime(&untouched, start, nullptr), HPU_ERROR_INVALID_HANDLE, "end is NULL");
+  EXPECT_HPU_FAIL(hpuEventElapsedTime(start, end, nullptr), HPU_ERROR_INVALID_ARGUMENT, "ms is NULL");
+  EXPECT_HPU_FAIL(hpuEventElapsedTime(nullptr, end, &untouched), HPU_ERROR_INVALID_HANDLE, "start is NULL");
+  EXPECT_HPU_FAIL(hpuEventElapsedTime(start, nullptr, &untouched), HPU_ERROR_INVALID_HANDLE, "end is NULL");
   EXPECT_EQ(untouched, 42);
   EXPECT_HPU_OK(hpuStreamDestroy(s));
   for (hpuEvent_t e : {start, end, never}) EXPECT_HPU_OK(hpuEventDestroy(e));
@@ -185,18 +185,18 @@ TEST_F(Streams, EventBadInput) {
   EXPECT_HPU_OK(hpuEventDestroy(nullptr));
   hpuStream_t s;
   ASSERT_HPU_OK(hpuDeviceGetDefaultStream(dev, &s));
-  EXPECT_HPU_FAIL(hpuEventRecord(nullptr, s), HPU_ERROR_INVALID_HANDLE, "event is NULL");
+  EXPECT_HPU_FAIL(hpuEventRecord(s, nullptr), HPU_ERROR_INVALID_HANDLE, "event is NULL");
   EXPECT_HPU_FAIL(hpuEventSynchronize(nullptr), HPU_ERROR_INVALID_HANDLE, "event is NULL");
   EXPECT_HPU_FAIL(hpuEventQuery(nullptr), HPU_ERROR_INVALID_HANDLE, "event is NULL");
   EXPECT_HPU_FAIL(hpuStreamWaitEvent(s, nullptr), HPU_ERROR_INVALID_HANDLE, "event is NULL");
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
-  EXPECT_HPU_FAIL(hpuEventRecord(e, nullptr), HPU_ERROR_INVALID_HANDLE, "stream is NULL");
+  EXPECT_HPU_FAIL(hpuEventRecord(nullptr, e), HPU_ERROR_INVALID_HANDLE, "stream is NULL");
   EXPECT_HPU_FAIL(hpuStreamWaitEvent(nullptr, e), HPU_ERROR_INVALID_HANDLE, "stream is NULL");
   ASSERT_HPU_OK(hpuEventDestroy(e));
   std::string v = ptr_text(e);
   EXPECT_HPU_FAIL(hpuEventDestroy(e), HPU_ERROR_INVALID_HANDLE, v.c_str(), "not a live event handle");
-  EXPECT_HPU_FAIL(hpuEventRecord(e, s), HPU_ERROR_INVALID_HANDLE, v.c_str());
+  EXPECT_HPU_FAIL(hpuEventRecord(s, e), HPU_ERROR_INVALID_HANDLE, v.c_str());
   EXPECT_HPU_FAIL(hpuEventQuery(e), HPU_ERROR_INVALID_HANDLE, v.c_str());
   EXPECT_HPU_FAIL(hpuEventSynchronize(e), HPU_ERROR_INVALID_HANDLE, v.c_str());
   EXPECT_HPU_FAIL(hpuStreamWaitEvent(s, e), HPU_ERROR_INVALID_HANDLE, v.c_str());
@@ -213,11 +213,11 @@ TEST_F(Streams, WaitAcrossStreamsOrdersTheirWork) {
   hpuEvent_t ready;
   ASSERT_HPU_OK(hpuEventCreate(&ready));
   for (int round = 1; round <= 3; ++round) {
-    ASSERT_HPU_OK(hpuMemsetAsync(x, 0, n, producer));
-    ASSERT_HPU_OK(hpuMemsetAsync(x, round, n, producer));
-    ASSERT_HPU_OK(hpuEventRecord(ready, producer));
+    ASSERT_HPU_OK(hpuMemsetAsync(producer, x, 0, n));
+    ASSERT_HPU_OK(hpuMemsetAsync(producer, x, round, n));
+    ASSERT_HPU_OK(hpuEventRecord(producer, ready));
     ASSERT_HPU_OK(hpuStreamWaitEvent(consumer, ready));
-    ASSERT_HPU_OK(hpuMemcpyAsync(y, x, n, HPU_MEMCPY_DEVICE_TO_DEVICE, consumer));
+    ASSERT_HPU_OK(hpuMemcpyAsync(consumer, y, x, n, HPU_MEMCPY_DEVICE_TO_DEVICE));
     ASSERT_HPU_OK(hpuStreamSynchronize(consumer));
     EXPECT_TRUE(holds(y, n, round)) << "round " << round;
   }
@@ -238,16 +238,16 @@ TEST_F(Streams, WaitAcrossDevices) {
   ASSERT_HPU_OK(hpuStreamCreate(&s1, other));
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
-  ASSERT_HPU_OK(hpuMemsetAsync(x, 0x3C, n, s0));
-  ASSERT_HPU_OK(hpuEventRecord(e, s0));
+  ASSERT_HPU_OK(hpuMemsetAsync(s0, x, 0x3C, n));
+  ASSERT_HPU_OK(hpuEventRecord(s0, e));
   ASSERT_HPU_OK(hpuStreamWaitEvent(s1, e));
-  ASSERT_HPU_OK(hpuMemcpyAsync(y, x, n, HPU_MEMCPY_DEVICE_TO_DEVICE, s1));
+  ASSERT_HPU_OK(hpuMemcpyAsync(s1, y, x, n, HPU_MEMCPY_DEVICE_TO_DEVICE));
   ASSERT_HPU_OK(hpuStreamSynchronize(s1));
   EXPECT_TRUE(holds(y, n, 0x3C));
   EXPECT_HPU_OK(hpuEventDestroy(e));
   EXPECT_HPU_OK(hpuStreamDestroy(s0));
   EXPECT_HPU_OK(hpuStreamDestroy(s1));
-  EXPECT_HPU_OK(hpuMemFree(other, y));
+  EXPECT_HPU_OK(hpuMemFree(y));
   EXPECT_HPU_OK(hpuDeviceClose(other));
 }
 
@@ -258,10 +258,10 @@ TEST_F(Streams, FreeWhileWorkIsQueuedKeepsTheMemoryUntilItRuns) {
   ASSERT_HPU_OK(hpuMemAlloc(&dst, dev, n));
   hpuStream_t s;
   ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
-  for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemcpyAsync(dst, src, n, HPU_MEMCPY_DEVICE_TO_DEVICE, s));
+  for (int i = 0; i < 8; ++i) ASSERT_HPU_OK(hpuMemcpyAsync(s, dst, src, n, HPU_MEMCPY_DEVICE_TO_DEVICE));
   // Whatever the worker has done by now, the free must not pull the memory
   // from under the queued copies, and the figures settle once they ran.
-  ASSERT_HPU_OK(hpuMemFree(dev, dst));
+  ASSERT_HPU_OK(hpuMemFree(dst));
   ASSERT_HPU_OK(hpuStreamSynchronize(s));
   hpuMemStats_t st = HPU_MEM_STATS_INIT;
   ASSERT_HPU_OK(hpuMemStats(dev, &st));

@@ -76,15 +76,15 @@ TEST_F(StreamInternal, FailureIsStickyAndReportedByEveryCall) {
   EXPECT_FALSE(later_ran) << "work queued behind a failed operation ran";
   EXPECT_HPU_FAIL(hpuStreamQuery(stream), HPU_ERROR_IO, "disk on fire");
   EXPECT_HPU_FAIL(hpuStreamSynchronize(stream), HPU_ERROR_IO, "disk on fire");
-  EXPECT_HPU_FAIL(hpuMemsetAsync(buf, 1, MiB, stream), HPU_ERROR_IO, "disk on fire");
+  EXPECT_HPU_FAIL(hpuMemsetAsync(stream, buf, 1, MiB), HPU_ERROR_IO, "disk on fire");
   std::vector<char> host(MiB);
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(buf, host.data(), MiB, HPU_MEMCPY_HOST_TO_DEVICE, stream), HPU_ERROR_IO,
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(stream, buf, host.data(), MiB, HPU_MEMCPY_HOST_TO_DEVICE), HPU_ERROR_IO,
                   "disk on fire");
   EXPECT_HPU_FAIL(hpuDeviceSynchronize(dev), HPU_ERROR_IO, "disk on fire");
   // Event records still complete, so nobody waits forever on them.
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
-  EXPECT_HPU_OK(hpuEventRecord(e, stream));
+  EXPECT_HPU_OK(hpuEventRecord(stream, e));
   EXPECT_HPU_OK(hpuEventSynchronize(e));
   EXPECT_HPU_OK(hpuEventQuery(e));
   // A wait on a failed stream is refused like any other work.
@@ -92,7 +92,7 @@ TEST_F(StreamInternal, FailureIsStickyAndReportedByEveryCall) {
   // Other streams of the device are unaffected.
   hpuStream_t other;
   ASSERT_HPU_OK(hpuStreamCreate(&other, dev));
-  EXPECT_HPU_OK(hpuMemsetAsync(buf, 2, MiB, other));
+  EXPECT_HPU_OK(hpuMemsetAsync(other, buf, 2, MiB));
   EXPECT_HPU_OK(hpuStreamSynchronize(other));
   EXPECT_HPU_OK(hpuStreamDestroy(other));
   // The error dies with its stream.
@@ -100,7 +100,7 @@ TEST_F(StreamInternal, FailureIsStickyAndReportedByEveryCall) {
   EXPECT_HPU_OK(hpuDeviceSynchronize(dev));
   ASSERT_HPU_OK(hpuStreamCreate(&stream, dev));
   EXPECT_HPU_OK(hpuEventDestroy(e));
-  EXPECT_HPU_OK(hpuMemFree(dev, buf));
+  EXPECT_HPU_OK(hpuMemFree(buf));
 }
 
 TEST_F(StreamInternal, EveryKindOfExceptionBecomesAStatus) {
@@ -124,16 +124,16 @@ TEST_F(StreamInternal, DefaultStreamErrorEndsWithTheLastClose) {
   EXPECT_HPU_FAIL(hpuMemcpy(buf, host.data(), 4096, HPU_MEMCPY_HOST_TO_DEVICE), HPU_ERROR_UNSUPPORTED,
                   "no such kernel");
   EXPECT_HPU_FAIL(hpuMemset(buf, 0, 4096), HPU_ERROR_UNSUPPORTED, "no such kernel");
-  EXPECT_HPU_FAIL(hpuMemcpyAsync(buf, host.data(), 4096, HPU_MEMCPY_HOST_TO_DEVICE, nullptr),
-                  HPU_ERROR_UNSUPPORTED, "no such kernel");
-  EXPECT_HPU_OK(hpuMemFree(dev, buf));
+  EXPECT_HPU_FAIL(hpuMemcpyAsync(nullptr, buf, host.data(), 4096, HPU_MEMCPY_HOST_TO_DEVICE), HPU_ERROR_UNSUPPORTED,
+                  "no such kernel");
+  EXPECT_HPU_OK(hpuMemFree(buf));
   EXPECT_HPU_OK(hpuStreamDestroy(stream));
   stream = nullptr;
   EXPECT_HPU_OK(hpuDeviceClose(dev));
   ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0));
   ASSERT_HPU_OK(hpuMemAlloc(&buf, dev, 4096));
   EXPECT_HPU_OK(hpuMemcpy(buf, host.data(), 4096, HPU_MEMCPY_HOST_TO_DEVICE));
-  EXPECT_HPU_OK(hpuMemFree(dev, buf));
+  EXPECT_HPU_OK(hpuMemFree(buf));
 }
 
 TEST_F(StreamInternal, FreeIsDeferredWhileQueuedWorkMayUseTheMemory) {
@@ -142,17 +142,17 @@ TEST_F(StreamInternal, FreeIsDeferredWhileQueuedWorkMayUseTheMemory) {
   hpuMemStats_t s = HPU_MEM_STATS_INIT;
   {
     Gate gate(stream);
-    ASSERT_HPU_OK(hpuMemsetAsync(buf, 0x77, MiB, stream));
-    ASSERT_HPU_OK(hpuMemFree(dev, buf));  // returns at once
+    ASSERT_HPU_OK(hpuMemsetAsync(stream, buf, 0x77, MiB));
+    ASSERT_HPU_OK(hpuMemFree(buf));  // returns at once
     ASSERT_HPU_OK(hpuMemStats(dev, &s));
     EXPECT_EQ(s.in_use, MiB) << "memory released while queued work may still use it";
     EXPECT_EQ(s.num_frees, 0u);
-    EXPECT_HPU_FAIL(hpuMemFree(dev, buf), HPU_ERROR_INVALID_HANDLE, "already been freed");
+    EXPECT_HPU_FAIL(hpuMemFree(buf), HPU_ERROR_INVALID_HANDLE, "already been freed");
     // The pending block is not handed out again.
     void *other;
     ASSERT_HPU_OK(hpuMemAlloc(&other, dev, MiB));
     EXPECT_NE(other, buf);
-    ASSERT_HPU_OK(hpuMemFree(dev, other));
+    ASSERT_HPU_OK(hpuMemFree(other));
   }
   ASSERT_HPU_OK(hpuStreamSynchronize(stream));
   ASSERT_HPU_OK(hpuMemStats(dev, &s));
@@ -165,15 +165,15 @@ TEST_F(StreamInternal, BlockedStreamIsNotReady) {
   hpuEvent_t start, end;
   ASSERT_HPU_OK(hpuEventCreate(&start));
   ASSERT_HPU_OK(hpuEventCreate(&end));
-  ASSERT_HPU_OK(hpuEventRecord(start, stream));
+  ASSERT_HPU_OK(hpuEventRecord(stream, start));
   {
     Gate gate(stream);
-    ASSERT_HPU_OK(hpuEventRecord(end, stream));
+    ASSERT_HPU_OK(hpuEventRecord(stream, end));
     EXPECT_EQ(hpuStreamQuery(stream), HPU_ERROR_NOT_READY);
     EXPECT_EQ(hpuEventQuery(end), HPU_ERROR_NOT_READY);
     ASSERT_HPU_OK(hpuEventSynchronize(start));
     float ms = 42;
-    EXPECT_HPU_FAIL(hpuEventElapsedTime(&ms, start, end), HPU_ERROR_NOT_READY, "end event has not completed");
+    EXPECT_HPU_FAIL(hpuEventElapsedTime(start, end, &ms), HPU_ERROR_NOT_READY, "end event has not completed");
     EXPECT_EQ(ms, 42);
   }
   EXPECT_HPU_OK(hpuEventSynchronize(end));
@@ -192,7 +192,7 @@ TEST_F(StreamInternal, WaitEventHoldsTheWaitingStream) {
   std::atomic<bool> ran{false};
   {
     Gate gate(stream);
-    ASSERT_HPU_OK(hpuEventRecord(e, stream));
+    ASSERT_HPU_OK(hpuEventRecord(stream, e));
     ASSERT_HPU_OK(hpuStreamWaitEvent(waiter, e));
     internal(waiter)->enqueue([&] { ran = true; });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -209,7 +209,7 @@ TEST_F(StreamInternal, EventSynchronizeBlocksUntilTheRecordRuns) {
   hpuEvent_t e;
   ASSERT_HPU_OK(hpuEventCreate(&e));
   auto gate = std::make_unique<Gate>(stream);
-  ASSERT_HPU_OK(hpuEventRecord(e, stream));
+  ASSERT_HPU_OK(hpuEventRecord(stream, e));
   std::atomic<bool> returned{false};
   std::thread t([&] {
     EXPECT_HPU_OK(hpuEventSynchronize(e));

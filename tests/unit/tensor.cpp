@@ -25,7 +25,7 @@ class Tensor : public testing::Test {
     int64_t n = 0;
     EXPECT_HPU_OK(hpuTensorGetNumel(t, &n));
     std::vector<float> out(static_cast<size_t>(n));
-    EXPECT_HPU_OK(hpuTensorCopyToHost(t, out.data(), out.size() * sizeof(float), nullptr));
+    EXPECT_HPU_OK(hpuTensorCopyToHost(nullptr, t, out.data(), out.size() * sizeof(float)));
     return out;
   }
   uint64_t in_use() {
@@ -103,12 +103,12 @@ TEST_F(Tensor, HostRoundTripAndDtypeConversion) {
   hpuTensor_t b = nullptr, i = nullptr;
   ASSERT_HPU_OK(hpuTensorCreate(&b, dev, HPU_BFLOAT16, 2, shape));
   ASSERT_HPU_OK(hpuTensorCreate(&i, dev, HPU_INT32, 2, shape));
-  EXPECT_HPU_OK(hpuTensorCopy(b, t, nullptr));
-  EXPECT_HPU_OK(hpuTensorCopy(i, t, nullptr));
+  EXPECT_HPU_OK(hpuTensorCopy(nullptr, b, t));
+  EXPECT_HPU_OK(hpuTensorCopy(nullptr, i, t));
   uint16_t bits[6];
   int32_t ints[6];
-  EXPECT_HPU_OK(hpuTensorCopyToHost(b, bits, sizeof bits, nullptr));
-  EXPECT_HPU_OK(hpuTensorCopyToHost(i, ints, sizeof ints, nullptr));
+  EXPECT_HPU_OK(hpuTensorCopyToHost(nullptr, b, bits, sizeof bits));
+  EXPECT_HPU_OK(hpuTensorCopyToHost(nullptr, i, ints, sizeof ints));
   EXPECT_EQ(bits[0], 0x3FC0);  // 1.5
   EXPECT_EQ(bits[4], 0x3DCD);  // 0.1 rounded to nearest even
   EXPECT_EQ(ints[2], 3);
@@ -138,8 +138,8 @@ TEST_F(Tensor, ViewsShareMemoryAndKeepTheBaseAlive) {
   EXPECT_EQ(host(win), (std::vector<float>{5, 6, 7}));
   EXPECT_EQ(in_use(), held);  // views allocate nothing
   // Writes through a view land in the base.
-  EXPECT_HPU_OK(hpuTensorFill(win, -1, nullptr));
-  EXPECT_HPU_OK(hpuTensorFill(sl, 100, nullptr));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, win, -1));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, sl, 100));
   EXPECT_EQ(host(t), (std::vector<float>{0, 100, 2, 100, 4, 100, -1, 100, 8, 100, 10, 100}));
   // Released base: the views still read its memory, which is freed with the last view.
   EXPECT_HPU_OK(hpuTensorRelease(t));
@@ -162,7 +162,7 @@ TEST_F(Tensor, WrapBorrowsMemory) {
   void *data = nullptr;
   EXPECT_HPU_OK(hpuTensorGetData(t, &data));
   EXPECT_EQ(data, p);
-  EXPECT_HPU_OK(hpuTensorFill(t, 2, nullptr));
+  EXPECT_HPU_OK(hpuTensorFill(nullptr, t, 2));
   std::vector<float> all(64);
   EXPECT_HPU_OK(hpuMemcpy(all.data(), p, 64 * sizeof(float), HPU_MEMCPY_DEVICE_TO_HOST));
   EXPECT_EQ(all[0], 2);
@@ -172,7 +172,7 @@ TEST_F(Tensor, WrapBorrowsMemory) {
   EXPECT_HPU_OK(hpuTensorRelease(t));
   EXPECT_HPU_OK(hpuTensorRelease(dense));
   EXPECT_EQ(in_use(), held);  // not owned: still allocated
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
 }
 
 TEST_F(Tensor, RandomIsReproducible) {
@@ -184,17 +184,17 @@ TEST_F(Tensor, RandomIsReproducible) {
   EXPECT_HPU_OK(hpuRandomGetState(dev, &st));
   EXPECT_EQ(st.seed, 1234u);
   EXPECT_EQ(st.offset, 0u);
-  EXPECT_HPU_OK(hpuTensorFillNormal(t, 0, 1, nullptr));
+  EXPECT_HPU_OK(hpuTensorFillNormal(nullptr, t, 0, 1));
   std::vector<float> a = host(t);
-  EXPECT_HPU_OK(hpuTensorFillUniform(t, -1, 1, nullptr));
+  EXPECT_HPU_OK(hpuTensorFillUniform(nullptr, t, -1, 1));
   std::vector<float> b = host(t);
   hpuRandomState_t after = HPU_RANDOM_STATE_INIT;
   EXPECT_HPU_OK(hpuRandomGetState(dev, &after));
   EXPECT_EQ(after.offset, 2000u);
   EXPECT_HPU_OK(hpuRandomSetState(dev, &st));
-  EXPECT_HPU_OK(hpuTensorFillNormal(t, 0, 1, nullptr));
+  EXPECT_HPU_OK(hpuTensorFillNormal(nullptr, t, 0, 1));
   EXPECT_EQ(host(t), a);
-  EXPECT_HPU_OK(hpuTensorFillUniform(t, -1, 1, nullptr));
+  EXPECT_HPU_OK(hpuTensorFillUniform(nullptr, t, -1, 1));
   EXPECT_EQ(host(t), b);
   EXPECT_NE(a, b);
   for (float v : b) {
@@ -231,22 +231,22 @@ TEST_F(Tensor, BadInput) {
   const int64_t far[2] = {1 << 30, 1};
   EXPECT_HPU_FAIL(hpuTensorWrap(&t, p, HPU_FLOAT32, 2, shape, far), HPU_ERROR_INVALID_ARGUMENT,
                   "past the end of its 24-byte allocation");
-  EXPECT_HPU_OK(hpuMemFree(dev, p));
+  EXPECT_HPU_OK(hpuMemFree(p));
 
   t = from({1, 2, 3, 4, 5, 6}, {2, 3});
-  EXPECT_HPU_FAIL(hpuTensorCopyToHost(t, data, 20, nullptr), HPU_ERROR_INVALID_ARGUMENT, "bytes 20", "24 bytes");
-  EXPECT_HPU_FAIL(hpuTensorCopyToHost(t, nullptr, 24, nullptr), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
-  EXPECT_HPU_FAIL(hpuTensorCopyFromHost(t, nullptr, 24, nullptr), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
+  EXPECT_HPU_FAIL(hpuTensorCopyToHost(nullptr, t, data, 20), HPU_ERROR_INVALID_ARGUMENT, "bytes 20", "24 bytes");
+  EXPECT_HPU_FAIL(hpuTensorCopyToHost(nullptr, t, nullptr, 24), HPU_ERROR_INVALID_ARGUMENT, "dst is NULL");
+  EXPECT_HPU_FAIL(hpuTensorCopyFromHost(nullptr, t, nullptr, 24), HPU_ERROR_INVALID_ARGUMENT, "src is NULL");
   hpuTensor_t other = from({1, 2, 3}, {3});
-  EXPECT_HPU_FAIL(hpuTensorCopy(other, t, nullptr), HPU_ERROR_INVALID_ARGUMENT, "f32[3]", "f32[2, 3]");
-  EXPECT_HPU_FAIL(hpuTensorCopy(nullptr, t, nullptr), HPU_ERROR_INVALID_HANDLE, "dst is NULL");
+  EXPECT_HPU_FAIL(hpuTensorCopy(nullptr, other, t), HPU_ERROR_INVALID_ARGUMENT, "f32[3]", "f32[2, 3]");
+  EXPECT_HPU_FAIL(hpuTensorCopy(nullptr, nullptr, t), HPU_ERROR_INVALID_HANDLE, "dst is NULL");
   hpuTensor_t i32 = nullptr;
   ASSERT_HPU_OK(hpuTensorCreate(&i32, dev, HPU_INT8, 2, shape));
-  EXPECT_HPU_FAIL(hpuTensorFill(i32, 1000, nullptr), HPU_ERROR_INVALID_ARGUMENT, "value 1000", "i8");
-  EXPECT_HPU_FAIL(hpuTensorFill(i32, 0.5, nullptr), HPU_ERROR_INVALID_ARGUMENT, "value 0.5");
-  EXPECT_HPU_FAIL(hpuTensorFillUniform(i32, 0, 1, nullptr), HPU_ERROR_UNSUPPORTED, "i8[2, 3]");
-  EXPECT_HPU_FAIL(hpuTensorFillUniform(t, 1, 1, nullptr), HPU_ERROR_INVALID_ARGUMENT, "[1, 1)");
-  EXPECT_HPU_FAIL(hpuTensorFillNormal(t, 0, -1, nullptr), HPU_ERROR_INVALID_ARGUMENT, "std -1");
+  EXPECT_HPU_FAIL(hpuTensorFill(nullptr, i32, 1000), HPU_ERROR_INVALID_ARGUMENT, "value 1000", "i8");
+  EXPECT_HPU_FAIL(hpuTensorFill(nullptr, i32, 0.5), HPU_ERROR_INVALID_ARGUMENT, "value 0.5");
+  EXPECT_HPU_FAIL(hpuTensorFillUniform(nullptr, i32, 0, 1), HPU_ERROR_UNSUPPORTED, "i8[2, 3]");
+  EXPECT_HPU_FAIL(hpuTensorFillUniform(nullptr, t, 1, 1), HPU_ERROR_INVALID_ARGUMENT, "[1, 1)");
+  EXPECT_HPU_FAIL(hpuTensorFillNormal(nullptr, t, 0, -1), HPU_ERROR_INVALID_ARGUMENT, "std -1");
   // Views.
   const int64_t seven[1] = {7}, two_inferred[2] = {-1, -1};
   EXPECT_HPU_FAIL(hpuTensorReshape(&v, t, 1, seven), HPU_ERROR_INVALID_ARGUMENT, "[7]", "f32[2, 3]");
@@ -290,7 +290,7 @@ TEST_F(Tensor, BadInput) {
   hpuDevice_t dev1 = nullptr;
   ASSERT_HPU_OK(hpuDeviceOpen(&dev1, 1));
   ASSERT_HPU_OK(hpuDeviceGetDefaultStream(dev1, &s));
-  EXPECT_HPU_FAIL(hpuTensorFill(t, 1, s), HPU_ERROR_INVALID_ARGUMENT, "device 1", "device 0");
+  EXPECT_HPU_FAIL(hpuTensorFill(s, t, 1), HPU_ERROR_INVALID_ARGUMENT, "device 1", "device 0");
   EXPECT_HPU_OK(hpuDeviceClose(dev1));
   for (hpuTensor_t x : {t, other, i32}) EXPECT_HPU_OK(hpuTensorRelease(x));
 }

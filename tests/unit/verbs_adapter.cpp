@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/transports/verbs_api.hpp"
+#include "comm/transports/verbs/api.hpp"
 #include "core/error.hpp"
 
 using namespace hpu::comm;

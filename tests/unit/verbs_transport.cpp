@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap_socket.hpp"
-#include "comm/socket.hpp"
-#include "comm/transports/net_transport.hpp"
-#include "comm/transports/verbs_api.hpp"
-#include "comm/transports/verbs_engine.hpp"
-#include "comm/transports/verbs_reg_cache.hpp"
+#include "comm/bootstrap/socket.hpp"
+#include "comm/socket/acceptor.hpp"
+#include "comm/transports/net/transport.hpp"
+#include "comm/transports/verbs/api.hpp"
+#include "comm/transports/verbs/verbs.hpp"
+#include "comm/transports/verbs/reg_cache.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 

@@ -80,7 +80,7 @@ extern "C" HPU_API hpuStatus_t hpuTrainerCancelJob(void) {
   return failed(HPU_ERROR_INVALID_USAGE, "no job is running in this process", "hpuTrainerCancelJob");
 }
 
-extern "C" HPU_API hpuStatus_t hpuTrainerRunJob(char **result_json, const char *job_json, const char *job_name) {
+extern "C" HPU_API hpuStatus_t hpuTrainerRunJob(const char *job_json, const char *job_name, char **result_json) {
   if (!result_json) return failed(HPU_ERROR_INVALID_ARGUMENT, "result_json is NULL");
   if (!job_json) return failed(HPU_ERROR_INVALID_ARGUMENT, "job_json is NULL");
   int idle = kIdle;

@@ -2,43 +2,37 @@
 #include <hpu/trainer/job.hpp>
 
 #include "error.hpp"
+#include "option_fields.hpp"
 
 #include <cstring>
+#include <vector>
 
 namespace hpu {
 
 namespace {
 
 struct Flag {
-  const char *name;
-  const char *key;  // the job key it overrides
-  const char *help;
+  std::string name;
+  std::string key;  // the job key it overrides
+  std::string help;
 };
 
-constexpr Flag kFlags[] = {
-    {"--accelerator", "trainer.accelerator", "hpu | auto"},
-    {"--devices", "trainer.devices", "devices per process: N | auto"},
-    {"--strategy", "trainer.strategy", "auto | hpu_single | hpu_ddp"},
-    {"--precision", "trainer.precision", "32-true | bf16-mixed"},
-    {"--profiler", "trainer.profiler", "hpu: a trace per fit and its summary"},
-    {"--num-nodes", "trainer.num_nodes", "N"},
-    {"--max-epochs", "trainer.max_epochs", "E (-1: no limit)"},
-    {"--max-steps", "trainer.max_steps", "S (-1: no limit)"},
-    {"--limit-train-batches", "trainer.limit_train_batches", "N batches or a fraction"},
-    {"--limit-val-batches", "trainer.limit_val_batches", "N batches or a fraction"},
-    {"--limit-test-batches", "trainer.limit_test_batches", "N batches or a fraction"},
-    {"--val-check-interval", "trainer.val_check_interval", "N batches or a fraction of an epoch"},
-    {"--log-every-n-steps", "trainer.log_every_n_steps", "N"},
-    {"--accumulate-grad-batches", "trainer.accumulate_grad_batches", "N"},
-    {"--gradient-clip-val", "trainer.gradient_clip_val", "max gradient norm (0: off)"},
-    {"--seed", "trainer.seed", "S"},
-    {"--default-root-dir", "trainer.default_root_dir", "DIR for logs and checkpoints"},
-    {"--batch-size", "data.batch_size", "B per device"},
-    {"--data-root", "data.root", "DIR holding the IDX files"},
-    {"--optimizer", "optimizer.name", "sgd | adamw"},
-    {"--lr", "optimizer.lr", "learning rate"},
-    {"--ckpt-path", "ckpt_path", "resume from this checkpoint"},
-};
+// The flags of the Trainer's options (option_fields.cpp), then those of the
+// other parts of a job.
+const std::vector<Flag> &flags() {
+  static const std::vector<Flag> all = [] {
+    std::vector<Flag> v;
+    for (const detail::OptionField &f : detail::trainer_option_fields())
+      if (f.flag) v.push_back({f.flag, std::string("trainer.") + f.key, f.help});
+    v.insert(v.end(), {{"--batch-size", "data.batch_size", "B per device"},
+                       {"--data-root", "data.root", "DIR holding the IDX files"},
+                       {"--optimizer", "optimizer.name", "sgd | adamw"},
+                       {"--lr", "optimizer.lr", "learning rate"},
+                       {"--ckpt-path", "ckpt_path", "resume from this checkpoint"}});
+    return v;
+  }();
+  return all;
+}
 
 }  // namespace
 
@@ -46,7 +40,8 @@ std::string cli_usage() {
   std::string s =
       "usage: hpu-train [JOB.json] [options]\n"
       "Trains the model a JSON job describes (default: the built-in Fashion-MNIST job).\n\n";
-  for (const Flag &f : kFlags) s += detail::format("  %-26s %s (%s)\n", f.name, f.help, f.key);
+  for (const Flag &f : flags())
+    s += detail::format("  %-26s %s (%s)\n", f.name.c_str(), f.help.c_str(), f.key.c_str());
   s += detail::format("  %-26s %s\n", "--no-progress-bar", "plain output, no progress bar");
   s += detail::format("  %-26s %s\n", "--no-test", "skip the test set after fitting");
   s += detail::format("  %-26s %s\n", "--check", "validate the job, print it with defaults, do not train");
@@ -78,11 +73,12 @@ Cli parse_cli(int argc, const char *const *argv) {
         value = arg.substr(eq + 1);
       }
       const Flag *flag = nullptr;
-      for (const Flag &f : kFlags)
+      for (const Flag &f : flags())
         if (name == f.name) flag = &f;
       if (!flag) detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown option %s; see hpu-train --help", name.c_str());
       if (!inline_value) {
-        if (i + 1 >= argc) detail::fail(HPU_ERROR_INVALID_ARGUMENT, "option %s needs a value (%s)", name.c_str(), flag->help);
+        if (i + 1 >= argc) detail::fail(HPU_ERROR_INVALID_ARGUMENT, "option %s needs a value (%s)", name.c_str(),
+                                 flag->help.c_str());
         value = argv[++i];
       }
       cli.overrides.push_back({flag->key, value, name});

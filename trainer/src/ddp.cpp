@@ -85,7 +85,7 @@ GradSync::GradSync(hpuComm_t comm, hpuDevice_t dev, hpuStream_t compute, const s
     Parameter &p = *params[k];
     const std::vector<int64_t> shape = p.value.shape();
     Tensor value = window(values_, offsets_[k], shape);
-    check(hpuTensorCopy(value.get(), p.value.get(), compute));
+    check(hpuTensorCopy(compute, value.get(), p.value.get()));
     p.value = value;
     p.grad = window(flat_, offsets_[k], shape);
   }
@@ -145,16 +145,16 @@ void GradSync::ready(size_t bucket) {
 // the same collectives in the same order.
 void GradSync::launch_ready() {
   if (launched_ < buckets_.size() && buckets_[launched_].pending == 0) {
-    check(hpuEventRecord(grads_done_, compute_));
+    check(hpuEventRecord(compute_, grads_done_));
     check(hpuStreamWaitEvent(stream_, grads_done_));
   }
   while (launched_ < buckets_.size() && buckets_[launched_].pending == 0) {
     const Bucket &b = buckets_[launched_++];
     float *g = base_ + b.offset;
     if (sharded_)
-      check(hpuReduceScatter(g, base_ + slice_offset(b), size_t(slice_count(b)), HPU_FLOAT32, HPU_AVG, comm_, stream_));
+      check(hpuReduceScatter(stream_, comm_, g, base_ + slice_offset(b), size_t(slice_count(b)), HPU_FLOAT32, HPU_AVG));
     else
-      check(hpuAllreduce(g, g, size_t(b.count), HPU_FLOAT32, HPU_AVG, comm_, stream_));
+      check(hpuAllreduce(stream_, comm_, g, g, size_t(b.count), HPU_FLOAT32, HPU_AVG));
   }
 }
 
@@ -164,18 +164,18 @@ void GradSync::wait() {
   for (Bucket &b : buckets_) b.pending = 0;
   launch_ready();
   armed_ = false;
-  check(hpuEventRecord(reduced_, stream_));
+  check(hpuEventRecord(stream_, reduced_));
   check(hpuStreamWaitEvent(compute_, reduced_));
 }
 
 void GradSync::gather_params() {
   if (!sharded_) return;
-  check(hpuEventRecord(stepped_, compute_));
+  check(hpuEventRecord(compute_, stepped_));
   check(hpuStreamWaitEvent(stream_, stepped_));
   for (const Bucket &b : buckets_)
-    check(hpuAllgather(values_base_ + slice_offset(b), values_base_ + b.offset, size_t(slice_count(b)), HPU_FLOAT32,
-                       comm_, stream_));
-  check(hpuEventRecord(gathered_, stream_));
+    check(hpuAllgather(stream_, comm_, values_base_ + slice_offset(b), values_base_ + b.offset, size_t(slice_count(b)),
+                       HPU_FLOAT32));
+  check(hpuEventRecord(stream_, gathered_));
   check(hpuStreamWaitEvent(compute_, gathered_));
 }
 
@@ -197,20 +197,20 @@ void GradSync::gather_state(Optimizer &opt, std::vector<std::pair<std::string, T
   opt.state(st);
   const int64_t total = flat_.numel();
   std::vector<std::pair<std::string, Tensor>> whole;  // one flat tensor per kind of state
-  check(hpuEventRecord(stepped_, compute_));
+  check(hpuEventRecord(compute_, stepped_));
   check(hpuStreamWaitEvent(stream_, stepped_));
   for (const auto &[name, t] : st) {
     const auto [kind, i] = split_state_name(name);
     auto w = std::find_if(whole.begin(), whole.end(), [&k = kind](const auto &e) { return e.first == k; });
     if (w == whole.end()) w = whole.emplace(w, kind, Tensor::full(dev_, HPU_FLOAT32, {total}, 0.0, stream_));
     const Bucket &b = buckets_.at(i);
-    check(hpuMemcpyAsync(data_of(w->second) + slice_offset(b), data_of(t), size_t(slice_count(b)) * sizeof(float),
-                         HPU_MEMCPY_DEVICE_TO_DEVICE, stream_));
+    check(hpuMemcpyAsync(stream_, data_of(w->second) + slice_offset(b), data_of(t),
+                         size_t(slice_count(b)) * sizeof(float), HPU_MEMCPY_DEVICE_TO_DEVICE));
   }
   for (const auto &[kind, t] : whole) {
     float *base = data_of(t);
     for (const Bucket &b : buckets_)
-      check(hpuAllgather(base + slice_offset(b), base + b.offset, size_t(slice_count(b)), HPU_FLOAT32, comm_, stream_));
+      check(hpuAllgather(stream_, comm_, base + slice_offset(b), base + b.offset, size_t(slice_count(b)), HPU_FLOAT32));
     for (size_t k = 0; k < params_.size(); ++k)
       out.emplace_back(kind + "/" + params_[k]->name, window(t, offsets_[k], params_[k]->value.shape()));
   }

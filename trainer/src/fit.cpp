@@ -141,7 +141,7 @@ void sum_over_ranks(Trainer::Run &r, std::vector<Metrics> &sums) {
     Tensor t = Tensor::from_host(p.dev, HPU_FLOAT64, {int64_t(v.size())}, v.data());
     void *d = nullptr;
     check(hpuTensorGetData(t.get(), &d));
-    check(hpuAllreduce(d, d, v.size(), HPU_FLOAT64, HPU_SUM, (*r.comms)[i], p.ctx.stream));
+    check(hpuAllreduce(p.ctx.stream, (*r.comms)[i], d, d, v.size(), HPU_FLOAT64, HPU_SUM));
     v = t.to_vector<double>(p.ctx.stream);
     size_t k = 0;
     for (auto &kv : sums[i]) kv.second = v[k++];
@@ -169,7 +169,7 @@ void clip_gradients(Replica &r, double clip) {
   const double norm = std::sqrt(double(scalar(Tensor(sq), s)));
   if (norm > clip) {
     const double scale = clip / (norm + 1e-6);
-    for (Parameter *p : r.params) check(hpuAddInplace(s, p->grad.get(), scale - 1.0, p->grad.get()));
+    for (Parameter *p : r.params) check(hpuAddInplace(s, p->grad.get(), p->grad.get(), scale - 1.0));
   }
 }
 
@@ -223,7 +223,7 @@ void Trainer::share_seed(const std::vector<hpuDevice_t> &devs) {
     seeds.push_back(Tensor::from_host(devs[i], HPU_UINT64, {1}, &config_.seed));
     void *p = nullptr;
     check(hpuTensorGetData(seeds[i].get(), &p));
-    check(hpuBroadcast(p, p, 1, HPU_UINT64, 0, (*r.comms)[i], devices_[i].default_stream()));
+    check(hpuBroadcast(devices_[i].default_stream(), (*r.comms)[i], p, p, 1, HPU_UINT64, 0));
   }
   for (auto &t : seeds) config_.seed = t.to_vector<uint64_t>(nullptr)[0];
 }

@@ -6,130 +6,23 @@
 #include "fs.hpp"
 #include "job_locator.hpp"
 #include "json.hpp"
+#include "option_fields.hpp"
 
 #include <climits>
 #include <cmath>
-#include <set>
+#include <type_traits>
+#include <variant>
 
 namespace hpu {
 
 using detail::fail;
 using detail::format;
 
+using Ctx = detail::JsonCtx;
+using Obj = detail::JsonObj;
+using detail::type_name;
+
 namespace {
-
-// Where values came from, for messages: "<source>:<line>: <key>: <problem>" or
-// "<flag>: <key>: <problem>" for a command-line override.
-struct Ctx {
-  std::string source;
-  std::map<std::string, int> lines;
-  std::map<std::string, std::string> flags;
-
-  std::string where(const std::string &path) const {
-    auto f = flags.find(path);
-    if (f != flags.end()) return "command line " + f->second + ": " + path;
-    // The nearest enclosing key with a line.
-    for (std::string p = path;;) {
-      auto it = lines.find(p);
-      if (it != lines.end()) return format("%s:%d: %s", source.c_str(), it->second, path.c_str());
-      size_t cut = p.find_last_of(".[");
-      if (cut == std::string::npos) return source + ": " + path;
-      p = p.substr(0, cut);
-    }
-  }
-  [[noreturn]] void error(const std::string &path, const std::string &problem) const {
-    fail(HPU_ERROR_CONFIG, "%s: %s", where(path).c_str(), problem.c_str());
-  }
-};
-
-const char *type_name(const json_t *v) {
-  switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-  }
-  return "?";
-}
-
-// Reads the members of one object; finish() rejects the keys it did not read.
-// (Not the destructor: an exception from a destructor that runs after a return
-// value is built leaks that value with GCC < 13 and clang < 16, CWG 2176.)
-class Obj {
- public:
-  Obj(const Ctx &c, json_t *o, std::string path) : c_(c), o_(o), path_(std::move(path)) {
-    if (!json_is_object(o)) c.error(path_, std::string("expected an object, found ") + type_name(o));
-  }
-  void finish() const {
-    const char *k;
-    json_t *v;
-    json_object_foreach(o_, k, v) {
-      (void)v;
-      if (!used_.count(k)) c_.error(key(k), "unknown key" + known());
-    }
-  }
-  std::string key(const std::string &k) const { return path_.empty() ? k : path_ + "." + k; }
-  json_t *get(const char *k) {
-    used_.insert(k);
-    allowed_.insert(k);
-    return json_object_get(o_, k);
-  }
-  void allow(const char *k) { allowed_.insert(k), used_.insert(k); }
-
-  template <class T>
-  void integer(const char *k, T &out, long long lo, long long hi) {
-    json_t *v = get(k);
-    if (!v) return;
-    if (!json_is_integer(v)) c_.error(key(k), std::string("expected an integer, found ") + type_name(v));
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) c_.error(key(k), format("%lld is out of range [%lld, %lld]", x, lo, hi));
-    out = T(x);
-  }
-  void number(const char *k, double &out, double lo, double hi) {
-    json_t *v = get(k);
-    if (!v) return;
-    if (!json_is_number(v)) c_.error(key(k), std::string("expected a number, found ") + type_name(v));
-    double x = json_number_value(v);
-    if (!(x >= lo && x <= hi)) c_.error(key(k), format("%g is out of range [%g, %g]", x, lo, hi));
-    out = x;
-  }
-  void boolean(const char *k, bool &out) {
-    json_t *v = get(k);
-    if (!v) return;
-    if (!json_is_boolean(v)) c_.error(key(k), std::string("expected true or false, found ") + type_name(v));
-    out = json_is_true(v);
-  }
-  void string(const char *k, std::string &out, std::initializer_list<const char *> accepted = {}) {
-    json_t *v = get(k);
-    if (!v) return;
-    if (!json_is_string(v)) c_.error(key(k), std::string("expected a string, found ") + type_name(v));
-    std::string s = json_string_value(v);
-    if (accepted.size()) {
-      std::string list;
-      bool ok = false;
-      for (const char *a : accepted) {
-        ok |= s == a;
-        list += std::string(list.empty() ? "" : ", ") + "\"" + a + "\"";
-      }
-      if (!ok) c_.error(key(k), "\"" + s + "\" is not one of " + list);
-    }
-    out = s;
-  }
-
- private:
-  std::string known() const {
-    std::string s;
-    for (const auto &a : allowed_) s += (s.empty() ? "; known keys: " : ", ") + a;
-    return s;
-  }
-  const Ctx &c_;
-  json_t *o_;
-  std::string path_;
-  std::set<std::string> used_, allowed_;
-};
 
 BatchCount batch_count(const Ctx &c, json_t *v, const std::string &path) {
   if (json_is_integer(v)) return BatchCount(int64_t(json_integer_value(v)));
@@ -193,53 +86,79 @@ std::vector<LayerSpec> read_layers(const Ctx &c, json_t *model, const DataSpec &
   return layers;
 }
 
+// The callbacks a job may name, by "type", each built from its object's
+// other members (hpu-train(1) lists them; a test checks the list).
+struct CallbackType {
+  const char *type;
+  Ref<Callback> (*build)(Obj &o, json_t *v);
+};
+
+const CallbackType kCallbackTypes[] = {
+    {"DeviceStatsMonitor", [](Obj &, json_t *) -> Ref<Callback> { return DeviceStatsMonitor{}; }},
+    {"ModelCheckpoint",
+     [](Obj &o, json_t *) -> Ref<Callback> {
+       ModelCheckpointOptions m;
+       o.string("dirpath", m.dirpath);
+       o.string("filename", m.filename);
+       o.string("monitor", m.monitor);
+       o.string("mode", m.mode, {"min", "max"});
+       o.integer("save_top_k", m.save_top_k, -1, INT32_MAX);
+       o.boolean("save_last", m.save_last);
+       o.integer("every_n_epochs", m.every_n_epochs, 0, INT32_MAX);
+       o.integer("every_n_train_steps", m.every_n_train_steps, 0, INT64_MAX);
+       return ModelCheckpoint(m);
+     }},
+    {"EarlyStopping",
+     [](Obj &o, json_t *v) -> Ref<Callback> {
+       EarlyStoppingOptions e;
+       o.string("monitor", e.monitor);
+       o.number("min_delta", e.min_delta, -1e300, 1e300);
+       o.integer("patience", e.patience, 0, INT32_MAX);
+       o.string("mode", e.mode, {"min", "max"});
+       o.boolean("strict", e.strict);
+       o.boolean("check_finite", e.check_finite);
+       o.boolean("check_on_train_epoch_end", e.check_on_train_epoch_end);
+       double t = 0;
+       if (json_object_get(v, "stopping_threshold"))
+         o.number("stopping_threshold", t, -1e300, 1e300), e.stopping_threshold = t;
+       if (json_object_get(v, "divergence_threshold"))
+         o.number("divergence_threshold", t, -1e300, 1e300), e.divergence_threshold = t;
+       return EarlyStopping(e);
+     }},
+    {"LearningRateMonitor",
+     [](Obj &o, json_t *) -> Ref<Callback> {
+       std::string interval;
+       bool momentum = false;
+       o.string("logging_interval", interval, {"step", "epoch"});
+       o.boolean("log_momentum", momentum);
+       return LearningRateMonitor(interval, momentum);
+     }},
+    {"ProgressBar",
+     [](Obj &o, json_t *) -> Ref<Callback> {
+       int refresh = 0;
+       o.integer("refresh_rate", refresh, 0, INT32_MAX);
+       return ProgressBar(refresh);
+     }},
+};
+
 Ref<Callback> build_callback(const Ctx &c, Obj &o, json_t *v, const std::string &path) {
   std::string type;
-  o.string("type", type, {"DeviceStatsMonitor", "ModelCheckpoint", "EarlyStopping", "LearningRateMonitor", "ProgressBar"});
+  o.string("type", type);
   if (type.empty()) c.error(path, "missing key \"type\"");
-  try {
-    if (type == "DeviceStatsMonitor") return DeviceStatsMonitor{};
-    if (type == "ModelCheckpoint") {
-      ModelCheckpointOptions m;
-      o.string("dirpath", m.dirpath);
-      o.string("filename", m.filename);
-      o.string("monitor", m.monitor);
-      o.string("mode", m.mode, {"min", "max"});
-      o.integer("save_top_k", m.save_top_k, -1, INT32_MAX);
-      o.boolean("save_last", m.save_last);
-      o.integer("every_n_epochs", m.every_n_epochs, 0, INT32_MAX);
-      o.integer("every_n_train_steps", m.every_n_train_steps, 0, INT64_MAX);
-      return ModelCheckpoint(m);
+  std::string known;
+  for (const CallbackType &t : kCallbackTypes) {
+    if (type != t.type) {
+      known += std::string(known.empty() ? "" : ", ") + "\"" + t.type + "\"";
+      continue;
     }
-    if (type == "EarlyStopping") {
-      EarlyStoppingOptions e;
-      o.string("monitor", e.monitor);
-      o.number("min_delta", e.min_delta, -1e300, 1e300);
-      o.integer("patience", e.patience, 0, INT32_MAX);
-      o.string("mode", e.mode, {"min", "max"});
-      o.boolean("strict", e.strict);
-      o.boolean("check_finite", e.check_finite);
-      o.boolean("check_on_train_epoch_end", e.check_on_train_epoch_end);
-      double t = 0;
-      if (json_object_get(v, "stopping_threshold")) o.number("stopping_threshold", t, -1e300, 1e300), e.stopping_threshold = t;
-      if (json_object_get(v, "divergence_threshold"))
-        o.number("divergence_threshold", t, -1e300, 1e300), e.divergence_threshold = t;
-      return EarlyStopping(e);
+    try {
+      return t.build(o, v);
+    } catch (const Error &e) {
+      if (e.status() == HPU_ERROR_CONFIG) throw;
+      c.error(path, e.what());
     }
-    if (type == "LearningRateMonitor") {
-      std::string interval;
-      bool momentum = false;
-      o.string("logging_interval", interval, {"step", "epoch"});
-      o.boolean("log_momentum", momentum);
-      return LearningRateMonitor(interval, momentum);
-    }
-    int refresh = 0;
-    o.integer("refresh_rate", refresh, 0, INT32_MAX);
-    return ProgressBar(refresh);
-  } catch (const Error &e) {
-    if (e.status() == HPU_ERROR_CONFIG) throw;
-    c.error(path, e.what());
   }
+  c.error(o.key("type"), "\"" + type + "\" is not one of " + known);
 }
 
 Ref<Callback> read_callback(const Ctx &c, json_t *v, const std::string &path) {
@@ -273,51 +192,87 @@ Loggers read_loggers(const Ctx &c, json_t *v, const std::string &root) {
   return out;
 }
 
+// One option of the table (option_fields.cpp) from its member of "trainer":
+// the JSON type here, the range in resolve_options (called below).
+void read_option(const Ctx &c, Obj &r, const detail::OptionField &f, TrainerOptions &o) {
+  json_t *v = r.get(f.key);
+  if (!v) return;
+  const std::string path = r.key(f.key);
+  auto want = [&](bool ok, const char *what) {
+    if (!ok) c.error(path, std::string("expected ") + what + ", found " + type_name(v));
+  };
+  // An integer within the member's type; its range is the table's.
+  auto integer = [&](long double lo, long double hi) {
+    want(json_is_integer(v), "an integer");
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) c.error(path, format("%lld is out of range [%.0Lf, %.0Lf]", x, lo, hi));
+    return x;
+  };
+  std::visit(
+      [&](auto m) {
+        using M = decltype(m);
+        if constexpr (std::is_same_v<M, std::string TrainerOptions::*>) {
+          want(json_is_string(v), "a string");
+          o.*m = json_string_value(v);
+        } else if constexpr (std::is_same_v<M, Devices TrainerOptions::*>) {
+          if (json_is_integer(v)) o.*m = Devices(int(integer(INT32_MIN, INT32_MAX)));
+          else if (json_is_string(v)) o.*m = Devices(std::string(json_string_value(v)));
+          else want(false, "an integer or \"auto\"");
+        } else if constexpr (std::is_same_v<M, int TrainerOptions::*>) {
+          o.*m = int(integer(INT32_MIN, INT32_MAX));
+        } else if constexpr (std::is_same_v<M, int64_t TrainerOptions::*>) {
+          o.*m = integer(INT64_MIN, INT64_MAX);
+        } else if constexpr (std::is_same_v<M, std::optional<int64_t> TrainerOptions::*>) {
+          if (json_is_null(v)) o.*m = std::nullopt;
+          else o.*m = integer(INT64_MIN, INT64_MAX);
+        } else if constexpr (std::is_same_v<M, std::optional<uint64_t> TrainerOptions::*>) {
+          if (json_is_null(v)) o.*m = std::nullopt;
+          else o.*m = uint64_t(integer(0, INT64_MAX));
+        } else if constexpr (std::is_same_v<M, BatchCount TrainerOptions::*>) {
+          o.*m = batch_count(c, v, path);
+        } else if constexpr (std::is_same_v<M, double TrainerOptions::*>) {
+          want(json_is_number(v), "a number");
+          o.*m = json_number_value(v);
+        } else if constexpr (std::is_same_v<M, bool TrainerOptions::*>) {
+          want(json_is_boolean(v), "true or false");
+          o.*m = json_is_true(v);
+        }
+      },
+      f.member);
+}
+
+json_t *option_json(const detail::OptionField &f, const TrainerOptions &o) {
+  return std::visit(
+      [&](auto m) -> json_t * {
+        using M = decltype(m);
+        if constexpr (std::is_same_v<M, std::monostate>) {
+          return nullptr;
+        } else if constexpr (std::is_same_v<M, std::string TrainerOptions::*>) {
+          return json_string((o.*m).c_str());
+        } else if constexpr (std::is_same_v<M, Devices TrainerOptions::*>) {
+          const Devices &d = o.*m;
+          return d.text.empty() ? json_integer(d.count) : json_string(d.text.c_str());
+        } else if constexpr (std::is_same_v<M, std::optional<int64_t> TrainerOptions::*> ||
+                             std::is_same_v<M, std::optional<uint64_t> TrainerOptions::*>) {
+          return o.*m ? json_integer(json_int_t(*(o.*m))) : json_null();
+        } else if constexpr (std::is_same_v<M, BatchCount TrainerOptions::*>) {
+          const BatchCount &b = o.*m;
+          return b.fraction ? json_real(*b.fraction) : json_integer(json_int_t(b.batches));
+        } else if constexpr (std::is_same_v<M, double TrainerOptions::*>) {
+          return json_real(o.*m);
+        } else if constexpr (std::is_same_v<M, bool TrainerOptions::*>) {
+          return json_boolean(o.*m);
+        } else {
+          return json_integer(json_int_t(o.*m));
+        }
+      },
+      f.member);
+}
+
 TrainerOptions read_trainer(const Ctx &c, json_t *t, std::vector<std::string> &specs) {
   TrainerOptions o;
   Obj r(c, t, "trainer");
-  r.string("accelerator", o.accelerator);
-  if (json_t *d = r.get("devices")) {
-    if (json_is_integer(d)) {
-      o.devices = Devices(int(json_integer_value(d)));
-    } else if (json_is_string(d)) {
-      o.devices = Devices(std::string(json_string_value(d)));
-    } else {
-      c.error("trainer.devices", std::string("expected an integer or \"auto\", found ") + type_name(d));
-    }
-  }
-  r.string("strategy", o.strategy);
-  r.string("precision", o.precision);
-  r.string("profiler", o.profiler);
-  r.integer("num_nodes", o.num_nodes, 1, INT32_MAX);
-  if (json_t *e = r.get("max_epochs")) {
-    if (!json_is_null(e)) {
-      int64_t m = 0;
-      r.integer("max_epochs", m, -1, INT64_MAX);
-      o.max_epochs = m;
-    }
-  }
-  r.integer("max_steps", o.max_steps, -1, INT64_MAX);
-  const std::pair<const char *, BatchCount *> counts[] = {{"limit_train_batches", &o.limit_train_batches},
-                                                          {"limit_val_batches", &o.limit_val_batches},
-                                                          {"limit_test_batches", &o.limit_test_batches},
-                                                          {"val_check_interval", &o.val_check_interval}};
-  for (const auto &[k, dst] : counts)
-    if (json_t *v = r.get(k)) *dst = batch_count(c, v, r.key(k));
-  r.integer("check_val_every_n_epoch", o.check_val_every_n_epoch, 1, INT32_MAX);
-  r.integer("log_every_n_steps", o.log_every_n_steps, 1, INT32_MAX);
-  r.integer("accumulate_grad_batches", o.accumulate_grad_batches, 1, INT32_MAX);
-  r.number("gradient_clip_val", o.gradient_clip_val, 0.0, 1e300);
-  if (json_t *s = r.get("seed")) {
-    if (!json_is_null(s)) {
-      int64_t seed = 0;
-      r.integer("seed", seed, 0, INT64_MAX);
-      o.seed = uint64_t(seed);
-    }
-  }
-  r.string("default_root_dir", o.default_root_dir);
-  r.boolean("enable_progress_bar", o.enable_progress_bar);
-  r.boolean("enable_checkpointing", o.enable_checkpointing);
+  for (const detail::OptionField &f : detail::trainer_option_fields()) read_option(c, r, f, o);
   if (json_t *cbs = r.get("callbacks")) {
     if (!json_is_array(cbs)) c.error("trainer.callbacks", std::string("expected an array, found ") + type_name(cbs));
     for (size_t i = 0; i < json_array_size(cbs); ++i) {
@@ -435,14 +390,6 @@ Job load_job(const std::string &path, const std::vector<Override> &overrides) {
   return parse_job(detail::read_file(path), path, overrides);
 }
 
-namespace {
-
-json_t *count_json(const BatchCount &b) {
-  return b.fraction ? json_real(*b.fraction) : json_integer(json_int_t(b.batches));
-}
-
-}  // namespace
-
 std::string job_to_json(const Job &job) {
   detail::Json root(json_object());
   json_t *layers = json_array();
@@ -506,37 +453,22 @@ std::string job_to_json(const Job &job) {
 
   const TrainerOptions &t = job.trainer;
   json_t *tr = json_object();
-  json_object_set_new(tr, "accelerator", json_string(t.accelerator.c_str()));
-  json_object_set_new(tr, "devices", t.devices.text.empty() ? json_integer(t.devices.count)
-                                                            : json_string(t.devices.text.c_str()));
-  json_object_set_new(tr, "strategy", json_string(t.strategy.c_str()));
-  json_object_set_new(tr, "precision", json_string(t.precision.c_str()));
-  json_object_set_new(tr, "profiler", json_string(t.profiler.c_str()));
-  json_object_set_new(tr, "num_nodes", json_integer(t.num_nodes));
-  json_object_set_new(tr, "max_epochs", t.max_epochs ? json_integer(*t.max_epochs) : json_null());
-  json_object_set_new(tr, "max_steps", json_integer(t.max_steps));
-  json_object_set_new(tr, "limit_train_batches", count_json(t.limit_train_batches));
-  json_object_set_new(tr, "limit_val_batches", count_json(t.limit_val_batches));
-  json_object_set_new(tr, "limit_test_batches", count_json(t.limit_test_batches));
-  json_object_set_new(tr, "val_check_interval", count_json(t.val_check_interval));
-  json_object_set_new(tr, "check_val_every_n_epoch", json_integer(t.check_val_every_n_epoch));
-  json_object_set_new(tr, "log_every_n_steps", json_integer(t.log_every_n_steps));
-  json_object_set_new(tr, "accumulate_grad_batches", json_integer(t.accumulate_grad_batches));
-  json_object_set_new(tr, "gradient_clip_val", json_real(t.gradient_clip_val));
-  json_object_set_new(tr, "seed", t.seed ? json_integer(json_int_t(*t.seed)) : json_null());
-  json_object_set_new(tr, "default_root_dir", json_string(t.default_root_dir.c_str()));
-  json_t *cbs = json_array();
-  for (const auto &spec : job.callback_specs) json_array_append_new(cbs, json_loads(spec.c_str(), 0, nullptr));
-  json_object_set_new(tr, "callbacks", cbs);
-  json_t *lg = json_array();
-  for (const auto &l : t.logger.list) {
-    bool jsonl = dynamic_cast<const JsonLinesLogger *>(l.get()) != nullptr;
-    json_array_append_new(lg, json_string(jsonl ? "jsonl" : "csv"));
+  for (const detail::OptionField &f : detail::trainer_option_fields()) {
+    json_t *v = option_json(f, t);
+    if (!v && std::string(f.key) == "callbacks") {
+      v = json_array();
+      for (const auto &spec : job.callback_specs) json_array_append_new(v, json_loads(spec.c_str(), 0, nullptr));
+    } else if (!v) {  // logger
+      json_t *lg = json_array();
+      for (const auto &l : t.logger.list) {
+        bool jsonl = dynamic_cast<const JsonLinesLogger *>(l.get()) != nullptr;
+        json_array_append_new(lg, json_string(jsonl ? "jsonl" : "csv"));
+      }
+      v = t.logger.enabled ? (t.logger.list.empty() ? json_true() : lg) : json_false();
+      if (v != lg) json_decref(lg);
+    }
+    json_object_set_new(tr, f.key, v);
   }
-  json_object_set_new(tr, "logger", t.logger.enabled ? (t.logger.list.empty() ? json_true() : lg) : json_false());
-  if (!t.logger.enabled || t.logger.list.empty()) json_decref(lg);
-  json_object_set_new(tr, "enable_progress_bar", json_boolean(t.enable_progress_bar));
-  json_object_set_new(tr, "enable_checkpointing", json_boolean(t.enable_checkpointing));
   json_object_set_new(root.get(), "trainer", tr);
   json_object_set_new(root.get(), "ckpt_path", json_string(job.ckpt_path.c_str()));
   json_object_set_new(root.get(), "test", json_boolean(job.test));

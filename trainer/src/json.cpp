@@ -1,7 +1,5 @@
 #include "json.hpp"
 
-#include "error.hpp"
-
 #include <cstdlib>
 
 namespace hpu::detail {
@@ -20,6 +18,93 @@ std::string dump(const json_t *j, size_t flags) {
   std::string out(s);
   std::free(s);
   return out;
+}
+
+const char *type_name(const json_t *v) {
+  switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+  }
+  return "?";
+}
+
+std::string JsonCtx::where(const std::string &path) const {
+  auto f = flags.find(path);
+  if (f != flags.end()) return "command line " + f->second + ": " + path;
+  // The nearest enclosing key with a line.
+  for (std::string p = path;;) {
+    auto it = lines.find(p);
+    if (it != lines.end()) return format("%s:%d: %s", source.c_str(), it->second, path.c_str());
+    size_t cut = p.find_last_of(".[");
+    if (cut == std::string::npos) return source + ": " + path;
+    p = p.substr(0, cut);
+  }
+}
+
+void JsonCtx::error(const std::string &path, const std::string &problem) const {
+  fail(HPU_ERROR_CONFIG, "%s: %s", where(path).c_str(), problem.c_str());
+}
+
+JsonObj::JsonObj(const JsonCtx &c, json_t *o, std::string path) : c_(c), o_(o), path_(std::move(path)) {
+  if (!json_is_object(o)) c.error(path_, std::string("expected an object, found ") + type_name(o));
+}
+
+void JsonObj::finish() const {
+  const char *k;
+  json_t *v;
+  json_object_foreach(o_, k, v) {
+    (void)v;
+    if (!used_.count(k)) c_.error(key(k), "unknown key" + known());
+  }
+}
+
+json_t *JsonObj::get(const char *k) {
+  used_.insert(k);
+  return json_object_get(o_, k);
+}
+
+void JsonObj::number(const char *k, double &out, double lo, double hi) {
+  json_t *v = get(k);
+  if (!v) return;
+  if (!json_is_number(v)) c_.error(key(k), std::string("expected a number, found ") + type_name(v));
+  double x = json_number_value(v);
+  if (!(x >= lo && x <= hi)) c_.error(key(k), format("%g is out of range [%g, %g]", x, lo, hi));
+  out = x;
+}
+
+void JsonObj::boolean(const char *k, bool &out) {
+  json_t *v = get(k);
+  if (!v) return;
+  if (!json_is_boolean(v)) c_.error(key(k), std::string("expected true or false, found ") + type_name(v));
+  out = json_is_true(v);
+}
+
+void JsonObj::string(const char *k, std::string &out, std::initializer_list<const char *> accepted) {
+  json_t *v = get(k);
+  if (!v) return;
+  if (!json_is_string(v)) c_.error(key(k), std::string("expected a string, found ") + type_name(v));
+  std::string s = json_string_value(v);
+  if (accepted.size()) {
+    std::string list;
+    bool ok = false;
+    for (const char *a : accepted) {
+      ok |= s == a;
+      list += std::string(list.empty() ? "" : ", ") + "\"" + a + "\"";
+    }
+    if (!ok) c_.error(key(k), "\"" + s + "\" is not one of " + list);
+  }
+  out = s;
+}
+
+std::string JsonObj::known() const {
+  std::string s;
+  for (const auto &a : used_) s += (s.empty() ? "; known keys: " : ", ") + a;
+  return s;
 }
 
 }  // namespace hpu::detail

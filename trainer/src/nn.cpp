@@ -77,9 +77,9 @@ Tensor rows_of(const Tensor &t) {
 void Parameter::accumulate(const Tensor &g, hpuStream_t stream) {
   if (!g) return;
   if (zero_pending_)
-    check(hpuTensorCopy(grad.get(), g.get(), stream));
+    check(hpuTensorCopy(stream, grad.get(), g.get()));
   else
-    check(hpuAddInplace(stream, g.get(), 1.0, grad.get()));
+    check(hpuAddInplace(stream, grad.get(), g.get(), 1.0));
   zero_pending_ = false;
   if (on_grad) on_grad(false);
 }
@@ -253,7 +253,9 @@ void LayerNorm::parameters(std::vector<Parameter *> &out, const std::string &pre
 Tensor LayerNorm::forward(Context &ctx, const Tensor &x) {
   hpuStream_t s = ctx.stream;
   hpuTensor_t y = nullptr, mean = nullptr, rstd = nullptr;
-  check(hpuLayerNorm(s, x.get(), w_.value.get(), b_.value.get(), eps_, &y, &mean, &rstd));
+  hpuLayerNormOptions_t options = HPU_LAYER_NORM_OPTIONS_INIT;
+  options.eps = eps_;
+  check(hpuLayerNorm(s, x.get(), w_.value.get(), b_.value.get(), &options, &y, &mean, &rstd));
   Tensor ty(y), tm(mean), tr(rstd);
   if (ctx.training) {
     const bool input_grad = ctx.tape.needs_input_grad();
@@ -340,12 +342,12 @@ std::unique_ptr<Module> Sequential::clone() const {
 Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
   hpuStream_t s = ctx.stream;
   Tensor loss = op([&](hpuTensor_t *o) {
-    return hpuCrossEntropyLoss(s, logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
+    return hpuCrossEntropyLoss(s, logits.get(), labels.get(), nullptr, nullptr, o);
   });
   if (ctx.training && ctx.tape.needs_input_grad())
     ctx.tape.push([s, logits, labels](const Tensor &g) {
       return op([&](hpuTensor_t *o) {
-        return hpuCrossEntropyLossBackward(s, g.get(), logits.get(), labels.get(), HPU_REDUCTION_MEAN, -100, o);
+        return hpuCrossEntropyLossBackward(s, g.get(), logits.get(), labels.get(), nullptr, nullptr, o);
       });
     });
   return loss;

@@ -1,6 +1,7 @@
 #include <hpu/trainer/options.hpp>
 
 #include "error.hpp"
+#include "option_fields.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,16 +30,6 @@ int parse_devices(const Devices &d, int visible) {
     fail(HPU_ERROR_INVALID_ARGUMENT,
          "devices is %d, but only %d HPUs are visible (see HPU_NUM_DEVICES and HPU_VISIBLE_DEVICES)", n, visible);
   return n;
-}
-
-void check_count(const BatchCount &c, const char *name) {
-  if (c.fraction) {
-    double f = *c.fraction;
-    if (!(f >= 0.0 && f <= 1.0))
-      fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %g; a fraction must be in [0, 1] (or give a number of batches)", name, f);
-  } else if (c.batches < 0) {
-    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %lld; expected >= 0 batches", name, (long long)c.batches);
-  }
 }
 
 // NODE_RANK as Lightning reads it, or a launcher's equivalent.
@@ -82,12 +73,12 @@ int64_t limit_batches(const BatchCount &limit, int64_t total) {
 
 TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
   TrainerConfig c;
-  if (o.accelerator != "hpu" && o.accelerator != "auto")
-    fail(HPU_ERROR_INVALID_ARGUMENT, "accelerator is \"%s\"; accepted values: \"hpu\", \"auto\"", o.accelerator.c_str());
+  // Each option's range and accepted values (option_fields.cpp), in the
+  // table's order; then the rules between options and the "auto" choices.
+  for (const detail::OptionField &f : detail::trainer_option_fields()) detail::check_option(f, o);
   c.accelerator = "hpu";
   if (visible < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "no HPUs are visible (HPU_NUM_DEVICES, HPU_VISIBLE_DEVICES)");
   c.devices = parse_devices(o.devices, visible);
-  if (o.num_nodes < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "num_nodes is %d; expected >= 1", o.num_nodes);
   c.num_nodes = o.num_nodes;
   c.node_rank = node_rank_from_env();
   // Under a launcher each process is a node of `devices` ranks (its exact rank
@@ -97,52 +88,18 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
     fail(HPU_ERROR_INVALID_ARGUMENT, "NODE_RANK is %d, but num_nodes is %d", c.node_rank, c.num_nodes);
   c.world_size = std::max(processes, c.num_nodes) * c.devices;
 
-  if (o.strategy == "auto") {
-    c.strategy = c.world_size > 1 ? "hpu_ddp" : "hpu_single";
-  } else if (o.strategy == "hpu_single") {
-    if (c.world_size > 1)
-      fail(HPU_ERROR_INVALID_ARGUMENT,
-           "strategy is \"hpu_single\", but devices x num_nodes is %d; use \"hpu_ddp\" or \"auto\"", c.world_size);
-    c.strategy = o.strategy;
-  } else if (o.strategy == "hpu_ddp") {
-    c.strategy = o.strategy;
-  } else {
-    fail(HPU_ERROR_INVALID_ARGUMENT, "strategy is \"%s\"; accepted values: \"auto\", \"hpu_single\", \"hpu_ddp\"",
-         o.strategy.c_str());
-  }
-
-  if (o.precision != "32-true" && o.precision != "bf16-mixed")
-    fail(HPU_ERROR_INVALID_ARGUMENT, "precision is \"%s\"; accepted values: \"32-true\", \"bf16-mixed\"",
-         o.precision.c_str());
+  if (o.strategy == "hpu_single" && c.world_size > 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT,
+         "strategy is \"hpu_single\", but devices x num_nodes is %d; use \"hpu_ddp\" or \"auto\"", c.world_size);
+  if (o.strategy == "auto") c.strategy = c.world_size > 1 ? "hpu_ddp" : "hpu_single";
+  else c.strategy = o.strategy;
   c.precision = o.precision;
-
-  if (o.max_steps < -1) fail(HPU_ERROR_INVALID_ARGUMENT, "max_steps is %lld; expected >= -1", (long long)o.max_steps);
   c.max_steps = o.max_steps;
-  if (o.max_epochs) {
-    if (*o.max_epochs < -1)
-      fail(HPU_ERROR_INVALID_ARGUMENT, "max_epochs is %lld; expected >= -1", (long long)*o.max_epochs);
-    c.max_epochs = *o.max_epochs;
-  } else {
-    c.max_epochs = o.max_steps == -1 ? 1000 : -1;
-  }
-
-  check_count(o.limit_train_batches, "limit_train_batches");
-  check_count(o.limit_val_batches, "limit_val_batches");
-  check_count(o.limit_test_batches, "limit_test_batches");
-  check_count(o.val_check_interval, "val_check_interval");
+  c.max_epochs = o.max_epochs ? *o.max_epochs : o.max_steps == -1 ? 1000 : -1;
   if (!o.val_check_interval.fraction && o.val_check_interval.batches == 0)
     fail(HPU_ERROR_INVALID_ARGUMENT, "val_check_interval is 0; expected a fraction in (0, 1] or >= 1 batches");
   if (o.val_check_interval.fraction && *o.val_check_interval.fraction == 0.0)
     fail(HPU_ERROR_INVALID_ARGUMENT, "val_check_interval is 0.0; expected a fraction in (0, 1] or >= 1 batches");
-  if (o.check_val_every_n_epoch < 1)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "check_val_every_n_epoch is %d; expected >= 1", o.check_val_every_n_epoch);
-  if (o.log_every_n_steps < 1)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "log_every_n_steps is %d; expected >= 1", o.log_every_n_steps);
-  if (o.accumulate_grad_batches < 1)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "accumulate_grad_batches is %d; expected >= 1", o.accumulate_grad_batches);
-  if (!(o.gradient_clip_val >= 0.0) || std::isinf(o.gradient_clip_val))
-    fail(HPU_ERROR_INVALID_ARGUMENT, "gradient_clip_val is %g; expected a finite value >= 0 (0 = off)",
-         o.gradient_clip_val);
   if (o.seed) {
     c.seed = *o.seed;
   } else {
@@ -150,8 +107,6 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
     c.seed = (uint64_t(rd()) << 32) ^ rd();
   }
   c.default_root_dir = o.default_root_dir.empty() ? "." : o.default_root_dir;
-  if (!o.profiler.empty() && o.profiler != "hpu")
-    fail(HPU_ERROR_INVALID_ARGUMENT, "profiler is \"%s\"; accepted values: \"\" (none), \"hpu\"", o.profiler.c_str());
   c.profiler = o.profiler;
   return c;
 }

@@ -37,10 +37,10 @@ size_t DeviceBatch::load(const TensorDataset &set, const std::vector<size_t> &or
   shape[0] = int64_t(n);
   x = n == capacity_ ? x_all_ : x_all_.window(0, shape);
   y = n == capacity_ ? y_all_ : y_all_.window(0, {int64_t(n)});
-  check(hpuMemcpyRowsAsync(data_of(x_all_), set.features().data(), set.sample_numel() * sizeof(float), rows_.data(),
-                           n, HPU_MEMCPY_HOST_TO_DEVICE, stream));
-  check(hpuMemcpyRowsAsync(data_of(y_all_), set.labels().data(), sizeof(int32_t), rows_.data(), n,
-                           HPU_MEMCPY_HOST_TO_DEVICE, stream));
+  check(hpuMemcpyRowsAsync(stream, data_of(x_all_), set.features().data(), set.sample_numel() * sizeof(float),
+                           rows_.data(), n, HPU_MEMCPY_HOST_TO_DEVICE));
+  check(hpuMemcpyRowsAsync(stream, data_of(y_all_), set.labels().data(), sizeof(int32_t), rows_.data(), n,
+                           HPU_MEMCPY_HOST_TO_DEVICE));
   copied_->record(stream);
   return n;
 }
@@ -50,10 +50,10 @@ void LossReadback::start(const Tensor &loss, hpuComm_t comm, hpuStream_t stream)
     dev_ = Tensor::empty(loss.device(), HPU_FLOAT32, {});
     ready_ = std::make_unique<Event>();
   }
-  check(hpuTensorCopy(dev_.get(), loss.get(), stream));
+  check(hpuTensorCopy(stream, dev_.get(), loss.get()));
   void *d = data_of(dev_);
-  if (comm) check(hpuAllreduce(d, d, 1, HPU_FLOAT32, HPU_AVG, comm, stream));
-  check(hpuMemcpyAsync(host_.get(), d, sizeof(float), HPU_MEMCPY_DEVICE_TO_HOST, stream));
+  if (comm) check(hpuAllreduce(stream, comm, d, d, 1, HPU_FLOAT32, HPU_AVG));
+  check(hpuMemcpyAsync(stream, host_.get(), d, sizeof(float), HPU_MEMCPY_DEVICE_TO_HOST));
   ready_->record(stream);
 }
 

@@ -53,7 +53,7 @@ struct JsonDoc {
 TEST(TrainerCApi, RunsAJobAndReturnsItsMetrics) {
   TempDir dir;
   char *result = nullptr;
-  ASSERT_EQ(hpuTrainerRunJob(&result, tiny_job(dir.path()).c_str(), "tiny.json"), HPU_SUCCESS)
+  ASSERT_EQ(hpuTrainerRunJob(tiny_job(dir.path()).c_str(), "tiny.json", &result), HPU_SUCCESS)
       << hpuGetLastErrorMessage();
   ASSERT_NE(result, nullptr);
   JsonDoc doc(result);
@@ -77,7 +77,7 @@ TEST(TrainerCApi, GivesTheTestMetricsHpuTrainPrints) {
   TempDir dir;
   const std::string job = tiny_job(dir.path(), R"(, "enable_checkpointing": false)");
   char *result = nullptr;
-  ASSERT_EQ(hpuTrainerRunJob(&result, job.c_str(), nullptr), HPU_SUCCESS) << hpuGetLastErrorMessage();
+  ASSERT_EQ(hpuTrainerRunJob(job.c_str(), nullptr, &result), HPU_SUCCESS) << hpuGetLastErrorMessage();
   JsonDoc doc(result);
   hpuFree(result);
 
@@ -95,18 +95,19 @@ TEST(TrainerCApi, GivesTheTestMetricsHpuTrainPrints) {
 
 TEST(TrainerCApi, BadJobIsAStatusWithTheKeyAndLine) {
   char *result = reinterpret_cast<char *>(0x1);  // untouched on failure
-  EXPECT_EQ(hpuTrainerRunJob(&result, "{\"model\": {\"layers\": [{\"type\": \"relu\"}]},\n \"trainer\": {\"max_epochs\": \"two\"}}",
-                             "bad.json"),
-            HPU_ERROR_CONFIG);
+  EXPECT_EQ(
+      hpuTrainerRunJob("{\"model\": {\"layers\": [{\"type\": \"relu\"}]},\n \"trainer\": {\"max_epochs\": \"two\"}}",
+                       "bad.json", &result),
+      HPU_ERROR_CONFIG);
   EXPECT_EQ(result, reinterpret_cast<char *>(0x1));
   std::string msg = hpuGetLastErrorMessage();
   EXPECT_EQ(msg.rfind("hpuTrainerRunJob: bad.json:2: trainer.max_epochs", 0), 0u) << msg;
 
-  EXPECT_EQ(hpuTrainerRunJob(&result, "{", nullptr), HPU_ERROR_CONFIG);
+  EXPECT_EQ(hpuTrainerRunJob("{", nullptr, &result), HPU_ERROR_CONFIG);
   EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("<job>"), std::string::npos) << hpuGetLastErrorMessage();
 
   TempDir dir;
-  EXPECT_EQ(hpuTrainerRunJob(&result, tiny_job(dir.path(), R"(, "devices": 99)").c_str(), nullptr),
+  EXPECT_EQ(hpuTrainerRunJob(tiny_job(dir.path(), R"(, "devices": 99)").c_str(), nullptr, &result),
             HPU_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("devices is 99, but only"), std::string::npos)
       << hpuGetLastErrorMessage();
@@ -114,9 +115,9 @@ TEST(TrainerCApi, BadJobIsAStatusWithTheKeyAndLine) {
 
 TEST(TrainerCApi, NullArgumentsAreNamed) {
   char *result = nullptr;
-  EXPECT_EQ(hpuTrainerRunJob(nullptr, "{}", nullptr), HPU_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hpuTrainerRunJob("{}", nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuTrainerRunJob: result_json is NULL");
-  EXPECT_EQ(hpuTrainerRunJob(&result, nullptr, nullptr), HPU_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hpuTrainerRunJob(nullptr, nullptr, &result), HPU_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuTrainerRunJob: job_json is NULL");
   EXPECT_EQ(result, nullptr);
 }
@@ -139,7 +140,7 @@ TEST(TrainerCApi, ACancelledJobStopsBeforeItsNextBatchAndLeavesWholeCheckpoints)
   hpuStatus_t status = HPU_SUCCESS;
   std::string message;
   std::thread worker([&] {
-    status = hpuTrainerRunJob(&result, job.c_str(), "cancel.json");
+    status = hpuTrainerRunJob(job.c_str(), "cancel.json", &result);
     message = hpuGetLastErrorMessage();
   });
   const auto deadline = clock::now() + std::chrono::seconds(60);
@@ -149,7 +150,7 @@ TEST(TrainerCApi, ACancelledJobStopsBeforeItsNextBatchAndLeavesWholeCheckpoints)
 
   // One job at a time.
   char *other = nullptr;
-  EXPECT_EQ(hpuTrainerRunJob(&other, job.c_str(), nullptr), HPU_ERROR_INVALID_USAGE);
+  EXPECT_EQ(hpuTrainerRunJob(job.c_str(), nullptr, &other), HPU_ERROR_INVALID_USAGE);
   EXPECT_STREQ(hpuGetLastErrorMessage(), "hpuTrainerRunJob: another job is running in this process; one runs at a time");
 
   const auto asked = clock::now();
@@ -176,7 +177,7 @@ TEST(TrainerCApi, ACancelledJobStopsBeforeItsNextBatchAndLeavesWholeCheckpoints)
   // Nothing is left running or cancelled: the next job runs to its end.
   EXPECT_EQ(hpuTrainerCancelJob(), HPU_ERROR_INVALID_USAGE);
   TempDir next;
-  ASSERT_EQ(hpuTrainerRunJob(&result, tiny_job(next.path(), R"(, "enable_checkpointing": false)").c_str(), nullptr),
+  ASSERT_EQ(hpuTrainerRunJob(tiny_job(next.path(), R"(, "enable_checkpointing": false)").c_str(), nullptr, &result),
             HPU_SUCCESS)
       << hpuGetLastErrorMessage();
   hpuFree(result);
@@ -197,7 +198,7 @@ TEST(TrainerCApi, TrainerLinesGoThroughTheLogCallback) {
   char *result = nullptr;
   // ModelCheckpoint monitoring val_acc, stopped by max_steps before any validation: a warning.
   const std::string job = tiny_job(dir.path(), R"(, "max_steps": 2, "callbacks": [{"type": "ModelCheckpoint", "monitor": "val_acc"}])");
-  ASSERT_EQ(hpuTrainerRunJob(&result, job.c_str(), nullptr), HPU_SUCCESS) << hpuGetLastErrorMessage();
+  ASSERT_EQ(hpuTrainerRunJob(job.c_str(), nullptr, &result), HPU_SUCCESS) << hpuGetLastErrorMessage();
   hpuFree(result);
   hpuSetLogLevel(saved);
   hpuSetLogCallback(nullptr, nullptr);

@@ -6,18 +6,10 @@
 // concurrent async tasks never see each other's regions.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { declare, hpuFree, readString } = require('./native');
+const { C, hpuFree, readString } = require('./native');
 const { invalidArgument } = require('./errors');
 const { dtypeInfo, dtypeName } = require('./dtypes');
 
-const C = declare({
-  hpuAutocastPush: 'int hpuAutocastPush(int enabled, int dtype)',
-  hpuAutocastPop: 'int hpuAutocastPop(void)',
-  hpuAutocastGetState: 'int hpuAutocastGetState(_Out_ int *enabled, _Out_ int *dtype)',
-  hpuAutocastSetOpList: 'int hpuAutocastSetOpList(int which, const char **names, size_t count)',
-  hpuAutocastGetOpList: 'int hpuAutocastGetOpList(int which, _Out_ void **names)',
-  hpuAutocastGetOpDtype: 'int hpuAutocastGetOpDtype(const char *op, const int *inputs, size_t count, _Out_ int *dtype)',
-});
 
 const region = new AsyncLocalStorage();
 

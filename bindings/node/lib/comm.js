@@ -6,46 +6,21 @@
 
 const native = require('./native');
 
-const { koffi, lib, declare, getLastErrorMessage } = native;
+const { C, abi, raw, getLastErrorMessage } = native;
 const { HpuError, invalidArgument, statusName } = require('./errors');
 const { resolve, deviceCount } = require('./device');
 const { streamFor } = require('./stream');
 const { DTYPES } = require('./dtypes');
 const { Tensor, empty } = require('./tensor');
 
-const UNIQUE_ID_BYTES = 128;
-koffi.struct('hpuUniqueId_t', { internal: koffi.array('uint8_t', UNIQUE_ID_BYTES) });
-
-const COLL = 'const void *send, void *recv, size_t count, int dtype';
-const C = declare({
-  hpuGetUniqueId: 'int hpuGetUniqueId(_Out_ hpuUniqueId_t *id)',
-  hpuCommInitAll: 'int hpuCommInitAll(_Out_ hpuHandle *comms, int ndev, const hpuHandle *devs)',
-  hpuCommInitFromEnv: 'int hpuCommInitFromEnv(_Out_ hpuHandle *comms, int ndev, const hpuHandle *devs)',
-  hpuCommDestroy: 'int hpuCommDestroy(hpuHandle comm)',
-  hpuCommAbort: 'int hpuCommAbort(hpuHandle comm)',
-  hpuCommGetAsyncError: 'int hpuCommGetAsyncError(hpuHandle comm, _Out_ int *error)',
-  hpuCommCount: 'int hpuCommCount(hpuHandle comm, _Out_ int *count)',
-  hpuCommUserRank: 'int hpuCommUserRank(hpuHandle comm, _Out_ int *rank)',
-  hpuCommSetTimeout: 'int hpuCommSetTimeout(hpuHandle comm, double seconds)',
-  hpuCommGetTimeout: 'int hpuCommGetTimeout(hpuHandle comm, _Out_ double *seconds)',
-  hpuAllreduce: `int hpuAllreduce(${COLL}, int op, hpuHandle comm, hpuHandle stream)`,
-  hpuBroadcast: `int hpuBroadcast(${COLL}, int root, hpuHandle comm, hpuHandle stream)`,
-  hpuReduce: `int hpuReduce(${COLL}, int op, int root, hpuHandle comm, hpuHandle stream)`,
-  hpuAllgather: `int hpuAllgather(${COLL}, hpuHandle comm, hpuHandle stream)`,
-  hpuReduceScatter: `int hpuReduceScatter(${COLL}, int op, hpuHandle comm, hpuHandle stream)`,
-  hpuAlltoall: `int hpuAlltoall(${COLL}, hpuHandle comm, hpuHandle stream)`,
-  hpuBarrier: 'int hpuBarrier(hpuHandle comm, hpuHandle stream)',
-  hpuSend: 'int hpuSend(const void *send, size_t count, int dtype, int peer, hpuHandle comm, hpuHandle stream)',
-  hpuRecv: 'int hpuRecv(void *recv, size_t count, int dtype, int peer, hpuHandle comm, hpuHandle stream)',
-  hpuGroupStart: 'int hpuGroupStart(void)',
-  hpuGroupEnd: 'int hpuGroupEnd(void)',
-});
+const UNIQUE_ID_BYTES = abi.CONSTANTS.HPU_UNIQUE_ID_BYTES;
 // Joining blocks until every rank has joined: it runs on a worker thread (koffi's async call).
-const initRankRaw = lib.func('int hpuCommInitRank(_Out_ hpuHandle *comm, hpuHandle dev, int nranks, const hpuUniqueId_t *id, int rank)');
+const initRankRaw = raw('hpuCommInitRank');
 
 /** Reduction operations (hpuRedOp_t), named as torch.distributed.ReduceOp. */
-const ReduceOp = Object.freeze({ SUM: 0, PRODUCT: 1, MIN: 2, MAX: 3, AVG: 4 });
-const OP_NAMES = { sum: 0, product: 1, prod: 1, min: 2, max: 3, avg: 4, mean: 4 };
+const { HPU_SUM, HPU_PROD, HPU_MIN, HPU_MAX, HPU_AVG } = abi.ENUMS.hpuRedOp_t;
+const ReduceOp = Object.freeze({ SUM: HPU_SUM, PRODUCT: HPU_PROD, MIN: HPU_MIN, MAX: HPU_MAX, AVG: HPU_AVG });
+const OP_NAMES = { sum: HPU_SUM, product: HPU_PROD, prod: HPU_PROD, min: HPU_MIN, max: HPU_MAX, avg: HPU_AVG, mean: HPU_AVG };
 
 function opOf(op) {
   if (typeof op === 'string' && op.toLowerCase() in OP_NAMES) return OP_NAMES[op.toLowerCase()];
@@ -55,9 +30,9 @@ function opOf(op) {
 
 /** A new rendezvous token (128 bytes with a fresh random secret) for Comm.initRank. */
 function getUniqueId() {
-  const id = {};
+  const id = Buffer.alloc(UNIQUE_ID_BYTES); // hpuUniqueId_t's bytes (koffi would read its char array as a string)
   C.hpuGetUniqueId(id);
-  return Buffer.from(id.internal);
+  return id;
 }
 
 const reaper = new FinalizationRegistry((handle) => {
@@ -120,7 +95,7 @@ class Comm {
     const dev = resolve(device);
     const out = [null];
     return new Promise((ok, fail) => {
-      initRankRaw.async(out, dev.handle, worldSize, { internal: uniqueId }, rank, (err, status) => {
+      initRankRaw.async(out, dev.handle, worldSize, uniqueId, rank, (err, status) => {
         if (err) fail(err);
         // libhpu's message is thread-local to the worker that made the call: say what we know.
         else if (status !== 0) fail(new HpuError(status, `hpuCommInitRank: rank ${rank} of ${worldSize} on ${dev} failed with ${statusName(status)}`));
@@ -164,29 +139,29 @@ class Comm {
   /** tensor = op over all ranks of tensor, in place. */
   allReduce(tensor, op = 'sum') {
     const p = this._tensor('allReduce', 'tensor', tensor).dataPtr();
-    C.hpuAllreduce(p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), this.handle, this._stream());
+    C.hpuAllreduce(this._stream(), this.handle, p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op));
     return tensor;
   }
 
   /** tensor = rank `src`'s tensor, on every rank. */
   broadcast(tensor, src = 0) {
     const p = this._tensor('broadcast', 'tensor', tensor).dataPtr();
-    C.hpuBroadcast(p, p, tensor.numel, DTYPES[tensor.dtype].value, src, this.handle, this._stream());
+    C.hpuBroadcast(this._stream(), this.handle, p, p, tensor.numel, DTYPES[tensor.dtype].value, src);
     return tensor;
   }
 
   /** On rank `dst`: tensor = op over all ranks of tensor. */
   reduce(tensor, dst = 0, op = 'sum') {
     const p = this._tensor('reduce', 'tensor', tensor).dataPtr();
-    C.hpuReduce(p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), dst, this.handle, this._stream());
+    C.hpuReduce(this._stream(), this.handle, p, p, tensor.numel, DTYPES[tensor.dtype].value, opOf(op), dst);
     return tensor;
   }
 
   /** output = the inputs of all ranks, concatenated. */
   allGatherIntoTensor(output, input) {
     this._pair('allGatherIntoTensor', output, input, input.numel * this.worldSize);
-    C.hpuAllgather(input.dataPtr(), output.dataPtr(), input.numel, DTYPES[input.dtype].value, this.handle,
-      this._stream());
+    C.hpuAllgather(this._stream(), this.handle, input.dataPtr(), output.dataPtr(), input.numel,
+      DTYPES[input.dtype].value);
     return output;
   }
 
@@ -215,8 +190,8 @@ class Comm {
       throw invalidArgument(`reduceScatterTensor: input has ${input.numel} elements, not a multiple of worldSize ${this.worldSize}`);
     }
     this._pair('reduceScatterTensor', output, input, input.numel / this.worldSize);
-    C.hpuReduceScatter(input.dataPtr(), output.dataPtr(), output.numel, DTYPES[input.dtype].value, opOf(op),
-      this.handle, this._stream());
+    C.hpuReduceScatter(this._stream(), this.handle, input.dataPtr(), output.dataPtr(), output.numel,
+      DTYPES[input.dtype].value, opOf(op));
     return output;
   }
 
@@ -226,24 +201,24 @@ class Comm {
       throw invalidArgument(`allToAllSingle: input has ${input.numel} elements, not a multiple of worldSize ${this.worldSize}`);
     }
     this._pair('allToAllSingle', output, input, input.numel);
-    C.hpuAlltoall(input.dataPtr(), output.dataPtr(), input.numel / this.worldSize, DTYPES[input.dtype].value,
-      this.handle, this._stream());
+    C.hpuAlltoall(this._stream(), this.handle, input.dataPtr(), output.dataPtr(), input.numel / this.worldSize,
+      DTYPES[input.dtype].value);
     return output;
   }
 
   barrier() {
-    C.hpuBarrier(this.handle, this._stream());
+    C.hpuBarrier(this._stream(), this.handle);
   }
 
   /** Sends tensor to rank `dst` (exchanges go inside hpu.group()). */
   send(tensor, dst) {
     this._tensor('send', 'tensor', tensor);
-    C.hpuSend(tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, dst, this.handle, this._stream());
+    C.hpuSend(this._stream(), this.handle, tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, dst);
   }
 
   recv(tensor, src) {
     this._tensor('recv', 'tensor', tensor);
-    C.hpuRecv(tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, src, this.handle, this._stream());
+    C.hpuRecv(this._stream(), this.handle, tensor.dataPtr(), tensor.numel, DTYPES[tensor.dtype].value, src);
     return tensor;
   }
 

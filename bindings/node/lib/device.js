@@ -3,7 +3,7 @@
 // device is opened on first use and stays open for the life of the process.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { C, sized, DeviceProperties } = require('./native');
+const { C, sized } = require('./native');
 const { invalidArgument } = require('./errors');
 
 const handles = new Map();
@@ -47,7 +47,7 @@ class Device {
 
   /** { name, profile, totalMemory, memoryLimit, ordinal, moduleId } */
   get properties() {
-    const p = sized(DeviceProperties);
+    const p = sized('hpuDeviceProperties_t');
     C.hpuDeviceGetProperties(this.handle, p);
     return {
       name: p.name, profile: p.profile, totalMemory: p.total_memory, memoryLimit: p.memory_limit,

@@ -12,18 +12,9 @@
 
 const fs = require('node:fs');
 const net = require('node:net');
-const { koffi, declare, hpuFree, readString } = require('./native');
+const { koffi, C, hpuFree, readString } = require('./native');
 const { invalidArgument } = require('./errors');
 
-const C = declare({
-  hpuSetLogFile: 'int hpuSetLogFile(const char *path)',
-  hpuLogWrite: 'int hpuLogWrite(int level, const char *component, const char *message)',
-  hpuSetLogLevel: 'int hpuSetLogLevel(int level)',
-  hpuGetLogLevel: 'int hpuGetLogLevel(_Out_ int *level)',
-  hpuProfilerStart: 'int hpuProfilerStart(const char *path)',
-  hpuProfilerStop: 'int hpuProfilerStop(void)',
-  hpuProfilerGetSummary: 'int hpuProfilerGetSummary(_Out_ void **text)',
-});
 
 /** hpuLogLevel_t names, by number. */
 const LOG_LEVELS = Object.freeze(['off', 'error', 'warn', 'info', 'debug', 'trace']);

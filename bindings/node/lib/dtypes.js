@@ -2,20 +2,21 @@
 // Data types (hpuDataType_t) by name, and the typed arrays that hold them.
 
 const { invalidArgument } = require('./errors');
+const { ENUMS: { hpuDataType_t: T } } = require('./abi');
 
 /** name: { value (hpuDataType_t), itemsize, array (the TypedArray of its elements, or of its raw bits) } */
 const DTYPES = Object.freeze({
-  bool: { value: 0, itemsize: 1, array: Uint8Array },
-  uint8: { value: 1, itemsize: 1, array: Uint8Array },
-  int8: { value: 2, itemsize: 1, array: Int8Array },
-  int32: { value: 3, itemsize: 4, array: Int32Array },
-  uint32: { value: 4, itemsize: 4, array: Uint32Array },
-  int64: { value: 5, itemsize: 8, array: BigInt64Array },
-  uint64: { value: 6, itemsize: 8, array: BigUint64Array },
-  float16: { value: 7, itemsize: 2, array: Uint16Array, floating: true, bits: true },
-  bfloat16: { value: 8, itemsize: 2, array: Uint16Array, floating: true, bits: true },
-  float32: { value: 9, itemsize: 4, array: Float32Array, floating: true },
-  float64: { value: 10, itemsize: 8, array: Float64Array, floating: true },
+  bool: { value: T.HPU_BOOL, itemsize: 1, array: Uint8Array },
+  uint8: { value: T.HPU_UINT8, itemsize: 1, array: Uint8Array },
+  int8: { value: T.HPU_INT8, itemsize: 1, array: Int8Array },
+  int32: { value: T.HPU_INT32, itemsize: 4, array: Int32Array },
+  uint32: { value: T.HPU_UINT32, itemsize: 4, array: Uint32Array },
+  int64: { value: T.HPU_INT64, itemsize: 8, array: BigInt64Array },
+  uint64: { value: T.HPU_UINT64, itemsize: 8, array: BigUint64Array },
+  float16: { value: T.HPU_FLOAT16, itemsize: 2, array: Uint16Array, floating: true, bits: true },
+  bfloat16: { value: T.HPU_BFLOAT16, itemsize: 2, array: Uint16Array, floating: true, bits: true },
+  float32: { value: T.HPU_FLOAT32, itemsize: 4, array: Float32Array, floating: true },
+  float64: { value: T.HPU_FLOAT64, itemsize: 8, array: Float64Array, floating: true },
 });
 const NAMES = Object.keys(DTYPES);
 
@@ -26,9 +27,11 @@ function dtypeInfo(name) {
   return info;
 }
 
+const BY_VALUE = new Map(NAMES.map((name) => [DTYPES[name].value, name]));
+
 /** The dtype name of an hpuDataType_t number. */
 function dtypeName(value) {
-  return NAMES[value];
+  return BY_VALUE.get(value);
 }
 
 /** The dtype a TypedArray holds (Uint16Array: none, its bits are ambiguous). */

@@ -1,11 +1,11 @@
-// Type declarations of the hpu Node.js binding (libhpu over koffi).
+// Type declarations of the hpu Node.js binding (libhpu over koffi). The C layer's
+// (statuses, constants, structs, the functions native.js declares) are generated into
+// abi.d.ts by tools/abi/gen_bindings.py.
 
-/** libhpu's statuses (hpuStatus_t). */
-export declare const Status: Readonly<{
-  SUCCESS: 0; INVALID_ARGUMENT: 1; INVALID_HANDLE: 2; OUT_OF_MEMORY: 3; NOT_FOUND: 4; BUSY: 5;
-  NOT_READY: 6; UNSUPPORTED: 7; CONFIG: 8; IO: 9; NOT_AVAILABLE: 10; INVALID_USAGE: 11; REMOTE: 12;
-  TIMEOUT: 13; ABORTED: 14; ADDRESS_IN_USE: 15; INTERNAL: 99;
-}>;
+import type { Status as AbiStatus } from './abi';
+
+/** libhpu's statuses (hpuStatus_t), generated from the headers into abi.d.ts. */
+export declare const Status: typeof AbiStatus;
 
 /** A failed libhpu call: `status` is the number, `code` its C name, `message` libhpu's detail. */
 export declare class HpuError extends Error {

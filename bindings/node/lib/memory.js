@@ -1,7 +1,7 @@
 'use strict';
 // Device memory: Habana's memory statistics and raw allocations.
 
-const { koffi, C, MemStats, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } = require('./native');
+const { koffi, abi, C, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE } = require('./native');
 const { Status, HpuError, invalidArgument } = require('./errors');
 const { resolve } = require('./device');
 
@@ -10,13 +10,12 @@ const HABANA_STATS_KEYS = Object.freeze(['Limit', 'InUse', 'MaxInUse', 'NumAlloc
   'MaxAllocSize', 'TotalSystemAllocs', 'TotalSystemFrees', 'TotalActiveAllocs']);
 /** The three figures libhpu's caching allocator adds after them. */
 const ALLOCATOR_STATS_KEYS = Object.freeze(['ReservedBytes', 'SegmentAllocs', 'SegmentFrees']);
-const FIELDS = ['limit', 'in_use', 'max_in_use', 'num_allocs', 'num_frees', 'active_allocs', 'max_alloc_size',
-  'total_system_allocs', 'total_system_frees', 'total_active_allocs', 'reserved_bytes', 'segment_allocs',
-  'segment_frees'];
+// hpuMemStats_t's figures, in the keys' order, and those that are signed.
+const FIELDS = Object.keys(abi.STRUCTS.hpuMemStats_t).filter((f) => f !== 'struct_size');
+const SIGNED = new Set(FIELDS.filter((f) => abi.STRUCTS.hpuMemStats_t[f] === 'int64_t'));
 
 // hpuMemStats_t read from a Buffer: struct_size, then 13 64-bit figures (two of them signed).
-const STATS_BYTES = koffi.sizeof(MemStats);
-const SIGNED = new Set(['active_allocs', 'total_active_allocs']);
+const STATS_BYTES = koffi.sizeof('hpuMemStats_t');
 
 function stats(device) {
   const buf = Buffer.alloc(STATS_BYTES);
@@ -71,8 +70,8 @@ function checkCount(value, name) {
   if (!Number.isSafeInteger(value) || value < 0) throw invalidArgument(`${name} ${value} is not a non-negative integer`);
 }
 
-const reaper = new FinalizationRegistry(({ device, ptr }) => {
-  try { C.hpuMemFree(device, ptr); } catch { /* the process may be ending */ }
+const reaper = new FinalizationRegistry((ptr) => {
+  try { C.hpuMemFree(ptr); } catch { /* the process may be ending */ }
 });
 
 /**
@@ -89,7 +88,7 @@ class DeviceMemory {
     this.nbytes = nbytes;
     this._ptr = out[0] ?? 0n;
     this._live = true;
-    reaper.register(this, { device: this.device.handle, ptr: out[0] }, this);
+    reaper.register(this, out[0], this);
   }
 
   /** The device address, a BigInt (throws once freed). */
@@ -132,7 +131,7 @@ class DeviceMemory {
     });
     const dst = this._at(offset, rows.length * rowBytes, 'copyRowsFromHost');
     if (!rows.length || !rowBytes) return;
-    C.hpuMemcpyRowsAsync(dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE, null);
+    C.hpuMemcpyRowsAsync(null, dst, src, rowBytes, BigInt64Array.from(rows, BigInt), rows.length, HOST_TO_DEVICE);
     this.device.synchronize();
   }
 
@@ -158,7 +157,7 @@ class DeviceMemory {
     const s = src._at(srcOffset, n, 'copyFrom (source)');
     const d = this._at(offset, n, 'copyFrom (destination)');
     if (n === 0) return;
-    if (stream) C.hpuMemcpyAsync(d, s, n, DEVICE_TO_DEVICE, stream.handle);
+    if (stream) C.hpuMemcpyAsync(stream.handle, d, s, n, DEVICE_TO_DEVICE);
     else C.hpuMemcpy(d, s, n, DEVICE_TO_DEVICE);
   }
 
@@ -168,7 +167,7 @@ class DeviceMemory {
     checkCount(n, 'nbytes');
     const d = this._at(offset, n, 'fill');
     if (n === 0) return;
-    if (stream) C.hpuMemsetAsync(d, value, n, stream.handle);
+    if (stream) C.hpuMemsetAsync(stream.handle, d, value, n);
     else C.hpuMemset(d, value, n);
   }
 
@@ -177,7 +176,7 @@ class DeviceMemory {
     if (!this._live) return;
     this._live = false;
     reaper.unregister(this);
-    if (this._ptr !== 0n) C.hpuMemFree(this.device.handle, this._ptr);
+    if (this._ptr !== 0n) C.hpuMemFree(this._ptr);
   }
 }
 

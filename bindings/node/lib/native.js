@@ -2,14 +2,17 @@
 // Finds libhpu, loads it with koffi and declares the C functions.
 //
 // The library is looked for at $HPU_LIBRARY (when set, nothing else is tried),
-// next to the package (libhpu.so.0 in its folder), then as libhpu.so.0 on the
-// system library path. Every function returning hpuStatus_t throws an HpuError
-// on failure, so callers just call it.
+// next to the package (libhpu.so.0 in its folder), where cmake --install put it
+// (lib/location.js, written by the install), then as libhpu.so.0 on the system
+// library path. Declares every function abi.js lists (generated from the
+// C headers by tools/abi/gen_bindings.py); each returning hpuStatus_t throws an
+// HpuError on failure, so callers just call it.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const koffi = require('koffi');
 const { HpuError } = require('./errors');
+const abi = require('./abi');
 
 const ABI_MAJOR = 0;
 const SONAME = `libhpu.so.${ABI_MAJOR}`;
@@ -34,6 +37,21 @@ function load() {
   } else {
     tried.push(`${bundled}: no such file`);
   }
+  const location = path.join(__dirname, 'location.js');
+  if (fs.existsSync(location)) {
+    const { relative, absolute } = require(location);
+    for (const installed of [path.resolve(__dirname, relative), absolute]) {
+      if (!fs.existsSync(installed)) {
+        tried.push(`${installed} (lib/location.js): no such file`);
+        continue;
+      }
+      try {
+        return [koffi.load(installed), installed];
+      } catch (e) {
+        tried.push(`${installed} (lib/location.js): ${e.message}`);
+      }
+    }
+  }
   try {
     return [koffi.load(SONAME), SONAME];
   } catch (e) {
@@ -44,41 +62,20 @@ function load() {
 
 const [lib, libraryPath] = load();
 
-// Opaque handles and device pointers are BigInts (null for NULL).
-koffi.alias('hpuHandle', 'void *');
+// The C types, as abi.js (generated from the headers) names them: opaque handles
+// and device pointers are BigInts (null for NULL), enums ints.
+for (const name of abi.HANDLES) koffi.alias(name, 'void *');
+for (const name of Object.keys(abi.ENUMS)) koffi.alias(name, 'int');
+for (const [name, fields] of Object.entries(abi.STRUCTS)) koffi.struct(name, fields);
+for (const [name, prototype] of Object.entries(abi.CALLBACKS)) {
+  koffi.pointer(name, koffi.proto(prototype.replace(`${name}(`, `${name}_fn(`)));
+}
 
-const DeviceProperties = koffi.struct('hpuDeviceProperties_t', {
-  struct_size: 'size_t',
-  name: 'char[64]',
-  profile: 'char[16]',
-  total_memory: 'uint64_t',
-  memory_limit: 'uint64_t',
-  ordinal: 'int',
-  module_id: 'int',
-});
-
-const MemStats = koffi.struct('hpuMemStats_t', {
-  struct_size: 'size_t',
-  limit: 'uint64_t',
-  in_use: 'uint64_t',
-  max_in_use: 'uint64_t',
-  num_allocs: 'uint64_t',
-  num_frees: 'uint64_t',
-  active_allocs: 'int64_t',
-  max_alloc_size: 'uint64_t',
-  total_system_allocs: 'uint64_t',
-  total_system_frees: 'uint64_t',
-  total_active_allocs: 'int64_t',
-  reserved_bytes: 'uint64_t',
-  segment_allocs: 'uint64_t',
-  segment_frees: 'uint64_t',
-});
-
-const getErrorName = lib.func('const char *hpuGetErrorName(int status)');
-const getLastErrorMessage = lib.func('const char *hpuGetLastErrorMessage(void)');
-const getVersion = lib.func('int hpuGetVersion(void)');
+const getErrorName = lib.func(abi.FUNCTIONS.hpuGetErrorName[1]);
+const getLastErrorMessage = lib.func(abi.FUNCTIONS.hpuGetLastErrorMessage[1]);
+const getVersion = lib.func(abi.FUNCTIONS.hpuGetVersion[1]);
 /** Releases memory libhpu allocated for the caller. */
-const hpuFree = lib.func('void hpuFree(void *ptr)');
+const hpuFree = lib.func(abi.FUNCTIONS.hpuFree[1]);
 
 /** The NUL-terminated UTF-8 string at `ptr` ('' for NULL). */
 function readString(ptr) {
@@ -91,16 +88,7 @@ if (versionNumber >> 16 !== ABI_MAJOR) {
 }
 
 /** Wraps a function returning hpuStatus_t so that a failure throws. */
-function checked(prototype) {
-  let fn;
-  try {
-    fn = lib.func(prototype);
-  } catch (e) {
-    const name = /(\w+)\s*\(/.exec(prototype)[1];
-    return () => {
-      throw new HpuError(7, `${name}: this libhpu (${libraryPath}) does not export it; it is older than the binding`);
-    };
-  }
+function checked(fn) {
   return (...args) => {
     const status = fn(...args);
     if (status !== 0) throw new HpuError(status, getLastErrorMessage());
@@ -108,49 +96,31 @@ function checked(prototype) {
   };
 }
 
-/** Declares functions returning hpuStatus_t: { name: prototype } → { name: checked function }. */
-function declare(prototypes) {
-  const out = {};
-  for (const [name, prototype] of Object.entries(prototypes)) out[name] = checked(prototype);
-  return out;
+/**
+ * libhpu's functions, declared from abi.FUNCTIONS (generated from the headers): C.hpuMemAlloc, ...
+ * Those returning hpuStatus_t throw an HpuError when they fail. raw(name) is the unwrapped koffi
+ * function (for its .async form).
+ */
+const C = {};
+const raws = {};
+for (const [name, [library, prototype]] of Object.entries(abi.FUNCTIONS)) {
+  if (library !== 'hpu') continue;
+  let fn;
+  try {
+    fn = lib.func(prototype);
+  } catch (e) {
+    C[name] = () => {
+      throw new HpuError(abi.Status.UNSUPPORTED, `${name}: this libhpu (${libraryPath}) does not export it; it is older than the binding`);
+    };
+    continue;
+  }
+  raws[name] = fn;
+  C[name] = prototype.startsWith('hpuStatus_t ') ? checked(fn) : fn;
 }
+const raw = (name) => raws[name];
 
-const C = declare({
-  hpuDeviceCount: 'int hpuDeviceCount(_Out_ int *count)',
-  hpuDeviceOpen: 'int hpuDeviceOpen(_Out_ hpuHandle *dev, int ordinal)',
-  hpuDeviceClose: 'int hpuDeviceClose(hpuHandle dev)',
-  hpuDeviceGetProperties: 'int hpuDeviceGetProperties(hpuHandle dev, _Inout_ hpuDeviceProperties_t *props)',
-  hpuDeviceSynchronize: 'int hpuDeviceSynchronize(hpuHandle dev)',
-  hpuDeviceGetDefaultStream: 'int hpuDeviceGetDefaultStream(hpuHandle dev, _Out_ hpuHandle *stream)',
-  hpuStreamCreate: 'int hpuStreamCreate(_Out_ hpuHandle *stream, hpuHandle dev)',
-  hpuStreamDestroy: 'int hpuStreamDestroy(hpuHandle stream)',
-  hpuStreamSynchronize: 'int hpuStreamSynchronize(hpuHandle stream)',
-  hpuStreamQuery: 'int hpuStreamQuery(hpuHandle stream)',
-  hpuStreamWaitEvent: 'int hpuStreamWaitEvent(hpuHandle stream, hpuHandle event)',
-  hpuEventCreate: 'int hpuEventCreate(_Out_ hpuHandle *event)',
-  hpuEventDestroy: 'int hpuEventDestroy(hpuHandle event)',
-  hpuEventRecord: 'int hpuEventRecord(hpuHandle event, hpuHandle stream)',
-  hpuEventSynchronize: 'int hpuEventSynchronize(hpuHandle event)',
-  hpuEventQuery: 'int hpuEventQuery(hpuHandle event)',
-  hpuEventElapsedTime: 'int hpuEventElapsedTime(_Out_ float *ms, hpuHandle start, hpuHandle end)',
-  hpuMemAlloc: 'int hpuMemAlloc(_Out_ hpuHandle *ptr, hpuHandle dev, size_t bytes)',
-  hpuMemFree: 'int hpuMemFree(hpuHandle dev, hpuHandle ptr)',
-  hpuMemcpy: 'int hpuMemcpy(void *dst, const void *src, size_t bytes, int kind)',
-  hpuMemcpyAsync: 'int hpuMemcpyAsync(void *dst, const void *src, size_t bytes, int kind, hpuHandle stream)',
-  hpuMemcpyRowsAsync:
-    'int hpuMemcpyRowsAsync(void *dst, const void *src, size_t row_bytes, const int64_t *rows, size_t count, int kind, hpuHandle stream)',
-  hpuMemset: 'int hpuMemset(void *dst, int value, size_t bytes)',
-  hpuMemsetAsync: 'int hpuMemsetAsync(void *dst, int value, size_t bytes, hpuHandle stream)',
-  hpuMemGetInfo: 'int hpuMemGetInfo(hpuHandle dev, _Out_ size_t *free_bytes, _Out_ size_t *total_bytes)',
-  hpuMemEmptyCache: 'int hpuMemEmptyCache(hpuHandle dev)',
-  hpuMemStats: 'int hpuMemStats(hpuHandle dev, void *stats)', // a Buffer: faster than koffi's struct conversion
-  hpuMemResetPeakStats: 'int hpuMemResetPeakStats(hpuHandle dev)',
-  hpuMemResetAccumulatedStats: 'int hpuMemResetAccumulatedStats(hpuHandle dev)',
-});
-
-const HOST_TO_DEVICE = 1;
-const DEVICE_TO_HOST = 2;
-const DEVICE_TO_DEVICE = 3;
+const { HPU_MEMCPY_HOST_TO_DEVICE: HOST_TO_DEVICE, HPU_MEMCPY_DEVICE_TO_HOST: DEVICE_TO_HOST,
+  HPU_MEMCPY_DEVICE_TO_DEVICE: DEVICE_TO_DEVICE } = abi.CONSTANTS;
 
 /** A struct value with struct_size set, as the C _INIT macros do. */
 function sized(type) {
@@ -158,6 +128,6 @@ function sized(type) {
 }
 
 module.exports = {
-  koffi, lib, libraryPath, versionNumber, C, declare, sized, getErrorName, getLastErrorMessage, hpuFree, readString,
-  DeviceProperties, MemStats, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE,
+  koffi, lib, libraryPath, versionNumber, abi, C, raw, sized, getErrorName, getLastErrorMessage, hpuFree, readString,
+  HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE,
 };

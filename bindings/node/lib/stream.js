@@ -92,7 +92,7 @@ class Event {
 
   /** Records the event on `stream` (the current device's default stream by default). */
   record(stream = defaultStream()) {
-    C.hpuEventRecord(this.handle, stream.handle);
+    C.hpuEventRecord(stream.handle, this.handle);
   }
 
   synchronize() {
@@ -107,7 +107,7 @@ class Event {
   /** Milliseconds between the completion of this event and of `end`. */
   elapsedTime(end) {
     const ms = [0];
-    C.hpuEventElapsedTime(ms, this.handle, end.handle);
+    C.hpuEventElapsedTime(this.handle, end.handle, ms);
     return ms[0];
   }
 

@@ -3,38 +3,14 @@
 // have no JavaScript array type: their values travel as Float32Array and libhpu
 // converts on the device (round to nearest even); bytes() gives their raw bits.
 
-const { declare, sized, koffi } = require('./native');
+const { C, abi, sized } = require('./native');
 const { invalidArgument } = require('./errors');
 const { resolve, deviceOfHandle } = require('./device');
 const { DTYPES, dtypeInfo, dtypeName, dtypeOfArray } = require('./dtypes');
 const { bytesOf } = require('./memory');
 
-const MAX_DIMS = 8;
+const MAX_DIMS = abi.CONSTANTS.HPU_TENSOR_MAX_DIMS;
 
-const RandomState = koffi.struct('hpuRandomState_t', { struct_size: 'size_t', seed: 'uint64_t', offset: 'uint64_t' });
-
-const C = declare({
-  hpuTensorCreate: 'int hpuTensorCreate(_Out_ hpuHandle *t, hpuHandle dev, int dtype, int ndim, const int64_t *shape)',
-  hpuTensorCreateFromHost: 'int hpuTensorCreateFromHost(_Out_ hpuHandle *t, hpuHandle dev, int dtype, int ndim, const int64_t *shape, const void *data)',
-  hpuTensorRelease: 'int hpuTensorRelease(hpuHandle t)',
-  hpuTensorCopyToHost: 'int hpuTensorCopyToHost(hpuHandle t, void *dst, size_t bytes, hpuHandle stream)',
-  hpuTensorCopy: 'int hpuTensorCopy(hpuHandle dst, hpuHandle src, hpuHandle stream)',
-  hpuTensorFill: 'int hpuTensorFill(hpuHandle t, double value, hpuHandle stream)',
-  hpuTensorReshape: 'int hpuTensorReshape(_Out_ hpuHandle *view, hpuHandle base, int ndim, const int64_t *shape)',
-  hpuTensorSlice: 'int hpuTensorSlice(_Out_ hpuHandle *view, hpuHandle base, int dim, int64_t start, int64_t end, int64_t step)',
-  hpuTensorTranspose: 'int hpuTensorTranspose(_Out_ hpuHandle *view, hpuHandle base, int dim0, int dim1)',
-  hpuTensorGetDtype: 'int hpuTensorGetDtype(hpuHandle t, _Out_ int *dtype)',
-  hpuTensorGetShape: 'int hpuTensorGetShape(hpuHandle t, _Out_ int *ndim, _Out_ int64_t *shape)',
-  hpuTensorGetStrides: 'int hpuTensorGetStrides(hpuHandle t, _Out_ int64_t *strides)',
-  hpuTensorGetDevice: 'int hpuTensorGetDevice(hpuHandle t, _Out_ hpuHandle *dev)',
-  hpuTensorGetData: 'int hpuTensorGetData(hpuHandle t, _Out_ hpuHandle *data)',
-  hpuTensorIsContiguous: 'int hpuTensorIsContiguous(hpuHandle t, _Out_ int *contiguous)',
-  hpuRandomSeed: 'int hpuRandomSeed(hpuHandle dev, uint64_t seed)',
-  hpuRandomGetState: 'int hpuRandomGetState(hpuHandle dev, _Inout_ hpuRandomState_t *state)',
-  hpuRandomSetState: 'int hpuRandomSetState(hpuHandle dev, const hpuRandomState_t *state)',
-  hpuTensorFillUniform: 'int hpuTensorFillUniform(hpuHandle t, double low, double high, hpuHandle stream)',
-  hpuTensorFillNormal: 'int hpuTensorFillNormal(hpuHandle t, double mean, double std, hpuHandle stream)',
-});
 
 const reaper = new FinalizationRegistry((handle) => {
   try { C.hpuTensorRelease(handle); } catch { /* the process may be ending */ }
@@ -109,7 +85,7 @@ class Tensor {
   /** The elements' raw bytes, row-major (bfloat16 and float16: their bits). */
   bytes() {
     const out = Buffer.alloc(this.nbytes);
-    if (out.length) C.hpuTensorCopyToHost(this.handle, out, out.length, this._stream());
+    if (out.length) C.hpuTensorCopyToHost(this._stream(), this.handle, out, out.length);
     return out;
   }
 
@@ -118,7 +94,7 @@ class Tensor {
     const src = DTYPES[this.dtype].bits ? this.to('float32') : this;
     const array = new DTYPES[src.dtype].array(this.numel);
     const bytes = bytesOf(array, 'array');
-    if (bytes.length) C.hpuTensorCopyToHost(src.handle, bytes, bytes.length, this._stream());
+    if (bytes.length) C.hpuTensorCopyToHost(this._stream(), src.handle, bytes, bytes.length);
     if (src !== this) src.release();
     return this.dtype === 'bool' ? Array.from(array, (v) => v !== 0) : array;
   }
@@ -142,17 +118,17 @@ class Tensor {
 
   // ---- in place -----------------------------------------------------------
   fill(value) {
-    C.hpuTensorFill(this.handle, Number(value), this._stream());
+    C.hpuTensorFill(this._stream(), this.handle, Number(value));
     return this;
   }
 
   uniform(low = 0, high = 1) {
-    C.hpuTensorFillUniform(this.handle, low, high, this._stream());
+    C.hpuTensorFillUniform(this._stream(), this.handle, low, high);
     return this;
   }
 
   normal(mean = 0, std = 1) {
-    C.hpuTensorFillNormal(this.handle, mean, std, this._stream());
+    C.hpuTensorFillNormal(this._stream(), this.handle, mean, std);
     return this;
   }
 
@@ -162,7 +138,7 @@ class Tensor {
     if (src.shape.join() !== this.shape.join()) {
       throw invalidArgument(`copyFrom: src has shape [${src.shape}], this tensor [${this.shape}]`);
     }
-    C.hpuTensorCopy(this.handle, src.handle, this._stream());
+    C.hpuTensorCopy(this._stream(), this.handle, src.handle);
     return this;
   }
 
@@ -327,13 +303,13 @@ function manualSeed(seed, device) {
 
 /** { seed, offset } of a device's generator. */
 function getRngState(device) {
-  const s = sized(RandomState);
+  const s = sized('hpuRandomState_t');
   C.hpuRandomGetState(resolve(device).handle, s);
   return { seed: s.seed, offset: s.offset };
 }
 
 function setRngState({ seed, offset }, device) {
-  C.hpuRandomSetState(resolve(device).handle, { ...sized(RandomState), seed, offset });
+  C.hpuRandomSetState(resolve(device).handle, { ...sized('hpuRandomState_t'), seed, offset });
 }
 
 module.exports = {

@@ -122,6 +122,9 @@ test('softmax family, dropout, embedding, cast and reductions: backwards', () =>
   near(kept, m.map((v) => v / 0.75), 1e-6);
   assert.ok(Math.abs(m.reduce((s, v) => s + v, 0) / 1000 - 0.75) < 0.06);
   near(hpu.ops.dropout(hpu.ones([4]), { training: false }), [1, 1, 1, 1]);
+  near(hpu.ops.dropout(hpu.ones([4]), { p: 1 }), [0, 0, 0, 0]);  // libhpu's range: p in [0, 1]
+  assert.throws(() => hpu.ops.dropout(hpu.ones([4]), { p: 1.5 }),
+    (e) => e.code === 'HPU_ERROR_INVALID_ARGUMENT' && e.message === 'hpuDropout: p 1.5 is not a probability in [0, 1]');
   near(hpu.ops.dropoutBackward(f32(values(1000, 3)), mask, 0.25), values(1000, 3).map((v, i) => (v * m[i]) / 0.75), 1e-5);
 
   const weight = values(15, 5);

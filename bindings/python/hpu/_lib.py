@@ -13,6 +13,8 @@ needed: ``HPU_TRAINER_LIBRARY``, next to the package, ``_location.py``, then
 next to the libhpu that was loaded, then ``libhpu-trainer.so.0`` on the system
 library path.
 
+The functions are declared from ``_abi.FUNCTIONS``, which tools/abi/gen_bindings.py
+generates from the C headers; each is a module attribute (``_lib.hpuMemAlloc``).
 Every function that returns ``hpuStatus_t`` raises the matching
 :class:`~hpu.errors.HpuError` on failure, so callers just call it.
 """
@@ -20,30 +22,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import POINTER, c_char, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint64, c_void_p
+import re
+from typing import Callable, Dict
 
+from . import _abi
+from ._abi import Handle, Status  # noqa: F401  (Handle: the type of opaque handles, for the modules)
 from .errors import error_for
 
 ABI_MAJOR = 0
 SONAME = f"libhpu.so.{ABI_MAJOR}"
-
-# Opaque handles (hpuDevice_t, hpuStream_t, ...) and device pointers.
-Handle = c_void_p
-
-
-class DeviceProperties_t(ctypes.Structure):
-    _fields_ = [("struct_size", c_size_t), ("name", c_char * 64), ("profile", c_char * 16),
-                ("total_memory", c_uint64), ("memory_limit", c_uint64), ("ordinal", c_int),
-                ("module_id", c_int)]
-
-
-class MemStats_t(ctypes.Structure):
-    _fields_ = [("struct_size", c_size_t), ("limit", c_uint64), ("in_use", c_uint64),
-                ("max_in_use", c_uint64), ("num_allocs", c_uint64), ("num_frees", c_uint64),
-                ("active_allocs", c_int64), ("max_alloc_size", c_uint64),
-                ("total_system_allocs", c_uint64), ("total_system_frees", c_uint64),
-                ("total_active_allocs", c_int64), ("reserved_bytes", c_uint64),
-                ("segment_allocs", c_uint64), ("segment_frees", c_uint64)]
 
 
 def sized(struct_type: type) -> ctypes.Structure:
@@ -53,65 +40,16 @@ def sized(struct_type: type) -> ctypes.Structure:
     return s
 
 
-Status = object()  # marks functions returning hpuStatus_t (declared as c_int)
-
-# name: (restype, argtypes). Functions returning Status raise on failure.
-PROTOTYPES = {
-    # status.h
-    "hpuGetErrorName": (c_char_p, [c_int]),
-    "hpuGetErrorString": (c_char_p, [c_int]),
-    "hpuGetLastErrorMessage": (c_char_p, []),
-    "hpuGetVersion": (c_int, []),
-    "hpuFree": (None, [c_void_p]),
-    # device.h
-    "hpuDeviceCount": (Status, [POINTER(c_int)]),
-    "hpuDeviceOpen": (Status, [POINTER(Handle), c_int]),
-    "hpuDeviceClose": (Status, [Handle]),
-    "hpuDeviceGetProperties": (Status, [Handle, POINTER(DeviceProperties_t)]),
-    "hpuDeviceSynchronize": (Status, [Handle]),
-    "hpuDeviceGetDefaultStream": (Status, [Handle, POINTER(Handle)]),
-    "hpuStreamCreate": (Status, [POINTER(Handle), Handle]),
-    "hpuStreamDestroy": (Status, [Handle]),
-    "hpuStreamSynchronize": (Status, [Handle]),
-    "hpuStreamQuery": (Status, [Handle]),
-    "hpuStreamWaitEvent": (Status, [Handle, Handle]),
-    "hpuEventCreate": (Status, [POINTER(Handle)]),
-    "hpuEventDestroy": (Status, [Handle]),
-    "hpuEventRecord": (Status, [Handle, Handle]),
-    "hpuEventSynchronize": (Status, [Handle]),
-    "hpuEventQuery": (Status, [Handle]),
-    "hpuEventElapsedTime": (Status, [POINTER(c_float), Handle, Handle]),
-    # memory.h
-    "hpuMemAlloc": (Status, [POINTER(c_void_p), Handle, c_size_t]),
-    "hpuMemFree": (Status, [Handle, c_void_p]),
-    "hpuMemcpy": (Status, [c_void_p, c_void_p, c_size_t, c_int]),
-    "hpuMemcpyAsync": (Status, [c_void_p, c_void_p, c_size_t, c_int, Handle]),
-    "hpuMemcpyRowsAsync": (Status, [c_void_p, c_void_p, c_size_t, POINTER(c_int64), c_size_t, c_int, Handle]),
-    "hpuMemset": (Status, [c_void_p, c_int, c_size_t]),
-    "hpuMemsetAsync": (Status, [c_void_p, c_int, c_size_t, Handle]),
-    "hpuMemGetInfo": (Status, [Handle, POINTER(c_size_t), POINTER(c_size_t)]),
-    "hpuMemEmptyCache": (Status, [Handle]),
-    "hpuMemStats": (Status, [Handle, POINTER(MemStats_t)]),
-    "hpuMemStatsJson": (Status, [Handle, POINTER(c_void_p)]),
-    "hpuMemResetPeakStats": (Status, [Handle]),
-    "hpuMemResetAccumulatedStats": (Status, [Handle]),
-    # log.h
-    "hpuSetLogLevel": (Status, [c_int]),
-    "hpuGetLogLevel": (Status, [POINTER(c_int)]),
-    # profiler.h
-    "hpuProfilerStart": (Status, [c_char_p]),
-    "hpuProfilerStop": (Status, []),
-    "hpuProfilerGetSummary": (Status, [POINTER(c_void_p)]),
-    # autocast.h
-    "hpuAutocastPush": (Status, [c_int, c_int]),
-    "hpuAutocastPop": (Status, []),
-    "hpuAutocastGetState": (Status, [POINTER(c_int), POINTER(c_int)]),
-    "hpuAutocastSetOpList": (Status, [c_int, POINTER(c_char_p), c_size_t]),
-    "hpuAutocastGetOpList": (Status, [c_int, POINTER(c_void_p)]),
-    "hpuAutocastGetOpDtype": (Status, [c_char_p, POINTER(c_int), c_size_t, POINTER(c_int)]),
-}
-
-HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE = 1, 2, 3  # hpuMemcpyKind_t
+def options(struct_type: type, function: str, **fields: object) -> ctypes.Structure:
+    """A sized options struct with `fields` set; a value of no C type its field takes raises a
+    TypeError naming the field as libhpu's messages do ("hpuNllLoss: options->ignore_index: ...")."""
+    s = sized(struct_type)
+    for name, value in fields.items():
+        try:
+            setattr(s, name, value)
+        except TypeError as e:
+            raise TypeError(f"{function}: options->{name}: {e}") from None
+    return s
 
 
 def find(soname: str, override: str, location: str, beside: str = "") -> tuple[ctypes.CDLL, str]:
@@ -164,28 +102,44 @@ def _check(status: int, func, args):
     return status
 
 
-def _missing(name: str):
+def argument_error(name: str, e: ctypes.ArgumentError) -> TypeError:
+    """ctypes' "argument 3: TypeError: wrong type" as a TypeError that names the C parameter."""
+    m = re.match(r"argument (\d+): (?:\w+: )?(.*)", str(e))
+    params = _abi.FUNCTIONS[name][2]
+    if not m or not 0 < int(m.group(1)) <= len(params):
+        return TypeError(f"{name}: {e}")
+    return TypeError(f"{name}: {params[int(m.group(1)) - 1][0]}: {m.group(2)}")
+
+
+def _missing(name: str, where: str):
     def call(*args):
-        raise error_for(7, f"{name}: this libhpu ({path}) does not export it; it is older than the binding")
+        raise error_for(Status.UNSUPPORTED, f"{name}: this {where} does not export it; it is older than the binding")
     return call
 
 
-def _declare(prototypes: dict) -> None:
-    for name, (restype, argtypes) in prototypes.items():
-        try:
-            fn = getattr(lib, name)
-        except AttributeError:
-            globals()[name] = _missing(name)
+def declare(library: ctypes.CDLL, which: str, where: str) -> Dict[str, Callable]:
+    """Declares the functions of `which` ("hpu" or "hpu-trainer") that _abi.FUNCTIONS lists
+    (generated from the headers) on `library`; `where` names it in errors. A function
+    returning hpuStatus_t raises the matching HpuError when it fails."""
+    out: Dict[str, Callable] = {}
+    for name, (owner, restype, params) in _abi.FUNCTIONS.items():
+        if owner != which:
             continue
-        fn.argtypes = argtypes
+        try:
+            fn = getattr(library, name)
+        except AttributeError:
+            out[name] = _missing(name, where)
+            continue
+        fn.argtypes = [t for _, t, _ in params]
         if restype is Status:
-            fn.restype, fn.errcheck = c_int, _check
+            fn.restype, fn.errcheck = ctypes.c_int, _check
         else:
             fn.restype = restype
-        globals()[name] = fn
+        out[name] = fn
+    return out
 
 
-_declare(PROTOTYPES)
+globals().update(declare(lib, "hpu", f"libhpu ({path})"))
 
 version_number = lib.hpuGetVersion()
 if version_number >> 16 != ABI_MAJOR:

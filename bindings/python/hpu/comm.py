@@ -13,10 +13,10 @@ from __future__ import annotations
 import ctypes
 import enum
 from contextlib import contextmanager
-from ctypes import POINTER, c_double, c_int, c_size_t, c_void_p
+from ctypes import c_double, c_int
 from typing import Iterator, List, Optional, Sequence, Union
 
-from . import _lib
+from . import _abi, _lib
 from .device import Device, DeviceLike, resolve
 from .errors import InvalidArgumentError, error_for
 from .stream import stream_for
@@ -24,49 +24,18 @@ from .tensor import T, Tensor, empty
 
 __all__ = ["ReduceOp", "Comm", "get_unique_id", "UNIQUE_ID_BYTES", "group"]
 
-UNIQUE_ID_BYTES = 128
-
-
-class UniqueId_t(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
+UNIQUE_ID_BYTES = _abi.HPU_UNIQUE_ID_BYTES
 
 
 class ReduceOp(enum.IntEnum):
     """Reduction operations (``hpuRedOp_t``), named as ``torch.distributed.ReduceOp``."""
 
-    SUM = 0
-    PRODUCT = 1
-    MIN = 2
-    MAX = 3
-    AVG = 4
+    SUM = _abi.HPU_SUM
+    PRODUCT = _abi.HPU_PROD
+    MIN = _abi.HPU_MIN
+    MAX = _abi.HPU_MAX
+    AVG = _abi.HPU_AVG
 
-
-_S, C = _lib.Status, T
-_coll = [c_void_p, c_void_p, c_size_t, c_int]
-_lib._declare({
-    "hpuGetUniqueId": (_S, [POINTER(UniqueId_t)]),
-    "hpuCommInitRank": (_S, [POINTER(C), T, c_int, POINTER(UniqueId_t), c_int]),
-    "hpuCommInitAll": (_S, [POINTER(C), c_int, POINTER(T)]),
-    "hpuCommInitFromEnv": (_S, [POINTER(C), c_int, POINTER(T)]),
-    "hpuCommDestroy": (_S, [C]),
-    "hpuCommAbort": (_S, [C]),
-    "hpuCommGetAsyncError": (_S, [C, POINTER(c_int)]),
-    "hpuCommCount": (_S, [C, POINTER(c_int)]),
-    "hpuCommUserRank": (_S, [C, POINTER(c_int)]),
-    "hpuCommSetTimeout": (_S, [C, c_double]),
-    "hpuCommGetTimeout": (_S, [C, POINTER(c_double)]),
-    "hpuAllreduce": (_S, _coll + [c_int, C, T]),
-    "hpuBroadcast": (_S, _coll + [c_int, C, T]),
-    "hpuReduce": (_S, _coll + [c_int, c_int, C, T]),
-    "hpuAllgather": (_S, _coll + [C, T]),
-    "hpuReduceScatter": (_S, _coll + [c_int, C, T]),
-    "hpuAlltoall": (_S, _coll + [C, T]),
-    "hpuBarrier": (_S, [C, T]),
-    "hpuSend": (_S, [c_void_p, c_size_t, c_int, c_int, C, T]),
-    "hpuRecv": (_S, [c_void_p, c_size_t, c_int, c_int, C, T]),
-    "hpuGroupStart": (_S, []),
-    "hpuGroupEnd": (_S, []),
-})
 
 _OP_NAMES = {"sum": ReduceOp.SUM, "product": ReduceOp.PRODUCT, "prod": ReduceOp.PRODUCT, "min": ReduceOp.MIN,
              "max": ReduceOp.MAX, "avg": ReduceOp.AVG, "mean": ReduceOp.AVG}
@@ -85,7 +54,7 @@ def _op(op: Union[ReduceOp, str, int]) -> int:
 
 def get_unique_id() -> bytes:
     """A new rendezvous token (with a fresh random secret) for :meth:`Comm.init_rank`."""
-    uid = UniqueId_t()
+    uid = _abi.hpuUniqueId_t()
     _lib.hpuGetUniqueId(ctypes.byref(uid))
     return bytes(ctypes.string_at(ctypes.addressof(uid), UNIQUE_ID_BYTES))
 
@@ -112,7 +81,7 @@ class Comm:
             raise InvalidArgumentError("init_all: no devices")
         if len({d.index for d in devs}) != len(devs):
             raise InvalidArgumentError(f"init_all: devices {[d.index for d in devs]} repeat one")
-        comms = (C * len(devs))()
+        comms = (_abi.hpuComm_t * len(devs))()
         _lib.hpuCommInitAll(comms, len(devs), (T * len(devs))(*[d.handle for d in devs]))
         return [cls(comms[i], devs[i]) for i in range(len(devs))]
 
@@ -127,7 +96,7 @@ class Comm:
         devs = [resolve(d) for d in (devices if devices is not None else range(device_count()))]
         if not devs:
             raise InvalidArgumentError("from_env: no devices")
-        comms = (C * len(devs))()
+        comms = (_abi.hpuComm_t * len(devs))()
         _lib.hpuCommInitFromEnv(comms, len(devs), (T * len(devs))(*[d.handle for d in devs]))
         return [cls(comms[i], devs[i]) for i in range(len(devs))]
 
@@ -138,8 +107,8 @@ class Comm:
         if not isinstance(unique_id, (bytes, bytearray)) or len(unique_id) != UNIQUE_ID_BYTES:
             raise InvalidArgumentError(f"unique_id must be the {UNIQUE_ID_BYTES} bytes get_unique_id() returns")
         dev = resolve(device)
-        uid = UniqueId_t.from_buffer_copy(bytes(unique_id))
-        out = C()
+        uid = _abi.hpuUniqueId_t.from_buffer_copy(bytes(unique_id))
+        out = _abi.hpuComm_t()
         _lib.hpuCommInitRank(ctypes.byref(out), dev.handle, world_size, ctypes.byref(uid), rank)
         return cls(out.value, dev)
 
@@ -194,28 +163,28 @@ class Comm:
         """tensor = op over all ranks of tensor, in place."""
         self._tensor("all_reduce", "tensor", tensor)
         ptr = tensor.data_ptr()
-        _lib.hpuAllreduce(ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op), self._handle, self._stream())
+        _lib.hpuAllreduce(self._stream(), self._handle, ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op))
         return tensor
 
     def broadcast(self, tensor: Tensor, src: int = 0) -> Tensor:
         """tensor = rank `src`'s tensor, on every rank."""
         self._tensor("broadcast", "tensor", tensor)
         ptr = tensor.data_ptr()
-        _lib.hpuBroadcast(ptr, ptr, tensor.numel(), tensor.dtype.value, src, self._handle, self._stream())
+        _lib.hpuBroadcast(self._stream(), self._handle, ptr, ptr, tensor.numel(), tensor.dtype.value, src)
         return tensor
 
     def reduce(self, tensor: Tensor, dst: int = 0, op: Union[ReduceOp, str] = ReduceOp.SUM) -> Tensor:
         """On rank `dst`, tensor = op over all ranks of tensor (others' tensors are left alone)."""
         self._tensor("reduce", "tensor", tensor)
         ptr = tensor.data_ptr()
-        _lib.hpuReduce(ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op), dst, self._handle, self._stream())
+        _lib.hpuReduce(self._stream(), self._handle, ptr, ptr, tensor.numel(), tensor.dtype.value, _op(op), dst)
         return tensor
 
     def all_gather_into_tensor(self, output: Tensor, input: Tensor) -> Tensor:
         """output = the inputs of ranks 0..world_size-1, concatenated (flat)."""
         self._pair("all_gather_into_tensor", output, input, input.numel() * self.world_size)
-        _lib.hpuAllgather(input.data_ptr(), output.data_ptr(), input.numel(), input.dtype.value, self._handle,
-                          self._stream())
+        _lib.hpuAllgather(self._stream(), self._handle, input.data_ptr(), output.data_ptr(), input.numel(),
+                          input.dtype.value)
         return output
 
     def all_gather(self, tensor_list: List[Tensor], tensor: Tensor) -> List[Tensor]:
@@ -237,8 +206,8 @@ class Comm:
             raise InvalidArgumentError(f"reduce_scatter_tensor: input has {input.numel()} elements, not a multiple "
                                        f"of world_size {self.world_size}")
         self._pair("reduce_scatter_tensor", output, input, input.numel() // self.world_size)
-        _lib.hpuReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), input.dtype.value, _op(op),
-                              self._handle, self._stream())
+        _lib.hpuReduceScatter(self._stream(), self._handle, input.data_ptr(), output.data_ptr(), output.numel(),
+                              input.dtype.value, _op(op))
         return output
 
     def reduce_scatter(self, output: Tensor, input_list: List[Tensor],
@@ -259,23 +228,23 @@ class Comm:
             raise InvalidArgumentError(f"all_to_all_single: input has {input.numel()} elements, not a multiple of "
                                        f"world_size {self.world_size}")
         self._pair("all_to_all_single", output, input, input.numel())
-        _lib.hpuAlltoall(input.data_ptr(), output.data_ptr(), input.numel() // self.world_size, input.dtype.value,
-                         self._handle, self._stream())
+        _lib.hpuAlltoall(self._stream(), self._handle, input.data_ptr(), output.data_ptr(),
+                         input.numel() // self.world_size, input.dtype.value)
         return output
 
     def barrier(self) -> None:
         """Queues a barrier: it completes once every rank has reached it."""
-        _lib.hpuBarrier(self._handle, self._stream())
+        _lib.hpuBarrier(self._stream(), self._handle)
 
     def send(self, tensor: Tensor, dst: int) -> None:
         """Sends tensor to rank `dst` (pairs that exchange both ways go inside :func:`group`)."""
         self._tensor("send", "tensor", tensor)
-        _lib.hpuSend(tensor.data_ptr(), tensor.numel(), tensor.dtype.value, dst, self._handle, self._stream())
+        _lib.hpuSend(self._stream(), self._handle, tensor.data_ptr(), tensor.numel(), tensor.dtype.value, dst)
 
     def recv(self, tensor: Tensor, src: int) -> Tensor:
         """Receives rank `src`'s send into tensor."""
         self._tensor("recv", "tensor", tensor)
-        _lib.hpuRecv(tensor.data_ptr(), tensor.numel(), tensor.dtype.value, src, self._handle, self._stream())
+        _lib.hpuRecv(self._stream(), self._handle, tensor.data_ptr(), tensor.numel(), tensor.dtype.value, src)
         return tensor
 
     # ---- life ------------------------------------------------------------------

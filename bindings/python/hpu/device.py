@@ -11,7 +11,7 @@ import ctypes
 import threading
 from typing import NamedTuple, Union
 
-from . import _lib
+from . import _abi, _lib
 from .errors import InvalidArgumentError
 
 __all__ = ["Device", "DeviceProperties", "DeviceLike", "device_count", "is_available",
@@ -95,7 +95,7 @@ class Device:
     @property
     def properties(self) -> DeviceProperties:
         """The device's :class:`DeviceProperties`."""
-        p = _lib.sized(_lib.DeviceProperties_t)
+        p = _lib.sized(_abi.hpuDeviceProperties_t)
         _lib.hpuDeviceGetProperties(self._handle, ctypes.byref(p))
         return DeviceProperties(p.name.decode(), p.profile.decode(), p.total_memory, p.memory_limit,
                                 p.ordinal, p.module_id)

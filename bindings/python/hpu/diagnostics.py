@@ -9,7 +9,7 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Union
 
-from . import _lib
+from . import _abi, _lib
 from .errors import InvalidArgumentError
 
 __all__ = ["LOG_LEVELS", "set_log_level", "get_log_level", "set_log_callback", "log_to_logging", "log_write",
@@ -34,8 +34,6 @@ def get_log_level() -> str:
     return LOG_LEVELS[out.value]
 
 
-_LogCallback_t = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-_lib._declare({"hpuSetLogCallback": (_lib.Status, [_LogCallback_t, ctypes.c_void_p])})
 _callback: Optional[ctypes._CFuncPtr] = None  # kept alive while libhpu may call it
 _callback_lock = threading.Lock()
 
@@ -52,7 +50,7 @@ def set_log_callback(fn: Optional[Callable[[str, str], None]]) -> None:
     global _callback
     with _callback_lock:
         if fn is None:
-            _lib.hpuSetLogCallback(ctypes.cast(None, _LogCallback_t), None)
+            _lib.hpuSetLogCallback(ctypes.cast(None, _abi.hpuLogCallback_t), None)
             _callback = None
             return
 
@@ -63,7 +61,7 @@ def set_log_callback(fn: Optional[Callable[[str, str], None]]) -> None:
             except BaseException:
                 pass
 
-        callback = _LogCallback_t(trampoline)
+        callback = _abi.hpuLogCallback_t(trampoline)
         _lib.hpuSetLogCallback(callback, None)
         _callback = callback  # the previous one is no longer called once the call returns
 
@@ -109,7 +107,6 @@ def log_to_logging(logger: Union[str, logging.Logger] = "hpu") -> None:
     set_log_callback(forward)
 
 
-_lib._declare({"hpuLogWrite": (_lib.Status, [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p])})
 
 
 def log_write(level: str, message: str, component: str = "python") -> None:

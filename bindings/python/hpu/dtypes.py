@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
+from . import _abi
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -31,17 +32,17 @@ class DType:
         return self.name
 
 
-bool_ = DType("bool_", 0, 1, "?", "bool", False)
-uint8 = DType("uint8", 1, 1, "B", "uint8", False)
-int8 = DType("int8", 2, 1, "b", "int8", False)
-int32 = DType("int32", 3, 4, "i", "int32", False)
-uint32 = DType("uint32", 4, 4, "I", "uint32", False)
-int64 = DType("int64", 5, 8, "q", "int64", False)
-uint64 = DType("uint64", 6, 8, "Q", "uint64", False)
-float16 = DType("float16", 7, 2, "e", "float16", True)
-bfloat16 = DType("bfloat16", 8, 2, None, None, True)
-float32 = DType("float32", 9, 4, "f", "float32", True)
-float64 = DType("float64", 10, 8, "d", "float64", True)
+bool_ = DType("bool_", _abi.HPU_BOOL, 1, "?", "bool", False)
+uint8 = DType("uint8", _abi.HPU_UINT8, 1, "B", "uint8", False)
+int8 = DType("int8", _abi.HPU_INT8, 1, "b", "int8", False)
+int32 = DType("int32", _abi.HPU_INT32, 4, "i", "int32", False)
+uint32 = DType("uint32", _abi.HPU_UINT32, 4, "I", "uint32", False)
+int64 = DType("int64", _abi.HPU_INT64, 8, "q", "int64", False)
+uint64 = DType("uint64", _abi.HPU_UINT64, 8, "Q", "uint64", False)
+float16 = DType("float16", _abi.HPU_FLOAT16, 2, "e", "float16", True)
+bfloat16 = DType("bfloat16", _abi.HPU_BFLOAT16, 2, None, None, True)
+float32 = DType("float32", _abi.HPU_FLOAT32, 4, "f", "float32", True)
+float64 = DType("float64", _abi.HPU_FLOAT64, 8, "d", "float64", True)
 half, float, double, int, long = float16, float32, float64, int32, int64  # torch's aliases
 
 ALL = (bool_, uint8, int8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64)
@@ -54,9 +55,12 @@ DTypeLike = Union[DType, str, "numpy.dtype", type]
 """A data type argument: an :class:`DType`, a name ("bfloat16", "float"), or a numpy dtype."""
 
 
+_BY_VALUE = {d.value: d for d in ALL}
+
+
 def from_value(value: int) -> DType:
     """The DType of an ``hpuDataType_t`` number."""
-    return ALL[value]
+    return _BY_VALUE[value]
 
 
 def resolve(dtype: DTypeLike) -> DType:

@@ -8,7 +8,8 @@ value). Checks the binding makes before a call raise the same classes.
 from __future__ import annotations
 
 import builtins
-import enum
+
+from ._abi import Status
 
 __all__ = [
     "Status", "HpuError", "InvalidArgumentError", "InvalidHandleError", "OutOfMemoryError",
@@ -16,33 +17,6 @@ __all__ = [
     "NotAvailableError", "InvalidUsageError", "RemoteError", "TimeoutError", "AbortedError",
     "AddressInUseError", "InternalError",
 ]
-
-
-class Status(enum.IntEnum):
-    """libhpu's statuses (``hpuStatus_t``); the numbers are fixed forever."""
-
-    SUCCESS = 0
-    INVALID_ARGUMENT = 1
-    INVALID_HANDLE = 2
-    OUT_OF_MEMORY = 3
-    NOT_FOUND = 4
-    BUSY = 5
-    NOT_READY = 6
-    UNSUPPORTED = 7
-    CONFIG = 8
-    IO = 9
-    NOT_AVAILABLE = 10
-    INVALID_USAGE = 11
-    REMOTE = 12
-    TIMEOUT = 13
-    ABORTED = 14
-    ADDRESS_IN_USE = 15
-    INTERNAL = 99
-
-    @property
-    def c_name(self) -> str:
-        """The name ``hpuGetErrorName`` gives, e.g. ``"HPU_ERROR_NOT_FOUND"``."""
-        return "HPU_SUCCESS" if self is Status.SUCCESS else "HPU_ERROR_" + self.name
 
 
 class HpuError(RuntimeError):
@@ -71,9 +45,11 @@ class HpuError(RuntimeError):
         return self.status.c_name if isinstance(self.status, Status) else "HPU_STATUS_UNKNOWN"
 
 
-# The subclass of each status: (status, when it happens, builtin bases). One
-# line each, so that readers and type checkers see every name; _subclass makes
-# the class, named after the status (OUT_OF_MEMORY -> OutOfMemoryError).
+# The subclass of each status of the generated Status (HPU_STATUS_MAP): (status,
+# when it happens, builtin bases). One line each, so that readers and type
+# checkers see every name; _subclass makes the class, named after the status
+# (OUT_OF_MEMORY -> OutOfMemoryError). test_errors checks that every status
+# but SUCCESS has one.
 _CLASSES: dict[int, type[HpuError]] = {}
 
 

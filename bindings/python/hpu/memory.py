@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Dict, Optional, Sequence, Tuple
 
-from . import _lib
+from . import _abi, _lib
 from ._buffer import host_buffer
 from .device import Device, DeviceLike, resolve
 from .errors import InvalidArgumentError, InvalidHandleError
@@ -31,8 +31,8 @@ _FIELDS = ("limit", "in_use", "max_in_use", "num_allocs", "num_frees", "active_a
            "reserved_bytes", "segment_allocs", "segment_frees")
 
 
-def _stats(device: DeviceLike) -> "_lib.MemStats_t":
-    s = _lib.sized(_lib.MemStats_t)
+def _stats(device: DeviceLike) -> "_abi.hpuMemStats_t":
+    s = _lib.sized(_abi.hpuMemStats_t)
     _lib.hpuMemStats(resolve(device).handle, ctypes.byref(s))
     return s
 
@@ -124,7 +124,7 @@ class DeviceMemory:
         with host_buffer(src, name="src") as (addr, n):
             dst = self._range(offset, n, "copy_from_host")
             if n:
-                _lib.hpuMemcpy(dst, addr, n, _lib.HOST_TO_DEVICE)
+                _lib.hpuMemcpy(dst, addr, n, _abi.HPU_MEMCPY_HOST_TO_DEVICE)
 
     def copy_rows_from_host(self, src: object, row_bytes: int, rows: Sequence[int], offset: int = 0) -> None:
         """Gathers rows of `src` (any buffer, read as rows of `row_bytes` bytes) into this memory
@@ -140,8 +140,8 @@ class DeviceMemory:
                     raise InvalidArgumentError(f"rows[{i}] is {r!r}; src holds {held} rows of {row_bytes} bytes")
             dst = self._range(offset, len(rows) * row_bytes, "copy_rows_from_host")
             if rows and row_bytes:
-                _lib.hpuMemcpyRowsAsync(dst, addr, row_bytes, (ctypes.c_int64 * len(rows))(*rows), len(rows),
-                                        _lib.HOST_TO_DEVICE, None)
+                _lib.hpuMemcpyRowsAsync(None, dst, addr, row_bytes, (ctypes.c_int64 * len(rows))(*rows), len(rows),
+                                        _abi.HPU_MEMCPY_HOST_TO_DEVICE)
                 self.device.synchronize()
 
     def copy_to_host(self, dst: object = None, offset: int = 0) -> object:
@@ -152,7 +152,7 @@ class DeviceMemory:
         with host_buffer(dst, writable=True, name="dst") as (addr, n):
             src = self._range(offset, n, "copy_to_host")
             if n:
-                _lib.hpuMemcpy(addr, src, n, _lib.DEVICE_TO_HOST)
+                _lib.hpuMemcpy(addr, src, n, _abi.HPU_MEMCPY_DEVICE_TO_HOST)
         return dst
 
     def copy_from(self, src: "DeviceMemory", nbytes: Optional[int] = None, offset: int = 0,
@@ -166,9 +166,9 @@ class DeviceMemory:
         if nbytes == 0:
             return
         if stream is None:
-            _lib.hpuMemcpy(d, s, nbytes, _lib.DEVICE_TO_DEVICE)
+            _lib.hpuMemcpy(d, s, nbytes, _abi.HPU_MEMCPY_DEVICE_TO_DEVICE)
         else:
-            _lib.hpuMemcpyAsync(d, s, nbytes, _lib.DEVICE_TO_DEVICE, stream.handle)
+            _lib.hpuMemcpyAsync(stream.handle, d, s, nbytes, _abi.HPU_MEMCPY_DEVICE_TO_DEVICE)
 
     def fill(self, value: int, nbytes: Optional[int] = None, offset: int = 0,
              stream: Optional[Stream] = None) -> None:
@@ -182,13 +182,13 @@ class DeviceMemory:
         if stream is None:
             _lib.hpuMemset(d, value, nbytes)
         else:
-            _lib.hpuMemsetAsync(d, value, nbytes, stream.handle)
+            _lib.hpuMemsetAsync(stream.handle, d, value, nbytes)
 
     def free(self) -> None:
         """Returns the memory to the device's allocator (after work queued on it). Idempotent."""
         if self._ptr is not None:
             ptr, self._ptr = self._ptr, None
-            _lib.hpuMemFree(self.device.handle, ptr or None)
+            _lib.hpuMemFree(ptr or None)
 
     def __enter__(self) -> "DeviceMemory":
         return self

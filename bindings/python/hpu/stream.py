@@ -108,7 +108,7 @@ class Event:
 
     def record(self, stream: Optional[Stream] = None) -> None:
         """Records the event on `stream` (this thread's current stream by default)."""
-        _lib.hpuEventRecord(self._handle, (stream or current_stream()).handle)
+        _lib.hpuEventRecord((stream or current_stream()).handle, self._handle)
 
     def synchronize(self) -> None:
         """Waits until the work before the latest record has run."""
@@ -129,7 +129,7 @@ class Event:
     def elapsed_time(self, end: "Event") -> float:
         """Milliseconds between the completion of this event and of `end`."""
         ms = ctypes.c_float()
-        _lib.hpuEventElapsedTime(ctypes.byref(ms), self._handle, end.handle)
+        _lib.hpuEventElapsedTime(self._handle, end.handle, ctypes.byref(ms))
         return ms.value
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ import math
 import struct
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
-from . import _lib, dtypes
+from . import _abi, _lib, dtypes
 from ._buffer import host_buffer
 from .device import Device, DeviceLike, device_of_handle, resolve
 from .dtypes import DType, DTypeLike
@@ -28,41 +28,12 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "tensor", "from_numpy", "frombuffer", "empty", "zeros", "ones", "full", "rand", "randn",
            "manual_seed", "get_rng_state", "set_rng_state", "MAX_DIMS"]
 
-MAX_DIMS = 8  # HPU_TENSOR_MAX_DIMS
+MAX_DIMS = _abi.HPU_TENSOR_MAX_DIMS
 Shape = Tuple[int, ...]
 _Int64s = ctypes.c_int64 * MAX_DIMS
 
 
-class RandomState_t(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("seed", ctypes.c_uint64), ("offset", ctypes.c_uint64)]
-
-
 T = _lib.Handle
-_lib._declare({
-    "hpuTensorCreate": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
-    "hpuTensorCreateFromHost": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.c_int,
-                                              ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]),
-    "hpuTensorRelease": (_lib.Status, [T]),
-    "hpuTensorCopyFromHost": (_lib.Status, [T, ctypes.c_void_p, ctypes.c_size_t, T]),
-    "hpuTensorCopyToHost": (_lib.Status, [T, ctypes.c_void_p, ctypes.c_size_t, T]),
-    "hpuTensorCopy": (_lib.Status, [T, T, T]),
-    "hpuTensorFill": (_lib.Status, [T, ctypes.c_double, T]),
-    "hpuTensorReshape": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
-    "hpuTensorSlice": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-                                     ctypes.c_int64]),
-    "hpuTensorTranspose": (_lib.Status, [ctypes.POINTER(T), T, ctypes.c_int, ctypes.c_int]),
-    "hpuTensorGetDtype": (_lib.Status, [T, ctypes.POINTER(ctypes.c_int)]),
-    "hpuTensorGetShape": (_lib.Status, [T, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]),
-    "hpuTensorGetStrides": (_lib.Status, [T, ctypes.POINTER(ctypes.c_int64)]),
-    "hpuTensorGetDevice": (_lib.Status, [T, ctypes.POINTER(T)]),
-    "hpuTensorGetData": (_lib.Status, [T, ctypes.POINTER(ctypes.c_void_p)]),
-    "hpuTensorIsContiguous": (_lib.Status, [T, ctypes.POINTER(ctypes.c_int)]),
-    "hpuRandomSeed": (_lib.Status, [T, ctypes.c_uint64]),
-    "hpuRandomGetState": (_lib.Status, [T, ctypes.POINTER(RandomState_t)]),
-    "hpuRandomSetState": (_lib.Status, [T, ctypes.POINTER(RandomState_t)]),
-    "hpuTensorFillUniform": (_lib.Status, [T, ctypes.c_double, ctypes.c_double, T]),
-    "hpuTensorFillNormal": (_lib.Status, [T, ctypes.c_double, ctypes.c_double, T]),
-})
 
 
 def _numpy():
@@ -196,7 +167,7 @@ class Tensor:
             if n != self.nbytes:
                 raise InvalidArgumentError(f"dst has {n} bytes; the tensor has {self.nbytes}")
             if n:
-                _lib.hpuTensorCopyToHost(self._handle, addr, n, stream_for(self.device.index))
+                _lib.hpuTensorCopyToHost(stream_for(self.device.index), self._handle, addr, n)
 
     def _host_dtype(self) -> DType:
         return dtypes.float32 if self.dtype is dtypes.bfloat16 else self.dtype
@@ -244,7 +215,7 @@ class Tensor:
     # ---- in place -------------------------------------------------------------
     def fill_(self, value: float) -> "Tensor":
         """Sets every element to `value` (converted to the dtype); queued."""
-        _lib.hpuTensorFill(self._handle, float(value), stream_for(self.device.index))
+        _lib.hpuTensorFill(stream_for(self.device.index), self._handle, float(value))
         return self
 
     def zero_(self) -> "Tensor":
@@ -253,12 +224,12 @@ class Tensor:
 
     def uniform_(self, low: float = 0.0, high: float = 1.0) -> "Tensor":
         """Uniform in [low, high) from the device's generator (floating tensors)."""
-        _lib.hpuTensorFillUniform(self._handle, low, high, stream_for(self.device.index))
+        _lib.hpuTensorFillUniform(stream_for(self.device.index), self._handle, low, high)
         return self
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
         """Normal(mean, std) from the device's generator (floating tensors)."""
-        _lib.hpuTensorFillNormal(self._handle, mean, std, stream_for(self.device.index))
+        _lib.hpuTensorFillNormal(stream_for(self.device.index), self._handle, mean, std)
         return self
 
     def copy_(self, src: Union["Tensor", Any]) -> "Tensor":
@@ -268,7 +239,7 @@ class Tensor:
             src = tensor(src, device=self.device)
         if src.shape != self.shape:
             raise InvalidArgumentError(f"copy_: src has shape {src.shape}, this tensor {self.shape}")
-        _lib.hpuTensorCopy(self._handle, src._handle, stream_for(self.device.index))
+        _lib.hpuTensorCopy(stream_for(self.device.index), self._handle, src._handle)
         return self
 
     # ---- conversions ----------------------------------------------------------
@@ -540,13 +511,13 @@ def manual_seed(seed: int, device: DeviceLike = None) -> None:
 
 def get_rng_state(device: DeviceLike = None) -> Tuple[int, int]:
     """(seed, offset) of a device's generator."""
-    s = _lib.sized(RandomState_t)
+    s = _lib.sized(_abi.hpuRandomState_t)
     _lib.hpuRandomGetState(resolve(device).handle, ctypes.byref(s))
     return s.seed, s.offset
 
 
 def set_rng_state(state: Tuple[int, int], device: DeviceLike = None) -> None:
     """Restores what :func:`get_rng_state` returned."""
-    s = _lib.sized(RandomState_t)
+    s = _lib.sized(_abi.hpuRandomState_t)
     s.seed, s.offset = state
     _lib.hpuRandomSetState(resolve(device).handle, ctypes.byref(s))

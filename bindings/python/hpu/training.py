@@ -6,24 +6,24 @@ import ctypes
 import json
 import os
 import threading
+from types import SimpleNamespace
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _lib
 from .diagnostics import log_write
-from .errors import HpuError, Status, error_for
+from .errors import HpuError, InvalidUsageError, Status, error_for
 
 __all__ = ["train", "trainer_library_path"]
 
 JobLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
-_lib._declare({"hpuSetLastErrorMessage": (_lib.Status, [ctypes.c_char_p])})
-
 TRAINER_SONAME = f"libhpu-trainer.so.{_lib.ABI_MAJOR}"
-_trainer: Optional[Tuple[ctypes.CDLL, str]] = None
+_trainer: Optional[Tuple[SimpleNamespace, str]] = None
 _trainer_lock = threading.Lock()
 
 
-def _load_trainer() -> Tuple[ctypes.CDLL, str]:
+def _load_trainer() -> Tuple[SimpleNamespace, str]:
+    """libhpu-trainer's functions, declared from the generated prototypes, and its path."""
     global _trainer
     with _trainer_lock:
         if _trainer is None:
@@ -31,11 +31,7 @@ def _load_trainer() -> Tuple[ctypes.CDLL, str]:
                 lib, path = _lib.find(TRAINER_SONAME, "HPU_TRAINER_LIBRARY", "TRAINER_LIBRARY", beside=_lib.path)
             except ImportError as e:
                 raise error_for(Status.NOT_AVAILABLE, f"hpu.train: {e}") from None
-            fn = lib.hpuTrainerRunJob
-            fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p]
-            fn.restype, fn.errcheck = ctypes.c_int, _lib._check
-            lib.hpuTrainerCancelJob.argtypes, lib.hpuTrainerCancelJob.restype = [], ctypes.c_int  # status read here
-            _trainer = (lib, path)
+            _trainer = (SimpleNamespace(**_lib.declare(lib, "hpu-trainer", f"libhpu-trainer ({path})")), path)
             log_write("debug", f"hpu.train: libhpu-trainer {path}")
         return _trainer
 
@@ -110,7 +106,7 @@ def train(config: JobLike) -> Dict[str, Any]:
 
     def run() -> None:  # the job runs on a worker thread, so the main thread can take signals
         try:
-            lib.hpuTrainerRunJob(ctypes.byref(out), text.encode("utf-8"), name.encode("utf-8"))
+            lib.hpuTrainerRunJob(text.encode("utf-8"), name.encode("utf-8"), ctypes.byref(out))
         except BaseException as e:  # raised again on the caller's thread
             failure.append(e)
         finally:
@@ -131,7 +127,7 @@ def train(config: JobLike) -> Dict[str, Any]:
             _lib.hpuFree(out)
 
 
-def _wait(done: threading.Event, lib: ctypes.CDLL) -> Optional[BaseException]:
+def _wait(done: threading.Event, lib: SimpleNamespace) -> Optional[BaseException]:
     """Waits until the job's thread is done; an exception raised meanwhile (KeyboardInterrupt
     from Ctrl-C: signal handlers run on this thread between the short waits) cancels the
     job and is returned once the job has stopped. (Not Thread.join: Python 3.11 takes a
@@ -140,8 +136,10 @@ def _wait(done: threading.Event, lib: ctypes.CDLL) -> Optional[BaseException]:
     while True:
         try:
             if interrupt is not None:
-                # INVALID_USAGE until the job has started (or once it has returned): ask again.
-                lib.hpuTrainerCancelJob()
+                try:
+                    lib.hpuTrainerCancelJob()
+                except InvalidUsageError:
+                    pass  # until the job has started (or once it has returned): ask again
             if done.wait(0.05):
                 return interrupt
         except BaseException as e:  # a signal handler's exception: stop the job, then raise it

@@ -1,4 +1,5 @@
-"""Ops against numpy references, their autocast dtypes, and the checks made before each call."""
+"""Ops against numpy references, their autocast dtypes, and libhpu's checks of their arguments: the
+exception of the C status, with the C message, which names the C function and argument."""
 import math
 import unittest
 
@@ -50,17 +51,21 @@ class MatrixProducts(unittest.TestCase):
         a = hpu.zeros(2, 3)
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.mm(a, hpu.zeros(2, 3))
-        self.assertEqual(cm.exception.message, "mm: inner dims differ: a.shape[1] is 3 but b.shape[0] is 2")
-        with self.assertRaises(hpu.InvalidArgumentError):
-            hpu.mm(a, hpu.zeros(3))
+        self.assertEqual(cm.exception.message,
+                         "hpuMm: a is f32[2, 3] and b is f32[2, 3]: the inner sizes differ (3 vs 2)")
+        self.assertEqual(str(cm.exception), "HPU_ERROR_INVALID_ARGUMENT: " + cm.exception.message)
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.mm(a, hpu.zeros(3))
+        self.assertEqual(cm.exception.message, "hpuMm: b is f32[3]: expected 2 dims")
+        with self.assertRaises(hpu.UnsupportedError) as cm:
             hpu.mm(hpu.zeros(2, 3, dtype=hpu.int32), hpu.zeros(3, 2))
-        self.assertIn("a has dtype hpu.int32", cm.exception.message)
+        self.assertEqual(cm.exception.message, "hpuMm: a is i32[2, 3]: a floating type (f16, bf16, f32, f64) is required")
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.mm(a, hpu.zeros(3, 2, device=1))
-        self.assertIn("b is on hpu:1 but a on hpu:0", cm.exception.message)
-        with self.assertRaises(TypeError):
+        self.assertEqual(cm.exception.message, "hpuMm: b is on device 1 but a is on device 0")
+        with self.assertRaises(TypeError) as cm:
             hpu.mm(a, [[1.0]])
+        self.assertEqual(str(cm.exception), "hpuMm: b must be an hpu.Tensor, not list")
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.linear(hpu.zeros(2, 3), hpu.zeros(4, 3), hpu.zeros(3))
         with self.assertRaises(hpu.InvalidArgumentError):
@@ -99,7 +104,7 @@ class Elementwise(unittest.TestCase):
         g = randn(100)
         close(self, hpu.ops.tanh_backward(hpu.tensor(g), hpu.tensor(x)), g * (1 - np.tanh(x) ** 2))
         close(self, hpu.ops.relu_backward(hpu.tensor(g), hpu.tensor(x)), g * (x > 0))
-        with self.assertRaises(hpu.InvalidArgumentError):
+        with self.assertRaises(hpu.UnsupportedError):
             hpu.relu(hpu.zeros(3, dtype=hpu.int64))
 
     def test_add_in_place(self):
@@ -136,15 +141,16 @@ class Losses(unittest.TestCase):
         close(self, grad, want / keep.sum())
         with self.assertRaises(hpu.InvalidArgumentError) as cm:  # a floating target holds probabilities
             hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target.astype(np.float32)))
-        self.assertEqual(cm.exception.message, "cross_entropy: target has shape (8,); (8, 5) is needed "
-                                               "(class probabilities have input's shape)")
-        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+        self.assertEqual(cm.exception.message, "hpuCrossEntropyLoss: target is f32[8]: expected shape [8, 5] (class "
+                                               "probabilities have the input's shape; class indices are i32 or i64)")
+        with self.assertRaises(hpu.UnsupportedError) as cm:
             hpu.nll_loss(hpu.tensor(logp), hpu.tensor(target.astype(np.float32)))
-        self.assertEqual(cm.exception.message, "nll_loss: target has dtype hpu.float32; hpu.int32 or hpu.int64 is needed")
+        self.assertEqual(cm.exception.message, "hpuNllLoss: target is f32[8]: indices must be i32 or i64")
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target[:3]))
-        with self.assertRaises(hpu.InvalidArgumentError):
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:  # a name the binding turns into hpuReduction_t
             hpu.cross_entropy(hpu.tensor(logits), hpu.tensor(target), reduction="avg")
+        self.assertEqual(cm.exception.message, "cross_entropy: reduction 'avg' is not 'none', 'mean' or 'sum'")
 
     def test_layer_norm(self):
         x, w, b = randn(6, 16), randn(16), randn(16)
@@ -213,8 +219,8 @@ class Losses(unittest.TestCase):
         close(self, hpu.nll_loss(hpu.tensor(lp), hpu.tensor(np.int64(2))), -lp[2])
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.cross_entropy(hpu.tensor(x), hpu.tensor(t[:, :4]))
-        self.assertEqual(cm.exception.message, "cross_entropy: target has shape (3, 4); (3, 5) is needed "
-                                               "(input (3, 4, 5) without its class dim)")
+        self.assertEqual(cm.exception.message, "hpuCrossEntropyLoss: target is i64[3, 4]: expected shape [3, 5] "
+                                               "(one class per sample of input)")
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.cross_entropy(hpu.tensor(np.float32(1.0)), hpu.tensor(np.int64(0)))
 
@@ -238,10 +244,13 @@ class Losses(unittest.TestCase):
         want[rows] = (1 - e) * w[cls][:, None] * (p[rows] - onehot[rows]) + e / 4 * (w.sum() * p[rows] - w)
         grad = hpu.ops.cross_entropy_backward(hpu.tensor(np.float32(1.0)), x, t, weight=tw, label_smoothing=e)
         close(self, grad, want / w[cls].sum())
-        for bad in (-0.1, 1.5, "0.1"):
+        for bad in (-0.1, 1.5):
             with self.assertRaises(hpu.InvalidArgumentError) as cm:
                 hpu.cross_entropy(x, t, label_smoothing=bad)
-            self.assertEqual(cm.exception.message, f"cross_entropy: label_smoothing {bad!r} is not in [0, 1]")
+            self.assertEqual(cm.exception.message, f"hpuCrossEntropyLoss: options->label_smoothing {bad} is not in 0..1")
+        with self.assertRaises(TypeError) as cm:
+            hpu.cross_entropy(x, t, label_smoothing="0.1")
+        self.assertRegex(str(cm.exception), r"^hpuCrossEntropyLoss: options->label_smoothing: .*\bstr\b")  # then ctypes' words
 
     def test_probability_targets(self):
         # torch's soft targets: sum_j w[j] ((1 - e) p[j] + e / C) -logp[j]; a mean divides by the samples
@@ -271,36 +280,37 @@ class Losses(unittest.TestCase):
         x = hpu.tensor(randn(3, 4))
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.ops.cross_entropy_backward(hpu.ones(3), x, hpu.ones(4, 3), reduction="none")
-        self.assertEqual(cm.exception.message, "cross_entropy_backward: target has shape (4, 3); (3, 4) is needed "
-                                               "(class probabilities have input's shape)")
-        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+        self.assertEqual(cm.exception.message, "hpuCrossEntropyLossBackward: target is f32[4, 3]: expected shape "
+                                               "[3, 4] (class probabilities have the input's shape; class indices "
+                                               "are i32 or i64)")
+        with self.assertRaises(hpu.UnsupportedError) as cm:
             hpu.cross_entropy(x, hpu.tensor(np.ones((3, 4), np.uint8)))
-        self.assertEqual(cm.exception.message, "cross_entropy: target has dtype hpu.uint8; hpu.int32 or hpu.int64 "
-                                               "(class indices) or a floating type (class probabilities) is needed")
+        self.assertEqual(cm.exception.message, "hpuCrossEntropyLoss: target is u8[3, 4]: indices must be i32 or i64")
 
     def test_class_weighted_losses_check_their_arguments(self):
         x, t = hpu.tensor(randn(4, 3)), hpu.tensor(np.array([0, 1, 2, 1], dtype=np.int64))
-        for op in (hpu.cross_entropy, hpu.nll_loss):
-            name = op.__name__
+        for op, name in ((hpu.cross_entropy, "hpuCrossEntropyLoss"), (hpu.nll_loss, "hpuNllLoss")):
             with self.assertRaises(hpu.InvalidArgumentError) as cm:
                 op(x, t, weight=hpu.ones(4))
             self.assertEqual(cm.exception.message,
-                             f"{name}: weight has shape (4,); (3,) is needed (one weight per class of input)")
-            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+                             f"{name}: weight is f32[4]: expected shape [3] (one weight per class of input)")
+            with self.assertRaises(hpu.UnsupportedError) as cm:
                 op(x, t, weight=hpu.tensor(np.array([1, 2, 3])))
-            self.assertEqual(cm.exception.message, f"{name}: weight has dtype hpu.int64; a floating type is needed")
+            self.assertEqual(cm.exception.message,
+                             f"{name}: weight is i64[3]: a floating type (f16, bf16, f32, f64) is required")
             with self.assertRaises(TypeError) as cm:
                 op(x, t, weight=[1.0, 2.0, 3.0])
             self.assertEqual(str(cm.exception), f"{name}: weight must be an hpu.Tensor, not list")
             with self.assertRaises(hpu.InvalidArgumentError) as cm:
                 op(x, t, weight=hpu.ones(3, device=1))
-            self.assertIn("weight is on hpu:1 but input on hpu:0", cm.exception.message)
-            with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            self.assertEqual(cm.exception.message, f"{name}: weight is on device 1 but input is on device 0")
+            with self.assertRaises(TypeError) as cm:
                 op(x, t, ignore_index=1.5, weight=hpu.ones(3))
-            self.assertEqual(cm.exception.message, f"{name}: ignore_index 1.5 is not an int")
+            self.assertRegex(str(cm.exception), rf"^{name}: options->ignore_index: .*\bfloat\b")
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.ops.cross_entropy_backward(hpu.ones(4), x, t, weight=hpu.ones(3))
-        self.assertEqual(cm.exception.message, "cross_entropy_backward: the gradient has shape (4,); the loss has ()")
+        self.assertEqual(cm.exception.message, "hpuCrossEntropyLossBackward: grad_loss is f32[4]: expected "
+                                               "shape [] (the forward's loss shape)")
 
     def test_layer_norm_over_trailing_dims(self):
         x, w, b = randn(3, 4, 5), randn(4, 5), randn(4, 5)
@@ -337,19 +347,19 @@ class Losses(unittest.TestCase):
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.layer_norm(x, hpu.ones(5), normalized_shape=(4, 5))
         self.assertEqual(cm.exception.message,
-                         "layer_norm: weight has shape (5,); (4, 5) (x's normalized dims) is needed")
+                         "hpuLayerNorm: weight is f32[5]: expected shape [4, 5] (x's normalized dims)")
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.layer_norm(x, eps=-1.0)
-        self.assertEqual(cm.exception.message, "layer_norm: eps -1.0 is not a finite number >= 0")
+        self.assertEqual(cm.exception.message, "hpuLayerNorm: options->eps -1 is not a finite number >= 0")
         _, mean, rstd = hpu.layer_norm(x, normalized_shape=(4, 5), return_stats=True)
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.ops.layer_norm_backward(hpu.zeros(3, 4, 5), x, hpu.zeros(4), rstd)
-        self.assertEqual(cm.exception.message, "layer_norm_backward: mean has shape (4,); x's shape (3, 4, 5) without "
-                                               "its normalized dims is needed (layer_norm's return_stats)")
+        self.assertEqual(cm.exception.message, "hpuLayerNormBackward: mean is f32[4]: expected shape [3] (x's shape "
+                                               "without the normalized dims)")
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.ops.layer_norm_backward(hpu.zeros(3, 4, 5), x, mean, rstd, hpu.ones(5))
         self.assertEqual(cm.exception.message,
-                         "layer_norm_backward: weight has shape (5,); (4, 5) (x's normalized dims) is needed")
+                         "hpuLayerNormBackward: weight is f32[5]: expected shape [4, 5] (x's normalized dims)")
 
     def test_dropout_and_embedding(self):
         x = hpu.ones(10000)
@@ -359,6 +369,10 @@ class Losses(unittest.TestCase):
         np.testing.assert_allclose(o, m / 0.75, rtol=1e-6)
         self.assertLess(abs(m.mean() - 0.75), 0.05)
         close(self, hpu.dropout(x, p=0.5, training=False), np.ones(10000))
+        close(self, hpu.dropout(hpu.ones(4), p=1.0), np.zeros(4))  # libhpu's range: p in [0, 1]
+        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+            hpu.dropout(x, p=1.5)
+        self.assertEqual(cm.exception.message, "hpuDropout: p 1.5 is not a probability in [0, 1]")
         weight, idx = randn(10, 4), np.array([[1, 9], [0, 1]], dtype=np.int32)
         close(self, hpu.embedding(hpu.tensor(idx), hpu.tensor(weight)), weight[idx])
         gw = hpu.ops.embedding_backward(hpu.tensor(np.ones((2, 2, 4), np.float32)), hpu.tensor(idx),
@@ -448,7 +462,7 @@ class Reductions(unittest.TestCase):
         self.assertIs(hpu.cast(hpu.tensor(x), hpu.bfloat16).dtype, hpu.bfloat16)
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.sum(hpu.tensor(x), dim=(0, -3))
-        with self.assertRaises(hpu.InvalidArgumentError):
+        with self.assertRaises(hpu.UnsupportedError):
             hpu.mean(hpu.tensor(np.arange(3)))
 
 
@@ -466,15 +480,15 @@ class ArgmaxNormScale(unittest.TestCase):
         np.testing.assert_array_equal(hpu.argmax(hpu.tensor(np.array([[3, 7, 7]], np.int32)), -1).numpy(), [1])
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.argmax(t, 2)
-        self.assertEqual(cm.exception.message, "argmax: dim 2 is out of range for shape (4, 6)")
+        self.assertEqual(cm.exception.message, "hpuArgmax: dim 2 is out of range for 2 dims (-2..1)")
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.argmax(hpu.zeros(3, 0), 1)
-        self.assertEqual(cm.exception.message, "argmax: dim 1 of shape (3, 0) is empty")
+        self.assertEqual(cm.exception.message, "hpuArgmax: x is f32[3, 0]: dim 1 is empty, so it has no largest element")
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.argmax(hpu.zeros(0))
-        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+        with self.assertRaises(hpu.UnsupportedError) as cm:
             hpu.argmax(hpu.zeros(3, dtype=hpu.bool_))
-        self.assertEqual(cm.exception.message, "argmax: x has dtype hpu.bool_; a number type is needed")
+        self.assertEqual(cm.exception.message, "hpuArgmax: x is bool[3]: argmax needs a numeric type")
 
     def test_squared_norm_and_scale(self):
         a, b = randn(3, 4), randn(5)
@@ -484,11 +498,12 @@ class ArgmaxNormScale(unittest.TestCase):
         close(self, got, (a.astype(np.float64) ** 2).sum() + (bf.astype(np.float64) ** 2).sum(), 1e-6)
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.ops.squared_norm([])
-        self.assertEqual(cm.exception.message, "squared_norm: tensors is empty; at least one tensor is needed")
-        with self.assertRaises(hpu.InvalidArgumentError) as cm:
+        self.assertEqual(cm.exception.message,
+                         "hpuSquaredNorm: count is 0: at least one tensor is needed (it names the device)")
+        with self.assertRaises(hpu.UnsupportedError) as cm:
             hpu.ops.squared_norm([hpu.tensor(a), hpu.zeros(2, dtype=hpu.int32)])
         self.assertEqual(cm.exception.message,
-                         "squared_norm: tensors[1] has dtype hpu.int32; a floating type is needed")
+                         "hpuSquaredNorm: tensors[1] is i32[2]: a floating type (f16, bf16, f32, f64) is required")
         with self.assertRaises(hpu.InvalidArgumentError):
             hpu.ops.squared_norm([hpu.tensor(a), hpu.zeros(2, device=1)])
         t = hpu.tensor(a)
@@ -497,7 +512,7 @@ class ArgmaxNormScale(unittest.TestCase):
         close(self, hpu.ops.scale_(t, -2.0), -a)
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.ops.scale_(hpu.tensor(a).transpose(0, 1), 2.0)
-        self.assertIn("is not contiguous", cm.exception.message)
+        self.assertEqual(cm.exception.message, "hpuScaleInplace: x is f32[4, 3] with strides [1, 4]: it must be contiguous")
         with self.assertRaises(TypeError):
             t.mul_(hpu.ones(3, 4))
 
@@ -567,7 +582,7 @@ class Optimizers(unittest.TestCase):
         close(self, param, p1 - 1e-2 * mh / (np.sqrt(vh) + 1e-8), 1e-4)
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.adamw_step(param.to(hpu.bfloat16), hpu.tensor(g), m, v, step=1)
-        self.assertIn("float32 master weights", cm.exception.message)
+        self.assertEqual(cm.exception.message, "hpuAdamwStep: param is bf16[10]: expected contiguous f32")
 
     def test_adamw_with_copy(self):
         p, g = randn(3000), randn(3000)
@@ -581,7 +596,8 @@ class Optimizers(unittest.TestCase):
         self.assertTrue(np.array_equal(copy.numpy(), args[0][0].to(hpu.bfloat16).numpy()))
         with self.assertRaises(hpu.InvalidArgumentError) as cm:
             hpu.adamw_step(args[1][0], hpu.tensor(g), *args[1][1:], step=3, param_copy=hpu.zeros(10, dtype=hpu.bfloat16))
-        self.assertIn("param_copy has shape", cm.exception.message)
+        self.assertEqual(cm.exception.message,
+                         "hpuAdamwStep: options->param_copy is bf16[10]: expected shape [3000] (param's shape)")
         with self.assertRaises(hpu.UnsupportedError) as cm:
             hpu.adamw_step(args[1][0], hpu.tensor(g), *args[1][1:], step=3, param_copy=hpu.zeros(3000))
         self.assertIn("param_copy is f32[3000]", cm.exception.message)

@@ -57,31 +57,27 @@ constexpr size_t kPage = 4096;
 // combining (large_allreduce), which costs a second meeting.
 constexpr size_t kMaxBytes = size_t(16) << 10;
 // Bytes of a small allreduce's slot (at least kMaxBytes). Not a power of two:
-// with 32 KiB slots 4 ranks on 2 CPUs took 6.3-6.6 us at 4 KiB in 3 of 4 runs
-// (about 4.6-5.0 us otherwise, and with these in 4 of 4).
+// with 32 KiB slots, 4 ranks on 2 CPUs were often slower at 4 KiB (the slots
+// of the ranks then map onto the same cache sets).
 constexpr size_t kSmallSlot = size_t(36) << 10;
 // Larger allreduces meet in the area chunk by chunk (large_allreduce), on 2
 // ranks from kLargeMinBytesTwoRanks on: below it their one exchange of
-// recursive doubling was faster (2 ranks on 2 CPUs, messages vs chunks:
-// 42 KiB 6.8 vs 8.8 us, 48 KiB 8.1 vs 6.3 us), where 4 ranks on 2 CPUs gain
-// at every size past kMaxBytes (20 KiB 15 -> 10-12 us, 32 KiB 20-21 ->
-// 12-20 us).
+// recursive doubling is faster (the two cross between 42 and 48 KiB on 2
+// CPUs), where 4 ranks gain at every size past kMaxBytes.
 constexpr size_t kLargeMinBytesTwoRanks = size_t(46) << 10;
 // A large allreduce's chunk per rank and bank, and the most all their slots
-// take together (with more than 15 ranks the chunks are smaller). 2 ranks,
-// 4 and 16 MiB: 7.3 and 7.1 GB/s with 512 KiB chunks, 7.0 and 6.7-6.8 with
-// 256 KiB; 4 ranks within the noise from 64 KiB to 1 MiB chunks.
+// take together (with more than 15 ranks the chunks are smaller). 2 ranks
+// move large messages a little faster with 512 than with 256 KiB chunks; 4
+// ranks do not mind the chunk size.
 constexpr size_t kChunkBytes = size_t(512) << 10;
 constexpr size_t kLargeAreaBytes = size_t(16) << 20;
 // A rank combines its piece of a chunk this many bytes at a time (the tree's
 // partial sums stay in L1).
 constexpr size_t kReduceBlock = size_t(8) << 10;
 // Up to this many ranks every rank combines all inputs itself: no rank waits
-// for another's combining. 4 ranks on 2 CPUs, 4 KiB: median 5.75 -> 4.86 us
-// (8 alternating runs), 8 and 16 KiB no slower; 2 ranks 2.05 -> 1.67 us.
-// 8 ranks on 2 CPUs, where each CPU would combine every input four times:
-// 4 KiB 12.4 us, 16 KiB 23.8 us, against 11.1 and 18.9 us with one combining
-// rank.
+// for another's combining, which is faster at 2 and 4 ranks. With 8 ranks on
+// 2 CPUs each CPU would combine every input four times: one combining rank is
+// faster there.
 constexpr int kAllCombineRanks = 4;
 // A waiting rank compares its peers' announcements with its own call after
 // this many looks (reading them costs a cache miss per peer and look).
@@ -316,8 +312,7 @@ void check_deposits(Ctx &c, const Layout &l, int bank) {
 // done with once all have arrived for this call, in this CPU's cache for
 // writing (prefetchw; older x86 CPUs take it as a no-op), while it combines:
 // its next deposit then writes lines this CPU holds instead of taking each from
-// the CPUs that read it. 4 KiB: a deposit 0.55 -> 0.13-0.2 us (median, timed
-// around it), 2 ranks 1.56-1.63 -> 1.41-1.48 us per call.
+// the CPUs that read it, which makes a small deposit several times faster.
 void claim_next_slot(const Layout &l, int bank, int rank, size_t bytes) {
 #if defined(__x86_64__) || defined(__i386__)
   const char *slot = l.input(bank ^ 1, rank);

@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
   status_t (*mem_alloc)(void **, handle_t, size_t);
   status_t (*mem_stats_json)(handle_t, char **);
   status_t (*stream_create)(handle_t *, handle_t);
-  status_t (*memset_async)(void *, int, size_t, handle_t);
+  status_t (*memset_async)(handle_t, void *, int, size_t);
   void (*hpu_free)(void *);
   LOAD(get_version, "hpuGetVersion");
   LOAD(error_name, "hpuGetErrorName");
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
   if (device_open(&dev, n) != 4 /* HPU_ERROR_NOT_FOUND */ || strstr(last_error(), "ordinal") == NULL) ok = 0;
   /* Unload with work queued on a stream that was never synchronized. */
   for (int i = 0; i < 16 && ok; ++i)
-    if (memset_async(p, i, 64 << 20, stream) != 0) ok = 0;
+    if (memset_async(stream, p, i, 64 << 20) != 0) ok = 0;
   if (dlclose(lib) != 0) {
     fprintf(stderr, "dlclose: %s\n", dlerror());
     return 1;

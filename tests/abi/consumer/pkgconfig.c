@@ -36,7 +36,7 @@ int main(void) {
   int ok = memcmp(in, out, sizeof in) == 0 && st.in_use == 3072 && st.num_allocs == 1 &&
            strstr(json, "\"InUse\": 3072") != NULL;
   hpuFree(json);
-  CHECK(hpuMemFree(dev, p));
+  CHECK(hpuMemFree(p));
   CHECK(hpuDeviceClose(dev));
   if (!ok) {
     fprintf(stderr, "pkg-config consumer: wrong results\n");

@@ -4,7 +4,7 @@
 // fake_ibverbs), never part of libhpu. libhpu loads it through the very
 // dlopen path real rdma-core takes: a test names it in HPU_IB_LIBRARY (or puts
 // its folder on LD_LIBRARY_PATH), and libhpu's verbs table (src/comm/
-// transports/verbs_api.cpp) dlsyms the same entry points from it as from
+// transports/verbs/api.cpp) dlsyms the same entry points from it as from
 // rdma-core, under the same symbol versions (fake_ibverbs.map). The data-path
 // calls that <infiniband/verbs.h> inlines (ibv_post_send, ibv_post_recv,
 // ibv_poll_cq) reach it through the context's ops, filled here as rdma-core's

@@ -25,12 +25,12 @@ bool round_trip(int ordinal) {
       !check(hpuMemAlloc(&p, dev, in.size() * sizeof(int)), "hpuMemAlloc"))
     return false;
   const size_t bytes = in.size() * sizeof(int);
-  bool ok = check(hpuMemcpyAsync(p, in.data(), bytes, HPU_MEMCPY_HOST_TO_DEVICE, stream), "copy in") &&
-            check(hpuMemcpyAsync(out.data(), p, bytes, HPU_MEMCPY_DEVICE_TO_HOST, stream), "copy out") &&
+  bool ok = check(hpuMemcpyAsync(stream, p, in.data(), bytes, HPU_MEMCPY_HOST_TO_DEVICE), "copy in") &&
+            check(hpuMemcpyAsync(stream, out.data(), p, bytes, HPU_MEMCPY_DEVICE_TO_HOST), "copy out") &&
             check(hpuStreamSynchronize(stream), "hpuStreamSynchronize") && in == out;
   hpuMemStats_t st = HPU_MEM_STATS_INIT;
   ok = ok && check(hpuMemStats(dev, &st), "hpuMemStats") && st.in_use == 40448 /* 40000 rounded to 512 */;
-  ok = check(hpuMemFree(dev, p), "hpuMemFree") && ok;
+  ok = check(hpuMemFree(p), "hpuMemFree") && ok;
   ok = check(hpuStreamDestroy(stream), "hpuStreamDestroy") && ok;
   return check(hpuDeviceClose(dev), "hpuDeviceClose") && ok;
 }
