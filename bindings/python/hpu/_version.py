@@ -1,2 +1,2 @@
 """The binding's version (it follows libhpu's)."""
-__version__ = "0.1.0"
+__version__ = "0.2.0"
