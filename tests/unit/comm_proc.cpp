@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -252,7 +253,7 @@ TEST(CommProc, ForkedProcessesJoinAUniqueIdsGroup) {
       } else if (read(id_pipe[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
         _exit(2);
       }
-      int failures = 0;
+      std::atomic<int> failures{0};
       std::vector<std::thread> threads;
       for (int d = 0; d < kPerProc; ++d)
         threads.emplace_back([&, d] {
@@ -263,7 +264,8 @@ TEST(CommProc, ForkedProcessesJoinAUniqueIdsGroup) {
           void *buf;
           std::vector<float> host(kCount);
           for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<float>(rank * 10 + static_cast<int>(i % 7));
-          bool ok = hpuDeviceOpen(&dev, d) == HPU_SUCCESS && hpuCommInitRank(&comm, dev, kRanks, &id, rank) == HPU_SUCCESS &&
+          bool ok = hpuDeviceOpen(&dev, d) == HPU_SUCCESS &&
+                    hpuCommInitRank(&comm, dev, kRanks, &id, rank) == HPU_SUCCESS &&
                     hpuDeviceGetDefaultStream(dev, &stream) == HPU_SUCCESS &&
                     hpuMemAlloc(&buf, dev, kCount * sizeof(float)) == HPU_SUCCESS &&
                     hpuMemcpy(buf, host.data(), kCount * sizeof(float), HPU_MEMCPY_HOST_TO_DEVICE) == HPU_SUCCESS &&
@@ -277,7 +279,7 @@ TEST(CommProc, ForkedProcessesJoinAUniqueIdsGroup) {
             ok = host[i] == want;
             if (!ok) fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", rank, i, host[i], want);
           }
-          if (!ok) __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+          if (!ok) ++failures;
           if (comm) hpuCommDestroy(comm);
           if (dev) hpuDeviceClose(dev);
         });
@@ -288,11 +290,13 @@ TEST(CommProc, ForkedProcessesJoinAUniqueIdsGroup) {
   }
   for (size_t p = 0; p < pids.size(); ++p) {
     int st = 0;
-    double until = now() + 60;
-    while (waitpid(pids[p], &st, WNOHANG) == 0 && now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (now() >= until) {
-      kill(pids[p], SIGKILL);
-      waitpid(pids[p], &st, 0);
+    for (double until = now() + 60; waitpid(pids[p], &st, WNOHANG) == 0;) {
+      if (now() > until) {  // a hung rank: the test fails instead of hanging
+        kill(pids[p], SIGKILL);
+        waitpid(pids[p], &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "process " << p << ": status " << st;
   }
