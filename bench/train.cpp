@@ -60,7 +60,7 @@ enum class Timing { whole, each, alternate };
 struct Timer : hpu::Callback {
   Timer(int64_t warm, Timing timing) : warm_(warm), timing_(timing) {}
   std::string state_key() const override { return "BenchTimer"; }
-  bool reads_gradients() const override { return false; }
+  hpu::CallbackNeeds needs() const override { return hpu::CallbackNeeds::none(); }
   void on_train_batch_start(hpu::Trainer &, int64_t b) override {
     if (b == warm_) t0 = bench::now_seconds();
     if (timing_ == Timing::whole || b < warm_) return;

@@ -1,5 +1,5 @@
 /* libhpu — named ops on tensors (Habana/ATen base names), each with its
- * backward; fused optimizer steps. See hpu(7).
+ * backward; products with epilogues; fused optimizer steps. See hpu(7).
  *
  * Every op: stream first (NULL: the default stream of its tensors' device),
  * then inputs, attributes, outputs last. Inputs must be on one device and the
@@ -64,9 +64,69 @@ typedef struct hpuAdamwOptions {
   double beta1, beta2;
   double eps;
   double weight_decay;
+  /* NULL, or a bf16 or f16 tensor of param's shape (contiguous) that gets
+   * the new param converted to its type in the same pass (rounded to nearest
+   * even as hpuCast does): the low-precision weights the next forward reads
+   * under autocast, without a cast of their own. */
+  hpuTensor_t param_copy;
 } hpuAdamwOptions_t;
 
-#define HPU_ADAMW_OPTIONS_INIT {sizeof(hpuAdamwOptions_t), 1e-3, 0.9, 0.999, 1e-8, 1e-2}
+#define HPU_ADAMW_OPTIONS_INIT {sizeof(hpuAdamwOptions_t), 1e-3, 0.9, 0.999, 1e-8, 1e-2, NULL}
+
+/* An activation a product applies as it stores its result. */
+typedef enum hpuActivation {
+  HPU_ACTIVATION_NONE = 0,
+  HPU_ACTIVATION_RELU = 1 /* max(0, x); NaN and -0 stay */
+} hpuActivation_t;
+
+/* What hpuMatmulEx does with the product p = a b as it stores it (oneDNN's
+ * primitive attributes and post-ops), in this order:
+ *   r = alpha p + bias + beta c, in f32 (f64 for f64) and rounded once to
+ *   the result's type; pre_activation = r; r = activation(r);
+ *   r = r * activation_backward's derivative at activation_input.
+ * Each step gives the bits of the separate op over the stored result
+ * (hpuAddmm with the bias, hpuRelu, hpuReluBackward). All fields are
+ * optional; the INIT macro sets none. */
+typedef struct hpuMatmulOptions {
+  size_t struct_size;
+  double alpha;                          /* 1 */
+  /* [n] (the result's last dim), any floating type, added to every row;
+   * converted to the type the product runs in, as its inputs. Needs beta 0. */
+  hpuTensor_t bias;
+  hpuActivation_t activation;
+  /* A tensor of the result's shape and type (contiguous) that gets r before
+   * the activation: what an activation's backward takes (a relu's backward
+   * may take the result itself: it is > 0 exactly where r is). */
+  hpuTensor_t pre_activation;
+  /* The result is the gradient of that activation's output: it is multiplied
+   * by the activation's derivative at activation_input (the activation's
+   * input, of the result's shape and type; for a relu its output serves as
+   * well), the bits of hpuReluBackward(result, activation_input). */
+  hpuActivation_t activation_backward;
+  hpuTensor_t activation_input;
+  /* The result's floating type, or HPU_BOOL (0, the INIT value): the type
+   * the product runs in. bf16 and f16 products give f32 without rounding. */
+  hpuDataType_t dtype;
+  /* Accumulate: a tensor of the result's shape (contiguous; its type is the
+   * result's) that the result is written into in place, with c's old values
+   * weighted by beta (0: not read). Operands that overlap c are read as they
+   * were before the call. */
+  hpuTensor_t c;
+  double beta;
+  /* An AdamW step in place of the store: r = alpha p is the gradient of c
+   * (f32 master weights), never stored; c, the moments (f32, c's shape,
+   * contiguous) and adamw->param_copy take step adamw_step with the bits
+   * hpuAdamwStep gives them from the stored gradient. The product runs in
+   * bf16, f16 or f32; bias, pre_activation, the activations and beta are not
+   * set. */
+  const hpuAdamwOptions_t *adamw;
+  hpuTensor_t adamw_exp_avg, adamw_exp_avg_sq;
+  int64_t adamw_step;
+} hpuMatmulOptions_t;
+
+#define HPU_MATMUL_OPTIONS_INIT                                                                \
+  {sizeof(hpuMatmulOptions_t), 1.0, NULL, HPU_ACTIVATION_NONE, NULL, HPU_ACTIVATION_NONE, NULL, HPU_BOOL, \
+   NULL, 0.0, NULL, NULL, NULL, 0}
 
 HPU_EXTERN_C_BEGIN
 
@@ -96,36 +156,20 @@ HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, h
 HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out);
 HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
                                       hpuTensor_t *grad_a, hpuTensor_t *grad_b);
+/* hpuMatmul with an epilogue (hpuMatmulOptions_t; options must not be NULL:
+ * HPU_MATMUL_OPTIONS_INIT gives hpuMatmul). A linear layer is a b with b a
+ * transposed view of the weight and options->bias; its input gradient with
+ * options->activation_backward is the gradient of the relu before it; its
+ * weight gradient with options->adamw steps the weight at once. *out gets
+ * the result; with options->c, a new handle of c (out may then be NULL). */
+HPU_API hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmulOptions_t *options,
+                                hpuTensor_t *out);
 
 /* y[..., out] = x[..., in] w[out, in]^T + bias[out]; bias may be NULL. The
  * bias gradient has w's type. */
 HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y);
 HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
                                       hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias);
-/* relu(hpuLinear(x, w, bias)) in one pass (relu applied as the product is
- * stored), with the bits of hpuRelu of hpuLinear's y; autocast decides as for
- * linear. Backward: hpuReluBackward with y in place of the relu's input (y > 0
- * exactly where that input is), then hpuLinearBackward. */
-HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y);
-/* hpuLinearBackward of a Linear whose input x is a relu's output, x =
- * relu(z): grad_z is the gradient of z, grad_y w masked by x > 0, with the bits
- * of hpuReluBackward over hpuLinearBackward's grad_x (the mask applied as the
- * product is stored); grad_w and grad_bias as hpuLinearBackward's. */
-HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                          hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias);
-/* hpuLinearBackward's weight gradient applied at once by an AdamW step of w,
- * never stored: w (f32 master weights, contiguous), exp_avg, exp_avg_sq and
- * w_copy end with the bits that hpuLinearBackward(grad_y, x, w, NULL, &grad_w,
- * ...) then hpuAdamwStepWithCopy(w, grad_w, exp_avg, exp_avg_sq, step,
- * options, w_copy) give them (hpuAdamwStep when w_copy is NULL). The step is
- * applied as the product is stored, while the memory traffic of AdamW
- * overlaps the product's arithmetic. grad_bias (may be NULL) as
- * hpuLinearBackward's. For a step that needs the whole gradient first
- * (clipping, accumulation, an allreduce), use hpuLinearBackward. */
-HPU_API hpuStatus_t hpuLinearBackwardAdamwStep(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                               hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step,
-                                               const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
-                                               hpuTensor_t *grad_bias);
 
 /* ---- elementwise ----------------------------------------------------------
  * Binary ops broadcast (numpy rules) and always compute in the wider of the
@@ -289,15 +333,9 @@ HPU_API hpuStatus_t hpuCastBackward(hpuStream_t stream, hpuTensor_t grad_out, hp
  * to the gradient, as torch does. */
 HPU_API hpuStatus_t hpuSgdStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t momentum_buf,
                                int64_t step, const hpuSgdOptions_t *options);
+/* With options->param_copy, the new param is also written there. */
 HPU_API hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
                                  hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options);
-/* hpuAdamwStep that also writes the new param, converted to param_copy's
- * type (bf16 or f16, contiguous, param's shape; rounded to nearest even as
- * hpuCast does), in the same pass: the low-precision weights the next forward
- * reads under autocast, without a cast of their own. */
-HPU_API hpuStatus_t hpuAdamwStepWithCopy(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg,
-                                         hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options,
-                                         hpuTensor_t param_copy);
 
 HPU_EXTERN_C_END
 

@@ -7,7 +7,12 @@
 // Conventions every algorithm keeps:
 //   - deterministic: each element of a result is combined in an order fixed by
 //     the rank count and the layout alone, by one rank, and copied from there;
-//     combines of equal operands on two ranks use the same operand order;
+//     combines of equal operands on two ranks use the same operand order. The
+//     algorithms the rule picks (collectives.cpp) all combine in rank order
+//     (combine_rank_order, reduce.hpp), so a result has the same bits over
+//     every transport and layout; ring, tree, recursive doubling and
+//     halving-doubling, which only HPU_ALGO picks, each have an order of their
+//     own;
 //   - a send's memory is not written until the send is done;
 //   - the same message layout on every rank (empty pieces are skipped on both
 //     sides), so tags pair up without any negotiation.
@@ -52,7 +57,6 @@ class Ctx {
   int size() const { return size_; }
   const OpHeader &header() const { return header_; }
   bool shares_address_space() const { return t_.shares_address_space(); }
-  size_t few_steps_bytes() const { return t_.few_steps_bytes(); }
   // True when the transport offers Chaining: the steps of `after` below go on
   // without the waiting thread, which may then wait once, at the end.
   bool chains() const { return chaining_ != nullptr; }
@@ -152,13 +156,26 @@ void chain_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataTyp
 
 // pairwise.cpp: every rank sends each peer its block directly.
 void pairwise_alltoall(Ctx &c, const void *send, void *recv, size_t bytes_per_rank);
+// The reductions in rank order (combine_rank_order), whatever the transport:
+// rank q owns piece q of the elements, receives every rank's contribution to
+// it in one step and combines them; allreduce then sends each piece to every
+// rank, reduce to the root (the ring's bytes in two steps).
+void pairwise_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
+void pairwise_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op,
+                     int root);
+void pairwise_reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
+                            hpuRedOp_t op);
+// Small messages in one step: every rank that needs the result (all, or the
+// root) gets every input and combines them in rank order.
+void gather_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
+void gather_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root);
 
 // shared_memory.cpp: ranks that map one area (Ctx::shared_area) meet there.
 // Up to 16 KiB each deposits its input; on up to 4 ranks each then combines
 // all inputs itself, on more the last to arrive combines them and every rank
 // copies the result out. Larger allreduces go chunk by chunk: each rank
 // combines its piece of every input and copies the others' pieces out.
-// Recursive doubling's order in every case. shared_allreduce_fits says
+// Rank order in every case. shared_allreduce_fits says
 // whether `bytes` go through the area (false without one); the area n ranks
 // need is shared_area_bytes(n) (capability.hpp).
 bool shared_allreduce_fits(const Ctx &c, size_t bytes);

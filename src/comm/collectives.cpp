@@ -10,14 +10,22 @@ namespace hpu::comm {
 
 namespace {
 
-// Up to this size the algorithms of few, whole-buffer steps (recursive
-// doubling, trees); above it the pipelined ones (ring, chain).
+// The rule's algorithms all combine in rank order (combine_rank_order,
+// reduce.hpp), so that a reduction gives the same bits whether the ranks are
+// threads, processes or hosts, and over any mixture of transports: direct
+// between threads, the shared area between processes of one host, else the
+// pairwise exchange. Ring, tree, recursive doubling and halving-doubling have
+// orders of their own (each element's partial sums follow the ring or the
+// tree), so only HPU_ALGO picks them.
+//
+// Up to this size the algorithms of few, whole-buffer steps (gather, trees);
+// above it those that split the buffer (pairwise, chain).
 constexpr size_t kSmallBytes = size_t(64) << 10;
 // Collectives between threads of one process go direct when the buffers of all
 // ranks together are larger than this (below, fewer messages win).
 constexpr size_t kDirectMinBytes = size_t(128) << 10;
 
-enum class Algo { rule, ring, tree, recursive_doubling, halving_doubling, direct, shared };
+enum class Algo { rule, ring, tree, recursive_doubling, halving_doubling, direct, pairwise, shared, gather };
 
 // HPU_ALGO's values.
 const struct {
@@ -27,7 +35,8 @@ const struct {
                  {"tree", Algo::tree},
                  {"recursive_doubling", Algo::recursive_doubling},
                  {"halving_doubling", Algo::halving_doubling},
-                 {"direct", Algo::direct}};
+                 {"direct", Algo::direct},
+                 {"pairwise", Algo::pairwise}};
 
 Algo forced() {
   const std::string &a = config().comm.algo;
@@ -55,19 +64,19 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
   } else if ((a == Algo::rule || a == Algo::direct) && shared_allreduce_fits(c, bytes)) {
     a = Algo::shared;
   } else if (a == Algo::rule || a == Algo::direct) {
-    const bool pow2 = (c.size() & (c.size() - 1)) == 0;
-    if (bytes <= kSmallBytes)
-      a = Algo::recursive_doubling;
-    else if (c.size() >= 4 && pow2 && bytes <= c.few_steps_bytes())
-      a = Algo::halving_doubling;
-    else
-      a = Algo::ring;
+    a = bytes <= kSmallBytes ? Algo::gather : Algo::pairwise;
   }
   switch (a) {
     case Algo::direct:
       return direct_allreduce(c, send, recv, count, dtype, op);
     case Algo::shared:
       return shared_allreduce(c, send, recv, count, dtype, op);
+    case Algo::gather:
+      return gather_allreduce(c, send, recv, count, dtype, op);
+    case Algo::pairwise:
+      return pairwise_allreduce(c, send, recv, count, dtype, op);
+    case Algo::ring:
+      return ring_allreduce(c, send, recv, count, dtype, op);
     case Algo::recursive_doubling:
       return recursive_doubling_allreduce(c, send, recv, count, dtype, op);
     case Algo::halving_doubling:
@@ -76,7 +85,7 @@ void allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
       tree_reduce(c, send, recv, count, dtype, op, 0);
       return tree_broadcast(c, recv, recv, bytes, 0);
     default:
-      return ring_allreduce(c, send, recv, count, dtype, op);
+      fail(HPU_ERROR_INTERNAL, "allreduce: no algorithm chosen");
   }
 }
 
@@ -92,10 +101,11 @@ void broadcast(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t
 void reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root) {
   const size_t bytes = count * dtype_bytes(dtype);
   if (c.size() == 1 || count == 0) return copy(recv, send, bytes);
-  Algo a = forced();
-  if (a == Algo::tree || (a != Algo::ring && bytes <= kSmallBytes))
-    return tree_reduce(c, send, recv, count, dtype, op, root);
-  chain_reduce(c, send, recv, count, dtype, op, root);
+  const Algo a = forced();
+  if (a == Algo::tree) return tree_reduce(c, send, recv, count, dtype, op, root);
+  if (a == Algo::ring) return chain_reduce(c, send, recv, count, dtype, op, root);
+  if (a != Algo::pairwise && bytes <= kSmallBytes) return gather_reduce(c, send, recv, count, dtype, op, root);
+  pairwise_reduce(c, send, recv, count, dtype, op, root);
 }
 
 void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataType_t dtype) {
@@ -108,9 +118,11 @@ void allgather(Ctx &c, const void *send, void *recv, size_t sendcount, hpuDataTy
 void reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype, hpuRedOp_t op) {
   const size_t bytes = recvcount * dtype_bytes(dtype);
   if (c.size() == 1 || recvcount == 0) return copy(recv, send, bytes);
-  if (go_direct(c, forced(), bytes * static_cast<size_t>(c.size())))
+  const Algo a = forced();
+  if (go_direct(c, a, bytes * static_cast<size_t>(c.size())))
     return direct_reducescatter(c, send, recv, recvcount, dtype, op);
-  ring_reducescatter(c, send, recv, recvcount, dtype, op);
+  if (a == Algo::ring) return ring_reducescatter(c, send, recv, recvcount, dtype, op);
+  pairwise_reducescatter(c, send, recv, recvcount, dtype, op);
 }
 
 void alltoall(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype) {

@@ -2,19 +2,25 @@
 // size and rank count; HPU_ALGO forces one where it applies) and the cases
 // every algorithm leaves out (one rank, nothing to move).
 //
+// The reductions the rule picks all combine in rank order, so that their bits
+// do not depend on the layout (combine_rank_order, reduce.hpp); HPU_ALGO's
+// ring, tree, recursive_doubling and halving_doubling have orders of their own.
+//
 //   allreduce       ranks that are threads of one process: direct when the n
 //                   ranks' buffers together exceed kDirectMinBytes; ranks
 //                   that map one shared area (processes of one host over
-//                   shm): shared memory up to 16 KiB; otherwise
-//                   recursive doubling up to kSmallBytes, else the ring
-//                   (halving-doubling on 4, 8, ... ranks up to the
-//                   transport's few_steps_bytes);
+//                   shm): shared memory (on 2 ranks not from 16 to 46 KiB);
+//                   otherwise every input to every rank (gather) up to
+//                   kSmallBytes, else the pairwise exchange;
 //                   HPU_ALGO=tree: binomial reduce then broadcast
 //   broadcast       direct as allreduce; otherwise binomial tree up to
 //                   kSmallBytes, else a pipelined chain
-//   reduce          binomial tree up to kSmallBytes, else a pipelined chain
-//                   (HPU_ALGO=ring means the chain, tree the tree)
-//   allgather, reducescatter   direct as allreduce, otherwise the ring
+//   reduce          every input to the root (gather) up to kSmallBytes, else
+//                   the pairwise exchange (HPU_ALGO=ring: a pipelined chain,
+//                   tree: a binomial tree)
+//   reducescatter   direct as allreduce, otherwise the pairwise exchange
+//                   (HPU_ALGO=ring: the ring)
+//   allgather       direct as allreduce, otherwise the ring
 //   alltoall        pairwise exchange
 //   barrier         dissemination
 //

@@ -259,6 +259,11 @@ Combine make_combine(hpuDataType_t dtype, hpuRedOp_t op, const void *local, bool
   return c;
 }
 
+void combine_rank_order(const Combine &cb, const char *const *in, int n, void *out, size_t count) {
+  cb.fn(out, in[1], in[0], count, cb.ctx);
+  for (int q = 2; q < n; ++q) cb.fn(out, in[q], out, count, cb.ctx);
+}
+
 void finish_average(void *buf, size_t n, hpuDataType_t dtype, hpuRedOp_t op, int nranks) {
   if (op != HPU_AVG || nranks == 1 || n == 0) return;
   kernels::dispatch(dtype, [&](auto t) {

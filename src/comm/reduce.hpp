@@ -33,6 +33,18 @@ kernels::Isa combine_isa();
 // The returned Combine's ctx points to static storage.
 Combine make_combine(hpuDataType_t dtype, hpuRedOp_t op, const void *local, bool local_first = false);
 
+// The order in which every default path of the collectives combines the
+// ranks' values (hpuAllreduce(3)): rank order,
+//   out[i] = op(...op(op(in[0][i], in[1][i]), in[2][i])..., in[n-1][i]),
+// for n >= 2, through `cb` (make_combine(..., nullptr, /*local_first=*/true)).
+// Rank order, because every layout can give it without moving more bytes:
+// whichever rank combines an element (one of the threads of a process, a
+// process in the shared area, the owner of a piece that received the others'
+// contributions to it) holds all n values of it at once and needs no one
+// else's partial sums, whose shape (a ring, a tree) would depend on how the
+// ranks are connected. `out` may be in[0], no other input.
+void combine_rank_order(const Combine &cb, const char *const *in, int n, void *out, size_t count);
+
 // For HPU_AVG: divides n combined sums by nranks (floating: in f32/f64, then
 // rounded; integers: rounded toward zero). Does nothing for other ops.
 void finish_average(void *buf, size_t n, hpuDataType_t dtype, hpuRedOp_t op, int nranks);

@@ -13,7 +13,6 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm_bf16.hpp"
 #include "kernels/gemm_f32.hpp"
-#include "kernels/optim.hpp"
 #include "kernels/parallel.hpp"
 
 namespace hpu::kernels {
@@ -37,7 +36,7 @@ void single_threaded_blas() {
 // Scratch f32 buffers of the calling thread, kept between calls unless large.
 struct Scratch {
   std::vector<float> a, b, c;
-  std::vector<float> grad;  // gemm_then_adamw's, kept through the product (trim() leaves it)
+  std::vector<float> grad;  // gemm_then_sink's, kept through the product (trim() leaves it)
   float *get(std::vector<float> &v, size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
@@ -171,45 +170,52 @@ void scale_c(void *c, int64_t ldc, int64_t m, int64_t n, float beta, hpuDataType
   }
 }
 
-// s's epilogue over C (m rows of n, row stride ldc) in passes: relu as
-// kernels::unary's, the mask as its relu backward.
+Unary unary_of(Activation a) {
+  switch (a) {
+    case Activation::relu: return Unary::relu;
+    case Activation::none: break;
+  }
+  fail(HPU_ERROR_INTERNAL, "gemm: no pass for activation %d", static_cast<int>(a));
+}
+
+// s's activations over C (m rows of n, row stride ldc) in passes: the
+// activation as kernels::unary's, its backward as unary_backward.
 void epilogue_pass(const GemmShape &s, void *c, int64_t ldc, hpuDataType_t c_dt) {
+  const Epilogue &ep = s.ep;
   const int64_t cs = static_cast<int64_t>(dtype_size(c_dt));
-  // Dense C (and mask): one pass over all of it, split over the threads.
-  const bool dense = ldc == s.n && (!s.relu_mask || s.ld_mask == s.n);
+  // Dense C (and backward input): one pass over all of it, split over the threads.
+  const bool dense = ldc == s.n && (!ep.backward_input || ep.ld_backward == s.n);
   const int64_t rows = dense ? 1 : s.m;
   const size_t n = static_cast<size_t>(dense ? s.m * s.n : s.n);
   for (int64_t r = 0; r < rows; ++r) {
     void *row = static_cast<char *>(c) + r * ldc * cs;
-    if (s.relu) unary(Unary::relu, c_dt, row, row, n);
-    if (s.relu_mask)
-      unary_backward(Unary::relu, c_dt, static_cast<const char *>(s.relu_mask) + r * s.ld_mask * cs, row, row, n);
+    if (ep.activation != Activation::none) unary(unary_of(ep.activation), c_dt, row, row, n);
+    if (ep.backward != Activation::none)
+      unary_backward(unary_of(ep.backward), c_dt,
+                     static_cast<const char *>(ep.backward_input) + r * ep.ld_backward * cs, row, row, n);
   }
 }
 
-// gemm with s.adamw where the kernel does not apply it: the gradient into a
-// scratch buffer, then the step from there.
-void gemm_then_adamw(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
-                     int64_t ldb, float *c, int64_t ldc) {
+// gemm with a sink where the kernel does not feed it: the results into a
+// scratch buffer, then to the sink from there.
+void gemm_then_sink(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
+                    int64_t ldb, int64_t ldc) {
   GemmShape plain = s;
-  plain.adamw = nullptr;
-  float *grad = t_scratch.get(t_scratch.grad, static_cast<size_t>(s.m * s.n));
-  gemm(dt, plain, alpha, a, lda, b, ldb, 0.0f, grad, s.n, HPU_FLOAT32);
+  plain.ep = {};
+  float *results = t_scratch.get(t_scratch.grad, static_cast<size_t>(s.m * s.n));
+  gemm(dt, plain, alpha, a, lda, b, ldb, 0.0f, results, s.n, HPU_FLOAT32);
   parallel_for(s.m, std::max<int64_t>(1, 16384 / s.n), [&](int64_t lo, int64_t hi) {
-    gemm_adamw_store(s.adamw->at(lo * ldc), c + lo * ldc, ldc, grad + lo * s.n, s.n, hi - lo, s.n);
+    Epilogue part = s.ep;
+    part.at += lo * ldc;
+    gemm_sink_rows(part, results + lo * s.n, s.n, hi - lo, s.n, ldc);
   });
   if (t_scratch.grad.size() > (size_t(16) << 20)) std::vector<float>().swap(t_scratch.grad);
 }
 
 }  // namespace
 
-void gemm_adamw_store(const GemmAdamw &u, float *c, int64_t ldc, const float *grad, int64_t ld_grad, int64_t rows,
-                      int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const GemmAdamw row = u.at(r * ldc);
-    adamw_step(c + r * ldc, HPU_FLOAT32, grad + r * ld_grad, row.exp_avg, row.exp_avg_sq, cols, u.c, u.copy_dt,
-               row.copy, false);
-  }
+void gemm_sink_rows(const Epilogue &ep, const float *results, int64_t ld, int64_t rows, int64_t cols, int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r) ep.sink->row(*ep.sink, ep.at + r * ldc, cols, results + r * ld);
 }
 
 bool gemm_supports(hpuDataType_t dt) {
@@ -224,20 +230,22 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
   const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
-  if (s.bias && (beta != 0.0f || s.adamw)) fail(HPU_ERROR_INTERNAL, "gemm's bias needs beta 0 and no AdamW store");
-  if (s.adamw) {
-    if (c_dt != HPU_FLOAT32 || beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's AdamW store needs an f32 C and beta 0");
-    if (!native_bf16 || k <= 0) return gemm_then_adamw(dt, s, alpha, a, lda, b, ldb, static_cast<float *>(c), ldc);
+  const Epilogue &ep = s.ep;
+  if (ep.bias && beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's bias needs beta 0");
+  if (ep.sink) {
+    if (beta != 0.0f || ep.bias || ep.activation != Activation::none || ep.backward != Activation::none)
+      fail(HPU_ERROR_INTERNAL, "gemm's sink needs beta 0 and no other epilogue");
+    if (!native_bf16 || k <= 0) return gemm_then_sink(dt, s, alpha, a, lda, b, ldb, ldc);
   }
-  if (s.bias && !(native_bf16 && k > 0)) {  // C filled with the bias, then beta 1
+  if (ep.bias && !(native_bf16 && k > 0)) {  // C filled with the bias, then beta 1
     const size_t cs = dtype_size(c_dt);
     for (int64_t r = 0; r < m; ++r)
-      std::memcpy(static_cast<char *>(c) + r * ldc * static_cast<int64_t>(cs), s.bias, static_cast<size_t>(n) * cs);
+      std::memcpy(static_cast<char *>(c) + r * ldc * static_cast<int64_t>(cs), ep.bias, static_cast<size_t>(n) * cs);
     GemmShape t = s;
-    t.bias = nullptr;
+    t.ep.bias = nullptr;
     return gemm(dt, t, alpha, a, lda, b, ldb, 1.0f, c, ldc, c_dt);
   }
-  const bool epilogue = s.relu || s.relu_mask;
+  const bool epilogue = ep.activation != Activation::none || ep.backward != Activation::none;
   if (k <= 0) {
     scale_c(c, ldc, m, n, beta, c_dt);
     if (epilogue) epilogue_pass(s, c, ldc, c_dt);
@@ -253,8 +261,12 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
   // Through OpenBLAS: as many blocks as chunks of the grain, at most kBlasBlocks.
   const int64_t blas_blocks = std::min(len / grain, kBlasBlocks);
-  // The epilogue as the native bf16 kernel stores a bf16 C, or in a pass afterwards.
-  const bool epilogue_pass_after = epilogue && !(native_bf16 && c_dt == HPU_BFLOAT16);
+  // The activations as the native bf16 kernel stores a bf16 C (relu and its
+  // backward), or in a pass afterwards.
+  const bool in_kernel = native_bf16 && c_dt == HPU_BFLOAT16 &&
+                         (ep.activation == Activation::none || ep.activation == Activation::relu) &&
+                         (ep.backward == Activation::none || ep.backward == Activation::relu);
+  const bool epilogue_pass_after = epilogue && !in_kernel;
   if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16) {
     gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, blas_blocks);
     if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
@@ -264,25 +276,24 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const auto block = [&](int64_t lo, int64_t hi) {
     // The block of C from line lo to hi, and the parts of A and B it needs.
     GemmShape part = s;
+    if (!in_kernel) part.ep.activation = part.ep.backward = Activation::none;
     const char *ap = static_cast<const char *>(a), *bp = static_cast<const char *>(b);
     char *cp = static_cast<char *>(c);
-    const char *mp = static_cast<const char *>(s.relu_mask);
-    GemmAdamw adamw;
+    const char *xp = static_cast<const char *>(ep.backward_input);
     if (split_cols) {
       part.n = hi - lo;
       bp += (s.trans_b ? lo * ldb : lo) * es;
       cp += lo * cs;
-      if (mp) part.relu_mask = mp + lo * cs;
-      if (s.bias) part.bias = static_cast<const char *>(s.bias) + lo * cs;
-      if (s.adamw) adamw = s.adamw->at(lo);
+      if (xp) part.ep.backward_input = xp + lo * cs;
+      if (ep.bias) part.ep.bias = static_cast<const char *>(ep.bias) + lo * cs;
+      part.ep.at += lo;
     } else {
       part.m = hi - lo;
       ap += (s.trans_a ? lo : lo * lda) * es;
       cp += lo * ldc * cs;
-      if (mp) part.relu_mask = mp + lo * s.ld_mask * cs;
-      if (s.adamw) adamw = s.adamw->at(lo * ldc);
+      if (xp) part.ep.backward_input = xp + lo * ep.ld_backward * cs;
+      part.ep.at += lo * ldc;
     }
-    if (s.adamw) part.adamw = &adamw;
     if (native_bf16) {
       gemm_bf16_native(part, alpha, reinterpret_cast<const uint16_t *>(ap), lda,
                        reinterpret_cast<const uint16_t *>(bp), ldb, beta, cp, ldc, c_dt);
@@ -306,7 +317,10 @@ void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alp
                   int64_t stride_c, hpuDataType_t c_dt) {
   const int64_t es = static_cast<int64_t>(dtype_size(dt)), cs = static_cast<int64_t>(dtype_size(c_dt));
   auto one = [&](int64_t i) {
-    gemm(dt, s, alpha, static_cast<const char *>(a) + i * stride_a * es, lda,
+    GemmShape si = s;  // the epilogue's arrays are laid out as C: matrix i stride_c elements on
+    if (s.ep.backward_input) si.ep.backward_input = static_cast<const char *>(s.ep.backward_input) + i * stride_c * cs;
+    si.ep.at += i * stride_c;
+    gemm(dt, si, alpha, static_cast<const char *>(a) + i * stride_a * es, lda,
          static_cast<const char *>(b) + i * stride_b * es, ldb, beta, static_cast<char *>(c) + i * stride_c * cs,
          ldc, c_dt);
   };

@@ -34,65 +34,33 @@
 
 #include <cstdint>
 
-#include "kernels/optim_vec.hpp"
+#include "kernels/epilogue.hpp"
 
 namespace hpu::kernels {
-
-// An AdamW step in place of C's store: C (f32) holds weights
-// and the product alpha op(A) op(B) is their gradient, never stored. Each
-// element of C and of the moments (C's layout) is updated as adamw_step
-// updates it from that gradient, with its bits; copy (copy_dt bf16 or f16,
-// C's layout; null for none) gets the new C converted, as adamw_step writes
-// it. beta must be 0.
-struct GemmAdamw {
-  float *exp_avg = nullptr, *exp_avg_sq = nullptr;
-  void *copy = nullptr;
-  hpuDataType_t copy_dt = HPU_BFLOAT16;
-  AdamwConstants c{};
-  // The same for the part of C that starts `elements` after C.
-  GemmAdamw at(int64_t elements) const {
-    GemmAdamw u = *this;
-    u.exp_avg += elements, u.exp_avg_sq += elements;
-    if (copy) u.copy = static_cast<char *>(copy) + elements * 2;
-    return u;
-  }
-};
 
 struct GemmShape {
   int64_t m, n, k;
   bool trans_a = false, trans_b = false;
-  // Then C = max(0, C) (relu: NaN and -0 stay), on the rounded result: the
-  // bits of a separate relu over C. The native bf16 kernel applies it as it
-  // stores a bf16 C; the other paths in a pass over C after the product.
-  bool relu = false;
-  // Then C = C * (mask > 0 ? 1 : 0) (relu's backward, mask the relu's
-  // output or input): mask has C's type and m x n shape, row stride ld_mask;
-  // the bits of a separate hpuReluBackward over C. One product only (not
-  // gemm_batched with batch > 1).
-  const void *relu_mask = nullptr;
-  int64_t ld_mask = 0;
-  // Then no C is stored: an AdamW step of C instead (see GemmAdamw). The
-  // native bf16 kernel applies it as it stores each tile (k <= 1024); the
-  // other paths from the product in a scratch buffer. One product only.
-  const GemmAdamw *adamw = nullptr;
-  // C = alpha op(A) op(B) + bias before the rounding and the epilogues above:
-  // n values of C's type (c_dt), one per column; beta must be 0, no AdamW
-  // store. The bits of C filled with the bias row by row and beta 1: the
-  // native bf16 kernel adds it as it stores C, the other paths fill C first.
-  const void *bias = nullptr;
+  // What the product does as it stores C (epilogue.hpp). The native bf16
+  // kernel adds the bias as it stores C, applies a relu and its backward as
+  // it stores a bf16 C and feeds a sink as it stores each tile (k <= 1024);
+  // the other paths add
+  // the bias by filling C first, apply the activations in a pass over C after
+  // the product and feed a sink from the product in a scratch buffer.
+  Epilogue ep{};
 };
 
-// The AdamW step of rows x cols of C (row stride ldc) from their gradient
-// grad (row stride ld_grad), on the calling thread: the epilogue of
-// GemmShape::adamw where it is not applied in the kernel.
-void gemm_adamw_store(const GemmAdamw &u, float *c, int64_t ldc, const float *grad, int64_t ld_grad, int64_t rows,
-                      int64_t cols);
+// Feeds rows x cols results (row stride ld) to ep's sink, as the part of C
+// (row stride ldc) that starts at ep.at: on the calling thread.
+void gemm_sink_rows(const Epilogue &ep, const float *results, int64_t ld, int64_t rows, int64_t cols, int64_t ldc);
 
 void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int64_t lda, const void *b,
           int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt);
 
 // `batch` independent products; matrix i starts stride_x elements after
-// matrix i - 1 (stride 0 reuses one matrix, e.g. a shared weight).
+// matrix i - 1 (stride 0 reuses one matrix, e.g. a shared weight). The
+// epilogue's backward input and sink are laid out as C (stride_c); its bias
+// is shared.
 void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alpha, const void *a, int64_t lda,
                   int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *c, int64_t ldc,
                   int64_t stride_c, hpuDataType_t c_dt);

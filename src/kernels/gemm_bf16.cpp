@@ -22,16 +22,6 @@
 
 namespace hpu::kernels {
 
-// AdamW's rule on AdamW's own AVX-512 path, for the product that stores an
-// AdamW step (GemmShape::adamw).
-HPU_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
-namespace simd::avx512 {
-namespace {
-#include "kernels/optim_lanes.inc"
-}  // namespace
-}  // namespace simd::avx512
-HPU_TARGET_END
-
 namespace {
 
 // k per block: a block's products are summed in registers. Larger k runs in
@@ -48,7 +38,7 @@ thread_local AlignedBuffer t_packed_b, t_packed_a, t_work, t_tiles;
 
 // Where a micro-tile's results go: c (row stride ldc, type dt) = alpha acc +
 // beta c; beta == 0 never reads c. Then, for a bf16 c only: relu, max(0, c);
-// mask (bf16, row stride ld_mask), c * (mask > 0 ? 1 : 0).
+// mask (bf16, row stride ld_mask), c * (mask > 0 ? 1 : 0) (relu's backward).
 struct Out {
   void *c;
   int64_t ldc;
@@ -57,11 +47,23 @@ struct Out {
   bool relu = false;
   const uint16_t *mask = nullptr;
   int64_t ld_mask = 0;
-  // For an f32 c: an AdamW step of c in place of the store (GemmShape::adamw).
-  const GemmAdamw *adamw = nullptr;
-  // c's type, a value per column of c, added to alpha acc (GemmShape::bias).
+  // The results go to the sink instead (Epilogue::sink), c's element
+  // row * ldc + col as the sink's element at + row * ldc + col.
+  const GemmSink *sink = nullptr;
+  int64_t at = 0;
+  // c's type, a value per column of c, added to alpha acc (Epilogue::bias).
   const void *bias = nullptr;
 };
+
+// The Out of s's epilogue over c; relu and its backward only when `last`
+// (the k block that rounds a bf16 C).
+Out out_of(const GemmShape &s, void *c, int64_t ldc, hpuDataType_t c_dt, float alpha, float beta, bool last) {
+  const Epilogue &ep = s.ep;
+  const bool mask = last && ep.backward == Activation::relu;
+  return {c,    ldc,  c_dt, alpha, beta, last && ep.activation == Activation::relu,
+          mask ? static_cast<const uint16_t *>(ep.backward_input) : nullptr, mask ? ep.ld_backward : 0, ep.sink,
+          ep.at, ep.bias};
+}
 
 inline uint32_t load_pair(const uint16_t *p) {
   uint32_t v;
@@ -183,79 +185,42 @@ HPU_BF16 void store_block(const Out &o, int64_t row0, int64_t col0, int rows, in
       store(o, row0 + i, col0 + j, static_cast<int>(std::min<int64_t>(16, cols - j)), _mm512_load_ps(at(i, j)));
 }
 
-// A tile of C kAdamwAhead tiles after the current one: while this one is
-// computed, the AdamW store (GemmShape::adamw) prefetches the weights, moments
-// and copy it will update there, which the hardware prefetchers do not follow
-// (dozens of short row pieces per tile). rows 0: none.
-constexpr int64_t kAdamwAhead = 2;
+// A tile of C kSinkAhead tiles after the current one: while this one is
+// computed, a sink's arrays (GemmSink::arrays) are prefetched there. rows 0:
+// none.
+constexpr int64_t kSinkAhead = 2;
 struct NextTile {
   int64_t row = 0, col = 0;
   int rows = 0;
 };
 
-// Part q of the next tile's AdamW data into L2: row q / 4, then w, the first
-// moment, the second moment or the copy (48 columns of each, the widest tile).
-__attribute__((always_inline)) HPU_BF16 inline void prefetch_adamw(const Out &o, const NextTile &next, int64_t q) {
-  const int64_t at = (next.row + (q >> 2)) * o.ldc + next.col;
-  const GemmAdamw &u = *o.adamw;
-  const char *p;
-  switch (q & 3) {
-    case 0: p = reinterpret_cast<const char *>(static_cast<const float *>(o.c) + at); break;
-    case 1: p = reinterpret_cast<const char *>(u.exp_avg + at); break;
-    case 2: p = reinterpret_cast<const char *>(u.exp_avg_sq + at); break;
-    default:
-      if (!u.copy) return;
-      p = static_cast<const char *>(u.copy) + at * 2;
-      _mm_prefetch(p, _MM_HINT_T1);
-      _mm_prefetch(p + 64, _MM_HINT_T1);
-      return;
-  }
-  _mm_prefetch(p, _MM_HINT_T1);
-  _mm_prefetch(p + 64, _MM_HINT_T1);
-  _mm_prefetch(p + 128, _MM_HINT_T1);
+// Part q of the next tile's sink data into L2: row q / GemmSink::kArrays,
+// then the row's piece of array q % kArrays (48 columns, the widest tile).
+__attribute__((always_inline)) HPU_BF16 inline void prefetch_sink(const Out &o, const NextTile &next, int64_t q) {
+  const GemmSink &u = *o.sink;
+  const int i = static_cast<int>(q % GemmSink::kArrays);
+  if (!u.arrays[i]) return;
+  const int64_t at = o.at + (next.row + q / GemmSink::kArrays) * o.ldc + next.col;
+  const char *p = static_cast<const char *>(u.arrays[i]) + at * u.elem_size[i];
+  for (int b = 0; b < 48 * u.elem_size[i]; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
 }
 
-// The AdamW step of cols elements of c from element `at` (row-major index)
-// whose gradient is alpha g, as adamw_step does it (GemmShape::adamw).
-__attribute__((always_inline)) HPU_BF16 inline void adamw_row(const Out &o, const simd::avx512::AdamwV &k,
-                                                               int64_t at, int cols, const float *g) {
-  namespace v16 = simd::avx512;
-  const GemmAdamw &u = *o.adamw;
-  float *w = static_cast<float *>(o.c) + at, *m = u.exp_avg + at, *v = u.exp_avg_sq + at;
-  uint16_t *copy = u.copy ? static_cast<uint16_t *>(u.copy) + at : nullptr;
-  for (int j = 0; j < cols; j += 16) {
-    __m512 gv = _mm512_load_ps(g + j);
-    if (o.alpha != 1.0f) gv = _mm512_mul_ps(gv, _mm512_set1_ps(o.alpha));
-    // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
-    const bool whole = cols - j >= 16;
-    const __mmask16 mask = whole ? __mmask16(0xFFFF) : __mmask16((1u << (cols - j)) - 1);
-    __m512 wv = whole ? _mm512_loadu_ps(w + j) : _mm512_maskz_loadu_ps(mask, w + j);
-    __m512 mv = whole ? _mm512_loadu_ps(m + j) : _mm512_maskz_loadu_ps(mask, m + j);
-    __m512 vv = whole ? _mm512_loadu_ps(v + j) : _mm512_maskz_loadu_ps(mask, v + j);
-    v16::adamw_update(gv, wv, mv, vv, k);
-    __m256i h = _mm256_setzero_si256();
-    if (copy) h = u.copy_dt == HPU_BFLOAT16 ? bf16_round16(_mm512_castps_si512(wv)) : f16_round16(wv);
-    if (whole) {
-      _mm512_storeu_ps(m + j, mv);
-      _mm512_storeu_ps(v + j, vv);
-      _mm512_storeu_ps(w + j, wv);
-      if (copy) _mm256_storeu_si256(reinterpret_cast<__m256i *>(copy + j), h);
-    } else {
-      _mm512_mask_storeu_ps(m + j, mask, mv);
-      _mm512_mask_storeu_ps(v + j, mask, vv);
-      _mm512_mask_storeu_ps(w + j, mask, wv);
-      if (copy) _mm256_mask_storeu_epi16(copy + j, mask, h);
-    }
-  }
+// cols f32 results of c's element `at` (row-major index) on, to the sink,
+// alpha applied (g is 64-byte aligned).
+__attribute__((always_inline)) HPU_BF16 inline void sink_row(const Out &o, int64_t at, int cols, const float *g) {
+  if (o.alpha == 1.0f) return o.sink->row(*o.sink, o.at + at, cols, g);
+  alignas(64) float scaled[48];
+  for (int j = 0; j < cols; j += 16)
+    _mm512_store_ps(scaled + j, _mm512_mul_ps(_mm512_load_ps(g + j), _mm512_set1_ps(o.alpha)));
+  o.sink->row(*o.sink, o.at + at, cols, scaled);
 }
 
-// The AdamW step of rows x cols of c from row0, col0 whose gradient is alpha
-// tile (row stride 16 NV).
+// rows x cols results of c from row0, col0, in tile (row stride 16 NV), to
+// the sink.
 template <int NV>
-__attribute__((noinline)) HPU_BF16 void adamw_tile(const Out &o, int64_t row0, int64_t col0, int rows, int cols,
-                                                   const float *tile) {
-  const simd::avx512::AdamwV k(o.adamw->c);
-  for (int i = 0; i < rows; ++i) adamw_row(o, k, (row0 + i) * o.ldc + col0, cols, tile + i * 16 * NV);
+__attribute__((noinline)) HPU_BF16 void sink_tile(const Out &o, int64_t row0, int64_t col0, int rows, int cols,
+                                                  const float *tile) {
+  for (int i = 0; i < rows; ++i) sink_row(o, (row0 + i) * o.ldc + col0, cols, tile + i * 16 * NV);
 }
 
 // One MR x (16 NV) tile of C over kc values of k. Row i of op(A) starts at
@@ -274,9 +239,9 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i) ar[i] = a + std::min(i, rows - 1) * lda;
   const int64_t pairs = kc / 2;
-  const int64_t fetch = o.adamw ? 4 * next.rows : 0;
+  const int64_t fetch = o.sink ? GemmSink::kArrays * next.rows : 0;
   for (int64_t p = 0; p < pairs; ++p) {
-    if (p < fetch) prefetch_adamw(o, next, p);
+    if (p < fetch) prefetch_sink(o, next, p);
     __m512bh bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + (p * NV + v) * 16);
@@ -298,13 +263,13 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
     }
   }
-  if (o.adamw) {
+  if (o.sink) {
     alignas(64) float tile[MR * 16 * NV];
 #pragma GCC unroll 32
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + (i * NV + v) * 16, acc[i][v]);
-    return adamw_tile<NV>(o, row0, col0, rows, cols, tile);
+    return sink_tile<NV>(o, row0, col0, rows, cols, tile);
   }
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i) {
@@ -317,19 +282,18 @@ __attribute__((noinline)) HPU_BF16 void micro_kernel(int64_t kc, const uint16_t 
 
 // Stores rows x cols of C from row0, col0 from the AMX path's tiles of a row
 // block (tile t, columns 16 NV t.., at tiles + t MR 16 NV, row stride 16 NV),
-// as micro_kernel stores its registers, a row of C at a time: the AdamW
-// store's weights and moments are then read in whole rows, which the hardware
-// prefetchers follow.
+// as micro_kernel stores its registers, a row of C at a time: a sink's
+// arrays (an AdamW step's weights and moments) are then read in whole rows,
+// which the hardware prefetchers follow.
 template <int MR, int NV>
 __attribute__((noinline)) HPU_BF16 void store_tiles(const Out &o, int64_t row0, int64_t col0, int rows, int64_t cols,
                                                     const float *tiles) {
   constexpr int nr = 16 * NV;
-  if (o.adamw) {
-    const simd::avx512::AdamwV k(o.adamw->c);
+  if (o.sink) {
     for (int i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; j += nr)
-        adamw_row(o, k, (row0 + i) * o.ldc + col0 + j, static_cast<int>(std::min<int64_t>(nr, cols - j)),
-                  tiles + j / nr * MR * nr + i * nr);
+        sink_row(o, (row0 + i) * o.ldc + col0 + j, static_cast<int>(std::min<int64_t>(nr, cols - j)),
+                 tiles + j / nr * MR * nr + i * nr);
     return;
   }
   store_block(o, row0, col0, rows, cols,
@@ -489,8 +453,8 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
     // Pairs per sliver of packed B: AMX loads them 16 at a time.
     const int64_t pairs = kAmx ? (kc + 31) / 32 * 16 : (kc + 1) / 2;
     const bool last = c_dt == HPU_BFLOAT16 && k0 + kc >= k;  // the epilogue's block
-    Out o{c,         ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, s.relu && last,
-          last ? static_cast<const uint16_t *>(s.relu_mask) : nullptr, s.ld_mask, s.adamw, k0 == 0 ? s.bias : nullptr};
+    Out o = out_of(s, c, ldc, c_dt, alpha, k0 == 0 ? beta : 1.0f, last);
+    if (k0 > 0) o.bias = nullptr;
     // op(A) rows for this k block, pairs adjacent.
     const uint16_t *ab = a + k0;
     int64_t ld = lda;
@@ -540,12 +504,12 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
             }
           pending.finish();
           pending = {o, i0, j0, ncur, rows, 0, tiles};
-          if (o.adamw) pending.finish();  // see PendingStore
+          if (o.sink) pending.finish();  // see PendingStore
         } else {
           for (int64_t jr = 0; jr < ncur; jr += nr) {
             NextTile next;
-            if (o.adamw) {  // kAdamwAhead tiles on, along the rows of tiles of this panel
-              const int64_t per_row = (ncur + nr - 1) / nr, t = (i0 / MR) * per_row + jr / nr + kAdamwAhead;
+            if (o.sink) {  // kSinkAhead tiles on, along the rows of tiles of this panel
+              const int64_t per_row = (ncur + nr - 1) / nr, t = (i0 / MR) * per_row + jr / nr + kSinkAhead;
               next.row = t / per_row * MR;
               next.col = j0 + t % per_row * nr;
               next.rows = static_cast<int>(std::clamp<int64_t>(m - next.row, 0, MR));
@@ -564,12 +528,12 @@ HPU_BF16 void run(const GemmShape &s, float alpha, const uint16_t *a, int64_t ld
 }
 
 // c (bf16) = work (f32, m x n dense) + s's bias + beta c, rounded once, then
-// s's epilogue (relu, relu_mask).
+// s's relu and its backward.
 HPU_BF16 void round_into(const float *work, const GemmShape &s, float beta, uint16_t *c, int64_t ldc) {
   const int64_t m = s.m, n = s.n;
-  const auto *mask = static_cast<const uint16_t *>(s.relu_mask);
   for (int64_t i = 0; i < m; ++i) {
-    Out o{c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, s.relu, mask ? mask + i * s.ld_mask : nullptr, 0, nullptr, s.bias};
+    Out o = out_of(s, c + i * ldc, 0, HPU_BFLOAT16, 1.0f, beta, true);
+    if (o.mask) o.mask += i * s.ep.ld_backward;
     for (int64_t j = 0; j < n; j += 16) {
       int cols = static_cast<int>(std::min<int64_t>(16, n - j));
       __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
@@ -607,8 +571,7 @@ HPU_BF16 void run_amx_short(const GemmShape &s, float alpha, const uint16_t *a, 
   uint32_t *bp = t_packed_b.get<uint32_t>(static_cast<size_t>(slivers * pairs * nr));
   pack_b(b, ldb, s.trans_b, 0, k, 0, n, nr, pairs, bp);
   float *tiles = t_tiles.get<float>(static_cast<size_t>(MR * kShortLd));
-  const Out o{c,         ldc, c_dt, alpha, beta, s.relu, static_cast<const uint16_t *>(s.relu_mask), s.ld_mask, nullptr,
-              s.bias};
+  const Out o = out_of(s, c, ldc, c_dt, alpha, beta, c_dt == HPU_BFLOAT16);
   for (int64_t i0 = 0; i0 < m; i0 += MR)
     for (int64_t j0 = 0; j0 < n; j0 += kShortPanel) {
       const int64_t cols = std::min(kShortPanel, n - j0);
@@ -625,12 +588,12 @@ HPU_BF16 void run_amx_short(const GemmShape &s, float alpha, const uint16_t *a, 
 template <int MR, int NV, bool kAmx = false>
 void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
                 float beta, void *c, int64_t ldc, hpuDataType_t c_dt) {
-  if (s.adamw && s.k > kBlockK) {  // the gradient summed over the k blocks first
+  if (s.ep.sink && s.k > kBlockK) {  // the results summed over the k blocks first
     GemmShape plain = s;
-    plain.adamw = nullptr;
+    plain.ep = {};
     float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
     run<MR, NV, kAmx>(plain, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
-    gemm_adamw_store(*s.adamw, static_cast<float *>(c), ldc, work, s.n, s.m, s.n);
+    gemm_sink_rows(s.ep, work, s.n, s.m, s.n, ldc);
     t_work.trim();
     return;
   }
@@ -638,7 +601,7 @@ void run_blocks(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda,
   // A bf16 C summed over several k blocks: sum in f32, round once (adding
   // the bias then).
   GemmShape plain = s;
-  plain.bias = nullptr;
+  plain.ep = {};
   float *work = t_work.get<float>(static_cast<size_t>(s.m * s.n));
   run<MR, NV, kAmx>(plain, alpha, a, lda, b, ldb, 0.0f, work, s.n, HPU_FLOAT32);
   round_into(work, s, beta, static_cast<uint16_t *>(c), ldc);
@@ -664,7 +627,7 @@ void gemm_bf16_native(const GemmShape &s, float alpha, const uint16_t *a, int64_
       Tiles() { amx_tiles_begin(); }
       ~Tiles() { amx_tiles_end(); }
     } tiles;
-    if (s.k <= 32 && !s.adamw) {
+    if (s.k <= 32 && !s.ep.sink) {
       if (s.n <= 16) return run_amx_short<1>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
       return run_amx_short<2>(s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt);
     }

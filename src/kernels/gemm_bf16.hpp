@@ -23,7 +23,7 @@
 // x 16 columns, a column's pair one 32-bit word); A tiles are 16 rows x 32 k of
 // op(A) in place, or of a copy padded with zeros to whole tiles; 2 x 2 tiles of
 // C (32 x 32) sum in the tile unit over a k block, go to a scratch tile and
-// from there through the same stores (and fused relu, relu mask or AdamW) as
+// from there through the same stores (and fused relu, relu mask or sink) as
 // the registers of the AVX-512 micro-kernel (with k <= 32, one tile product
 // per block, a row block goes 256 columns at a time through a scratch of rows
 // in L1 instead). The products of an element are
@@ -48,9 +48,9 @@ bool gemm_bf16_native_supported();
 bool gemm_bf16_amx_supported();
 
 // C (c_dt: bf16 or f32) = alpha op(A) op(B) + beta C for bf16 A and B, with
-// m, n, k > 0; s.bias (of c_dt) with beta 0; s.relu and s.relu_mask are
-// applied to a bf16 C only (gemm() does the others); s.adamw to an f32 C, as
-// each tile is stored when k <= 1024.
+// m, n, k > 0, and s.ep: the bias (of c_dt) with beta 0; a relu and its
+// backward on a bf16 C only (gemm() does the others); the sink fed as each
+// tile is stored when k <= 1024.
 // Requires gemm_bf16_native_supported().
 void gemm_bf16_native(const GemmShape &s, float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
                       int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt);

@@ -79,4 +79,18 @@ void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *ex
   adamw_step(param, grad_dt, grad, exp_avg, exp_avg_sq, n, adamw_constants(p, step), copy_dt, copy, true);
 }
 
+GemmSink AdamwSink::sink() const {
+  GemmSink s;
+  s.row = [](const GemmSink &self, int64_t at, int64_t cols, const float *g) {
+    const AdamwSink &u = *static_cast<const AdamwSink *>(self.state);
+    optim_vec().adamw(u.param + at, g, u.exp_avg + at, u.exp_avg_sq + at, static_cast<size_t>(cols), u.c);
+    if (u.copy) store_f32(u.copy_dt, u.param + at, static_cast<char *>(u.copy) + at * 2, static_cast<size_t>(cols));
+  };
+  s.state = this;
+  const void *arrays[] = {param, exp_avg, exp_avg_sq, copy};
+  const int sizes[] = {4, 4, 4, 2};
+  for (int i = 0; i < GemmSink::kArrays; ++i) s.arrays[i] = arrays[i], s.elem_size[i] = sizes[i];
+  return s;
+}
+
 }  // namespace hpu::kernels

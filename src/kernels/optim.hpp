@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/epilogue.hpp"
 #include "kernels/optim_vec.hpp"
 
 namespace hpu::kernels {
@@ -34,5 +35,18 @@ void adamw_step(float *param, hpuDataType_t grad_dt, const void *grad, float *ex
                 const AdamwConstants &c, hpuDataType_t copy_dt, void *copy, bool parallel);
 // AdamW's constants (bias corrections included) for step `step` (from 1).
 AdamwConstants adamw_constants(const AdamwParams &p, int64_t step);
+
+// An AdamW step that takes a product's results as its gradient, never stored
+// (GemmSink): param, the moments and the copy (null: none) are laid out as the
+// product's C, and each element is updated as adamw_step updates it, with its
+// bits.
+struct AdamwSink {
+  float *param = nullptr, *exp_avg = nullptr, *exp_avg_sq = nullptr;
+  void *copy = nullptr;
+  hpuDataType_t copy_dt = HPU_BFLOAT16;
+  AdamwConstants c{};
+  // The sink (its state is this struct, which must outlive the product).
+  GemmSink sink() const;
+};
 
 }  // namespace hpu::kernels

@@ -5,10 +5,10 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
-using kernels::Binary;
 
 namespace {
 
@@ -64,24 +64,6 @@ Operands operands(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
   return o;
 }
 
-void forward(const char *name, Binary op, hpuStream_t stream, hpuTensor_t ha, hpuTensor_t hb,
-                    hpuTensor_t *out) {
-  check_out(out, "out");
-  Operands o = operands(stream, input(ha, "a"), input(hb, "b"));
-  autocast::Decision d = autocast::decide(name, {o.a->dtype(), o.b->dtype()});
-  hpuDataType_t dt = combine(op, *o.a, d.apply(o.a->dtype()), *o.b, d.apply(o.b->dtype(), 1));
-  TensorPtr A = as(*o.s, o.a, dt), B = as(*o.s, o.b, dt), y = empty_like(*o.a, dt, o.shape);
-  if (y->numel() > 0)
-    enqueue(*o.s, work({A.get(), B.get(), y.get()}, *y), [=] {
-      if (A->shape() == B->shape())
-        kernels::binary(op, dt, A->data(), B->data(), y->data(), y->numel());
-      else
-        kernels::binary_strided(op, dt, o.shape.n, o.shape.data(), A->data(), o.sa.data(), B->data(), o.sb.data(),
-                                y->data());
-    });
-  give(out, y);
-}
-
 // grad = sum of g over the dims x broadcast, times scale, in x's type.
 TensorPtr reduce_to(Stream &s, const TensorPtr &g, const Dims &shape, const TensorPtr &x, double scale) {
   TensorPtr r = empty_like(*x, x->dtype(), x->shape());
@@ -103,10 +85,28 @@ TensorPtr apply(Stream &s, Binary op, const TensorPtr &a, const Dims &sa, const 
   return t;
 }
 
-void backward(Binary op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t ha, hpuTensor_t hb,
-                     hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  TensorPtr g = input(hg, "grad_out");
-  Operands o = operands(stream, input(ha, "a"), input(hb, "b"));
+}  // namespace
+
+TensorPtr ops::binary(hpuStream_t stream, Binary op, const TensorPtr &a, const TensorPtr &b) {
+  Operands o = operands(stream, a, b);
+  // Autocast's op lists name binary ops as the kernels do ("add", "mul").
+  autocast::Decision d = autocast::decide(kernels::binary_name(op), {o.a->dtype(), o.b->dtype()});
+  hpuDataType_t dt = combine(op, *o.a, d.apply(o.a->dtype()), *o.b, d.apply(o.b->dtype(), 1));
+  TensorPtr A = as(*o.s, o.a, dt), B = as(*o.s, o.b, dt), y = empty_like(*o.a, dt, o.shape);
+  if (y->numel() > 0)
+    enqueue(*o.s, work({A.get(), B.get(), y.get()}, *y), [=] {
+      if (A->shape() == B->shape())
+        kernels::binary(op, dt, A->data(), B->data(), y->data(), y->numel());
+      else
+        kernels::binary_strided(op, dt, o.shape.n, o.shape.data(), A->data(), o.sa.data(), B->data(), o.sb.data(),
+                                y->data());
+    });
+  return y;
+}
+
+OperandGrads ops::binary_backward(hpuStream_t stream, Binary op, const TensorPtr &g, const TensorPtr &a,
+                                 const TensorPtr &b, bool want_a, bool want_b) {
+  Operands o = operands(stream, a, b);
   same_device(*o.a, "a", *g, "grad_out");
   require_floating(*g, "grad_out");
   require_floating(*o.a, "a");
@@ -115,101 +115,58 @@ void backward(Binary op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t ha, hpu
   hpuDataType_t dt = g->dtype();
   Stream &s = *o.s;
   Dims dense = o.shape.contiguous_strides();
-  TensorPtr G = as(s, g, dt), ga, gb;
+  TensorPtr G = as(s, g, dt);
+  OperandGrads r;
   switch (op) {
     case Binary::add:
     case Binary::sub:
-      if (grad_a) ga = reduce_to(s, G, o.shape, o.a, 1.0);
-      if (grad_b) gb = reduce_to(s, G, o.shape, o.b, op == Binary::sub ? -1.0 : 1.0);
+      if (want_a) r.a = reduce_to(s, G, o.shape, o.a, 1.0);
+      if (want_b) r.b = reduce_to(s, G, o.shape, o.b, op == Binary::sub ? -1.0 : 1.0);
       break;
     case Binary::mul: {
       TensorPtr A = as(s, o.a, dt), B = as(s, o.b, dt);
-      if (grad_a) ga = reduce_to(s, apply(s, Binary::mul, G, dense, B, o.sb, o.shape), o.shape, o.a, 1.0);
-      if (grad_b) gb = reduce_to(s, apply(s, Binary::mul, G, dense, A, o.sa, o.shape), o.shape, o.b, 1.0);
+      if (want_a) r.a = reduce_to(s, apply(s, Binary::mul, G, dense, B, o.sb, o.shape), o.shape, o.a, 1.0);
+      if (want_b) r.b = reduce_to(s, apply(s, Binary::mul, G, dense, A, o.sa, o.shape), o.shape, o.b, 1.0);
       break;
     }
     default: {  // div: d/da = g / b, d/db = -(g / b) a / b
       TensorPtr A = as(s, o.a, dt), B = as(s, o.b, dt);
       TensorPtr q = apply(s, Binary::div, G, dense, B, o.sb, o.shape);
-      if (grad_a) ga = reduce_to(s, q, o.shape, o.a, 1.0);
-      if (grad_b) {
+      if (want_a) r.a = reduce_to(s, q, o.shape, o.a, 1.0);
+      if (want_b) {
         TensorPtr qa = apply(s, Binary::mul, q, dense, A, o.sa, o.shape);
-        gb = reduce_to(s, apply(s, Binary::div, qa, dense, B, o.sb, o.shape), o.shape, o.b, -1.0);
+        r.b = reduce_to(s, apply(s, Binary::div, qa, dense, B, o.sb, o.shape), o.shape, o.b, -1.0);
       }
     }
   }
-  give(grad_a, ga);
-  give(grad_b, gb);
+  return r;
 }
 
-// True when a's and b's elements may share bytes.
-bool overlap(const Tensor &a, const Tensor &b) {
-  if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
-  auto span = [](const Tensor &t) {
-    int64_t last = 0;
-    for (int i = 0; i < t.ndim(); ++i) last += (t.size(i) - 1) * t.strides()[i];
-    const char *p = static_cast<const char *>(t.data());
-    return std::make_pair(p, p + (last + 1) * static_cast<int64_t>(t.element_size()));
-  };
-  auto sa = span(a), sb = span(b);
-  return sa.first < sb.second && sb.first < sa.second;
+void ops::add_inplace(hpuStream_t stream, const TensorPtr &y, const TensorPtr &x, double alpha) {
+  same_device(*y, "dst", *x, "src");
+  require_floating(*x, "src");
+  require_floating(*y, "dst");
+  require_shape(*x, "src", y->shape(), "dst's shape");
+  if (!y->contiguous())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "dst is %s with strides %s: it must be contiguous", y->str().c_str(),
+         y->strides().str().c_str());
+  auto s = stream_for(stream, *y);
+  // src may be dst itself (the kernel reads each block before writing it);
+  // any other overlap reads a copy taken first.
+  bool same = x->data() == y->data() && x->dtype() == y->dtype() && x->contiguous();
+  TensorPtr X = !same && overlap(*x, *y) ? copy_as(*s, x, x->dtype()) : as(*s, x, x->dtype());
+  if (y->numel() > 0)
+    enqueue(*s, work({X.get(), y.get(), y.get()}, *y, 2), [=] {
+      kernels::axpby(static_cast<float>(alpha), X->data(), X->dtype(), 1.0f, y->data(), y->dtype(), y->numel());
+    });
 }
 
-}  // namespace
-
-extern "C" {
-
-#define HPU_BINARY_OP_(Name, name, op)                                                                \
-  HPU_API hpuStatus_t hpu##Name(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) { \
-    HPU_API_BEGIN                                                                                     \
-      forward(#name, op, stream, a, b, out);                                                          \
-    HPU_API_END                                                                                       \
-  }                                                                                                   \
-  HPU_API hpuStatus_t hpu##Name##Backward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a,    \
-                                          hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b) {  \
-    HPU_API_BEGIN                                                                                     \
-      backward(op, stream, grad_out, a, b, grad_a, grad_b);                                           \
-    HPU_API_END                                                                                       \
-  }
-
-HPU_BINARY_OP_(Add, add, Binary::add)
-HPU_BINARY_OP_(Sub, sub, Binary::sub)
-HPU_BINARY_OP_(Mul, mul, Binary::mul)
-HPU_BINARY_OP_(Div, div, Binary::div)
-
-HPU_API hpuStatus_t hpuAddInplace(hpuStream_t stream, hpuTensor_t dst, hpuTensor_t src, double alpha) {
-  HPU_API_BEGIN
-    TensorPtr x = input(src, "src"), y = input(dst, "dst");
-    same_device(*y, "dst", *x, "src");
-    require_floating(*x, "src");
-    require_floating(*y, "dst");
-    require_shape(*x, "src", y->shape(), "dst's shape");
-    if (!y->contiguous())
-      fail(HPU_ERROR_INVALID_ARGUMENT, "dst is %s with strides %s: it must be contiguous", y->str().c_str(),
-           y->strides().str().c_str());
-    auto s = stream_for(stream, *y);
-    // src may be dst itself (the kernel reads each block before writing it);
-    // any other overlap reads a copy taken first.
-    bool same = x->data() == y->data() && x->dtype() == y->dtype() && x->contiguous();
-    TensorPtr X = !same && overlap(*x, *y) ? copy_as(*s, x, x->dtype()) : as(*s, x, x->dtype());
-    if (y->numel() > 0)
-      enqueue(*s, work({X.get(), y.get(), y.get()}, *y, 2), [=] {
-        kernels::axpby(static_cast<float>(alpha), X->data(), X->dtype(), 1.0f, y->data(), y->dtype(), y->numel());
-      });
-  HPU_API_END
+void ops::scale_inplace(hpuStream_t stream, const TensorPtr &t, double alpha) {
+  require_floating(*t, "x");
+  if (!t->contiguous())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s with strides %s: it must be contiguous", t->str().c_str(),
+         t->strides().str().c_str());
+  auto s = stream_for(stream, *t);
+  if (t->numel() > 0)
+    enqueue(*s, work({t.get(), t.get()}, *t), [=] { kernels::binary_scalar(Binary::mul, t->dtype(), t->data(), alpha, t->data(), t->numel()); });
 }
-
-HPU_API hpuStatus_t hpuScaleInplace(hpuStream_t stream, hpuTensor_t x, double alpha) {
-  HPU_API_BEGIN
-    TensorPtr t = input(x, "x");
-    require_floating(*t, "x");
-    if (!t->contiguous())
-      fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s with strides %s: it must be contiguous", t->str().c_str(),
-           t->strides().str().c_str());
-    auto s = stream_for(stream, *t);
-    if (t->numel() > 0)
-      enqueue(*s, work({t.get(), t.get()}, *t), [=] { kernels::binary_scalar(Binary::mul, t->dtype(), t->data(), alpha, t->data(), t->numel()); });
-  HPU_API_END
-}
-
-}  // extern "C"

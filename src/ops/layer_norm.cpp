@@ -5,6 +5,7 @@
 #include "kernels/cast.hpp"
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
@@ -36,14 +37,12 @@ void check_param(const Tensor &x, const TensorPtr &p, const char *arg, const Nor
   require_shape(*p, arg, n.shape, "x's normalized dims");
 }
 
-void forward(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
-             const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean, hpuTensor_t *rstd) {
-  check_out(y, "y");
-  const hpuLayerNormOptions_t o =
-      read_optional_sized(options, hpuLayerNormOptions_t HPU_LAYER_NORM_OPTIONS_INIT, "options");
-  const int normalized_ndim = o.normalized_ndim;
-  const double eps = o.eps;
-  TensorPtr xt = input(x, "x"), w = optional(weight, "weight"), b = optional(bias, "bias");
+}  // namespace
+
+LayerNormResult ops::layer_norm(hpuStream_t stream, const TensorPtr &xt, const TensorPtr &w, const TensorPtr &b,
+                                const hpuLayerNormOptions_t &options) {
+  const int normalized_ndim = options.normalized_ndim;
+  const double eps = options.eps;
   require_floating(*xt, "x");
   if (xt->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xt->str().c_str());
   HPU_CHECK_ARG(normalized_ndim >= 1 && normalized_ndim <= xt->ndim(),
@@ -72,78 +71,56 @@ void forward(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t 
       kernels::fill(mu->data(), HPU_FLOAT32, rows, 0.0);
       kernels::fill(rs->data(), HPU_FLOAT32, rows, 1.0 / std::sqrt(eps));
     });
-  give(y, out);
-  give(mean, mu);
-  give(rstd, rs);
+  return {out, mu, rs};
 }
 
-}  // namespace
-
-extern "C" {
-
-HPU_API hpuStatus_t hpuLayerNorm(hpuStream_t stream, hpuTensor_t x, hpuTensor_t weight, hpuTensor_t bias,
-                                 const hpuLayerNormOptions_t *options, hpuTensor_t *y, hpuTensor_t *mean,
-                                 hpuTensor_t *rstd) {
-  HPU_API_BEGIN
-    forward(stream, x, weight, bias, options, y, mean, rstd);
-  HPU_API_END
+LayerNormGrads ops::layer_norm_backward(hpuStream_t stream, const TensorPtr &g, const TensorPtr &xt,
+                                        const TensorPtr &mu, const TensorPtr &rs, const TensorPtr &w, bool want_x,
+                                        bool want_weight, bool want_bias) {
+  require_floating(*g, "grad_y");
+  require_floating(*xt, "x");
+  same_device(*xt, "x", *g, "grad_y");
+  same_device(*xt, "x", *mu, "mean");
+  same_device(*xt, "x", *rs, "rstd");
+  if (xt->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xt->str().c_str());
+  require_shape(*g, "grad_y", xt->shape(), "x's shape");
+  // The forward normalized the dims of x that mean does not have.
+  int k = xt->ndim() - mu->ndim();
+  if (k < 1)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "mean is %s but x is %s: mean must have x's shape without the normalized dims",
+         mu->str().c_str(), xt->str().c_str());
+  Normalized nz = normalized(*xt, k);
+  const int64_t rows = nz.rows, d = nz.d;
+  check_param(*xt, w, "weight", nz);
+  for (auto [t, arg] : {std::pair{mu, "mean"}, std::pair{rs, "rstd"}}) {
+    if (t->dtype() != HPU_FLOAT32)
+      fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected f32 (hpuLayerNorm's output)", arg, t->str().c_str());
+    require_shape(*t, arg, nz.rows_shape, "x's shape without the normalized dims");
+  }
+  hpuDataType_t dt = g->dtype(), pt = w ? w->dtype() : xt->dtype();
+  auto s = stream_for(stream, *xt);
+  TensorPtr G = as(*s, g, dt), X = as(*s, xt, dt), M = as(*s, mu, HPU_FLOAT32), R = as(*s, rs, HPU_FLOAT32);
+  TensorPtr W = w ? as(*s, w, w->dtype()) : nullptr;
+  TensorPtr gx = want_x ? empty_like(*xt, xt->dtype(), xt->shape()) : nullptr;
+  TensorPtr gw = want_weight ? empty_like(*xt, pt, nz.shape) : nullptr;
+  TensorPtr gb = want_bias ? empty_like(*xt, pt, nz.shape) : nullptr;
+  // Per element: grad_x normalises x again and combines (9); the parameter
+  // gradients accumulate (3 and 1). x and grad_y are read once per pass.
+  uint64_t per = (gx ? 9 : 0) + (gw ? 3 : 0) + (gb ? 1 : 0);
+  int passes = (gx ? 1 : 0) + (gw || gb ? 1 : 0);
+  Work work_done = work({gx.get(), gw.get(), gb.get(), W.get(), M.get(), R.get()}, *X, per);
+  work_done.bytes += passes * bytes_of({G.get(), X.get()});
+  if ((gx || gw || gb) && d > 0)
+    enqueue(*s, work_done, [=] {
+      if (rows == 0) {  // no rows: the parameter gradients are zero
+        if (gw) kernels::fill(gw->data(), pt, d, 0.0);
+        if (gb) kernels::fill(gb->data(), pt, d, 0.0);
+        return;
+      }
+      kernels::layer_norm_backward(dt, G->data(), dt, X->data(), M->data_as<float>(), R->data_as<float>(),
+                                   W ? W->dtype() : dt, W ? W->data() : nullptr, rows, d, xt->dtype(),
+                                   gx ? gx->data() : nullptr, pt, gw ? gw->data() : nullptr,
+                                   gb ? gb->data() : nullptr);
+    });
+  return {gx, gw, gb};
 }
-
-HPU_API hpuStatus_t hpuLayerNormBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t mean,
-                                         hpuTensor_t rstd, hpuTensor_t weight, hpuTensor_t *grad_x,
-                                         hpuTensor_t *grad_weight, hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    TensorPtr g = input(grad_y, "grad_y"), xt = input(x, "x"), mu = input(mean, "mean"), rs = input(rstd, "rstd");
-    TensorPtr w = optional(weight, "weight");
-    require_floating(*g, "grad_y");
-    require_floating(*xt, "x");
-    same_device(*xt, "x", *g, "grad_y");
-    same_device(*xt, "x", *mu, "mean");
-    same_device(*xt, "x", *rs, "rstd");
-    if (xt->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", xt->str().c_str());
-    require_shape(*g, "grad_y", xt->shape(), "x's shape");
-    // The forward normalized the dims of x that mean does not have.
-    int k = xt->ndim() - mu->ndim();
-    if (k < 1)
-      fail(HPU_ERROR_INVALID_ARGUMENT, "mean is %s but x is %s: mean must have x's shape without the normalized dims",
-           mu->str().c_str(), xt->str().c_str());
-    Normalized nz = normalized(*xt, k);
-    const int64_t rows = nz.rows, d = nz.d;
-    check_param(*xt, w, "weight", nz);
-    for (auto [t, arg] : {std::pair{mu, "mean"}, std::pair{rs, "rstd"}}) {
-      if (t->dtype() != HPU_FLOAT32)
-        fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected f32 (hpuLayerNorm's output)", arg, t->str().c_str());
-      require_shape(*t, arg, nz.rows_shape, "x's shape without the normalized dims");
-    }
-    hpuDataType_t dt = g->dtype(), pt = w ? w->dtype() : xt->dtype();
-    auto s = stream_for(stream, *xt);
-    TensorPtr G = as(*s, g, dt), X = as(*s, xt, dt), M = as(*s, mu, HPU_FLOAT32), R = as(*s, rs, HPU_FLOAT32);
-    TensorPtr W = w ? as(*s, w, w->dtype()) : nullptr;
-    TensorPtr gx = grad_x ? empty_like(*xt, xt->dtype(), xt->shape()) : nullptr;
-    TensorPtr gw = grad_weight ? empty_like(*xt, pt, nz.shape) : nullptr;
-    TensorPtr gb = grad_bias ? empty_like(*xt, pt, nz.shape) : nullptr;
-    // Per element: grad_x normalises x again and combines (9); the parameter
-    // gradients accumulate (3 and 1). x and grad_y are read once per pass.
-    uint64_t per = (gx ? 9 : 0) + (gw ? 3 : 0) + (gb ? 1 : 0);
-    int passes = (gx ? 1 : 0) + (gw || gb ? 1 : 0);
-    Work work_done = work({gx.get(), gw.get(), gb.get(), W.get(), M.get(), R.get()}, *X, per);
-    work_done.bytes += passes * bytes_of({G.get(), X.get()});
-    if ((gx || gw || gb) && d > 0)
-      enqueue(*s, work_done, [=] {
-        if (rows == 0) {  // no rows: the parameter gradients are zero
-          if (gw) kernels::fill(gw->data(), pt, d, 0.0);
-          if (gb) kernels::fill(gb->data(), pt, d, 0.0);
-          return;
-        }
-        kernels::layer_norm_backward(dt, G->data(), dt, X->data(), M->data_as<float>(), R->data_as<float>(),
-                                     W ? W->dtype() : dt, W ? W->data() : nullptr, rows, d, xt->dtype(),
-                                     gx ? gx->data() : nullptr, pt, gw ? gw->data() : nullptr,
-                                     gb ? gb->data() : nullptr);
-      });
-    give(grad_x, gx);
-    give(grad_weight, gw);
-    give(grad_bias, gb);
-  HPU_API_END
-}
-
-}  // extern "C"

@@ -4,6 +4,7 @@
 // target of the input's shape).
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
@@ -25,11 +26,11 @@ struct Loss {
 // [N, C, d1, ...] (target [N, d1, ...]), as ATen's nll_loss_nd; for cross
 // entropy (fused), a floating target holds class probabilities of the input's
 // shape.
-Loss check(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
+Loss check(bool fused, hpuStream_t stream, const TensorPtr &input, const TensorPtr &target, const TensorPtr &w,
            const hpuLossOptions_t &o) {
   Loss l;
-  l.input = input(hi, "input");
-  l.target = input(ht, "target");
+  l.input = input;
+  l.target = target;
   same_device(*l.input, "input", *l.target, "target");
   require_floating(*l.input, "input");
   l.probs = fused && is_floating(l.target->dtype());
@@ -60,7 +61,7 @@ Loss check(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTe
   else
     require_shape(*l.target, "target", l.loss_shape, "one class per sample of input");
   l.s = stream_for(stream, *l.input);
-  if (TensorPtr w = optional(hw, "weight")) {
+  if (w) {
     same_device(*l.input, "input", *w, "weight");
     require_floating(*w, "weight");
     require_shape(*w, "weight", Dims{l.c}, "one weight per class of input");
@@ -96,15 +97,9 @@ kernels::LossArgs args_of(const Loss &l, const TensorPtr &target) {
   return a;
 }
 
-// The caller's options, or PyTorch's defaults when it passes NULL.
-hpuLossOptions_t options_of(const hpuLossOptions_t *options) {
-  return read_optional_sized(options, hpuLossOptions_t HPU_LOSS_OPTIONS_INIT, "options");
-}
-
-void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
-             const hpuLossOptions_t *options, hpuTensor_t *loss) {
-  check_out(loss, "loss");
-  Loss l = check(fused, stream, hi, ht, hw, options_of(options));
+TensorPtr forward(bool fused, hpuStream_t stream, const TensorPtr &input, const TensorPtr &target,
+                  const TensorPtr &weight, const hpuLossOptions_t &options) {
+  Loss l = check(fused, stream, input, target, weight, options);
   hpuDataType_t dt =
       autocast::decide(fused ? "cross_entropy_loss" : "nll_loss", {l.input->dtype()}).apply(l.input->dtype());
   TensorPtr I = as(*l.s, l.input, dt), T = as(*l.s, l.target, l.target->dtype());
@@ -114,14 +109,12 @@ void forward(bool fused, hpuStream_t stream, hpuTensor_t hi, hpuTensor_t ht, hpu
       kernels::LossArgs a = args_of(l, T);
       (fused ? kernels::cross_entropy : kernels::nll_loss)(a, dt, I->data(), dt, y->data());
     });
-  give(loss, y);
+  return y;
 }
 
-void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hpuTensor_t ht, hpuTensor_t hw,
-              const hpuLossOptions_t *options, hpuTensor_t *grad_input) {
-  check_out(grad_input, "grad_input");
-  Loss l = check(fused, stream, hi, ht, hw, options_of(options));
-  TensorPtr g = input(hg, "grad_loss");
+TensorPtr backward(bool fused, hpuStream_t stream, const TensorPtr &g, const TensorPtr &input,
+                   const TensorPtr &target, const TensorPtr &weight, const hpuLossOptions_t &options) {
+  Loss l = check(fused, stream, input, target, weight, options);
   same_device(*l.input, "input", *g, "grad_loss");
   require_floating(*g, "grad_loss");
   require_shape(*g, "grad_loss", loss_shape(l), "the forward's loss shape");
@@ -137,41 +130,28 @@ void backward(bool fused, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hi, hp
       else
         kernels::nll_loss_backward(a, dt, G->data(), gi->dtype(), gi->data());
     });
-  give(grad_input, gi);
+  return gi;
 }
 
 }  // namespace
 
-extern "C" {
-
-HPU_API hpuStatus_t hpuNllLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target, hpuTensor_t weight,
-                               const hpuLossOptions_t *options, hpuTensor_t *loss) {
-  HPU_API_BEGIN
-    forward(false, stream, input, target, weight, options, loss);
-  HPU_API_END
+TensorPtr ops::nll_loss(hpuStream_t stream, const TensorPtr &input, const TensorPtr &target, const TensorPtr &weight,
+                        const hpuLossOptions_t &options) {
+  return forward(false, stream, input, target, weight, options);
 }
 
-HPU_API hpuStatus_t hpuNllLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                       hpuTensor_t target, hpuTensor_t weight, const hpuLossOptions_t *options,
-                                       hpuTensor_t *grad_input) {
-  HPU_API_BEGIN
-    backward(false, stream, grad_loss, input, target, weight, options, grad_input);
-  HPU_API_END
+TensorPtr ops::nll_loss_backward(hpuStream_t stream, const TensorPtr &grad_loss, const TensorPtr &input,
+                                 const TensorPtr &target, const TensorPtr &weight, const hpuLossOptions_t &options) {
+  return backward(false, stream, grad_loss, input, target, weight, options);
 }
 
-HPU_API hpuStatus_t hpuCrossEntropyLoss(hpuStream_t stream, hpuTensor_t input, hpuTensor_t target,
-                                        hpuTensor_t weight, const hpuLossOptions_t *options, hpuTensor_t *loss) {
-  HPU_API_BEGIN
-    forward(true, stream, input, target, weight, options, loss);
-  HPU_API_END
+TensorPtr ops::cross_entropy_loss(hpuStream_t stream, const TensorPtr &input, const TensorPtr &target,
+                                  const TensorPtr &weight, const hpuLossOptions_t &options) {
+  return forward(true, stream, input, target, weight, options);
 }
 
-HPU_API hpuStatus_t hpuCrossEntropyLossBackward(hpuStream_t stream, hpuTensor_t grad_loss, hpuTensor_t input,
-                                                hpuTensor_t target, hpuTensor_t weight,
-                                                const hpuLossOptions_t *options, hpuTensor_t *grad_input) {
-  HPU_API_BEGIN
-    backward(true, stream, grad_loss, input, target, weight, options, grad_input);
-  HPU_API_END
+TensorPtr ops::cross_entropy_loss_backward(hpuStream_t stream, const TensorPtr &grad_loss, const TensorPtr &input,
+                                           const TensorPtr &target, const TensorPtr &weight,
+                                           const hpuLossOptions_t &options) {
+  return backward(true, stream, grad_loss, input, target, weight, options);
 }
-
-}  // extern "C"

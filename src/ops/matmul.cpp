@@ -1,6 +1,8 @@
 // Matrix products: mm, bmm, addmm, matmul, linear, and their backwards, all
 // over kernels::gemm (OpenBLAS sgemm on widened bf16 blocks).
+#include <cmath>
 #include <functional>
+#include <optional>
 
 #include "core/profiler.hpp"
 #include "kernels/cast.hpp"
@@ -9,6 +11,7 @@
 #include "kernels/nn.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 #include "ops/optim.hpp"
 
 using namespace hpu;
@@ -60,23 +63,46 @@ const char *elem(const TensorPtr &t, int64_t i) {
   return static_cast<const char *>(t->data()) + i * static_cast<int64_t>(t->element_size());
 }
 
-// A new tensor of `shape` and type want holding, for each of `batch` matrices,
-// alpha op(A) op(B) + beta C, where C is first set by init (when given).
-// With sum_batches the batch products are added into one m x n result.
-// relu_mask (one product of type want, computed in it directly; contiguous,
-// of the result's type and shape): then C * (relu_mask > 0 ? 1 : 0).
-// bias (contiguous, of the type C is computed in, one value per column; one
-// product, k > 0, beta 0): added as the product is stored (GemmShape::bias).
+// What a product does as it stores its result (hpuMatmulOptions_t, checked).
+struct Post {
+  TensorPtr bias;  // contiguous, of the type C is computed in, one value per column
+  kernels::Activation activation = kernels::Activation::none;
+  kernels::Activation backward = kernels::Activation::none;
+  TensorPtr backward_input;  // contiguous, of the result's type and shape
+  TensorPtr into;            // C itself (contiguous, of the type C is computed in), written in place
+  std::optional<AdamwArgs> adamw;  // into's step from the result (into f32)
+};
+
+// The activation passes of `post` over r (the result, contiguous), as
+// separate ops: kernels::unary's relu, then its backward.
+void activation_passes(Stream &s, const TensorPtr &r, const Post &post) {
+  if (r->numel() == 0 || (post.activation == kernels::Activation::none && post.backward == kernels::Activation::none))
+    return;
+  enqueue(s, work({r.get(), r.get(), post.backward_input.get()}, *r), [=] {
+    if (post.activation == kernels::Activation::relu)
+      kernels::unary(kernels::Unary::relu, r->dtype(), r->data(), r->data(), r->numel());
+    if (post.backward == kernels::Activation::relu)
+      kernels::unary_backward(kernels::Unary::relu, r->dtype(), post.backward_input->data(), r->data(), r->data(),
+                              r->numel());
+  });
+}
+
+// A new tensor of `shape` and type want (or post.into) holding, for each of
+// `batch` matrices, alpha op(A) op(B) + beta C, where C is first set by init
+// (when given), then post's epilogue. With sum_batches the batch products are
+// added into one m x n result (no epilogue). The bias needs k > 0 and beta 0.
 TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t batch, float alpha, const Operand &a,
                   const Operand &b, hpuDataType_t want, const Dims &out_shape, bool sum_batches = false,
-                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0,
-                  const TensorPtr &relu_mask = nullptr, const TensorPtr &bias = nullptr) {
+                  std::function<void(void *, hpuDataType_t)> init = {}, float beta = 0, const Post &post = {}) {
   hpuDataType_t cdt = direct_type(dt, want);
   if (sum_batches && dt != HPU_FLOAT64) cdt = HPU_FLOAT32;  // accumulate the batches in f32
   GemmShape g = shape;
   g.trans_a ^= a.trans;
   g.trans_b ^= b.trans;
-  TensorPtr c = Tensor::empty(a.t->device(), cdt, out_shape);
+  // The activations as C is stored when it has the result's type, else in
+  // passes over the converted result.
+  const bool in_gemm = cdt == want;
+  TensorPtr c = post.into ? post.into : Tensor::empty(a.t->device(), cdt, out_shape);
   if (prof::on() && c->numel() > 0) {  // what the profiler shows for this operation
     auto mk = static_cast<uint64_t>(g.m * g.k), kn = static_cast<uint64_t>(g.k * g.n),
          mn = static_cast<uint64_t>(g.m * g.n), nb = static_cast<uint64_t>(batch);
@@ -86,17 +112,33 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
   if (c->numel() > 0)
     enqueue(s, [=] {
       GemmShape gm = g;
-      if (relu_mask) gm.relu_mask = relu_mask->data(), gm.ld_mask = g.n;
-      if (bias) gm.bias = bias->data();
+      kernels::Epilogue &ep = gm.ep;
+      if (post.bias) ep.bias = post.bias->data();
+      if (in_gemm) {
+        ep.activation = post.activation, ep.backward = post.backward;
+        if (post.backward_input) ep.backward_input = post.backward_input->data(), ep.ld_backward = g.n;
+      }
+      kernels::AdamwSink adamw;
+      kernels::GemmSink sink;
+      if (post.adamw) {
+        const AdamwArgs &u = *post.adamw;
+        adamw.param = c->data_as<float>();
+        adamw.exp_avg = u.exp_avg->data_as<float>(), adamw.exp_avg_sq = u.exp_avg_sq->data_as<float>();
+        if (u.copy) adamw.copy = u.copy->data(), adamw.copy_dt = u.copy->dtype();
+        adamw.c = u.constants;
+        sink = adamw.sink();
+        ep.sink = &sink;
+      }
       if (init) init(c->data(), cdt);
-      if (g.k == 0 || batch == 0) {
-        if (init)
+      if ((g.k == 0 || batch == 0) && !ep.sink) {
+        if (init || (post.into && beta != 0.0f))
           kernels::binary_scalar(kernels::Binary::mul, cdt, c->data(), beta, c->data(), c->numel());
         else
           kernels::fill(c->data(), cdt, c->numel(), 0.0);
-        if (g.relu) kernels::unary(kernels::Unary::relu, cdt, c->data(), c->data(), c->numel());
-        if (relu_mask)
-          kernels::unary_backward(kernels::Unary::relu, cdt, relu_mask->data(), c->data(), c->data(), c->numel());
+        if (in_gemm && ep.activation != kernels::Activation::none)
+          kernels::unary(kernels::Unary::relu, cdt, c->data(), c->data(), c->numel());
+        if (in_gemm && ep.backward != kernels::Activation::none)
+          kernels::unary_backward(kernels::Unary::relu, cdt, ep.backward_input, c->data(), c->data(), c->numel());
         return;
       }
       if (!sum_batches) {
@@ -108,7 +150,9 @@ TensorPtr product(Stream &s, hpuDataType_t dt, const GemmShape &shape, int64_t b
         kernels::gemm(dt, g, alpha, elem(a.t, i * a.stride), a.ld, elem(b.t, i * b.stride), b.ld, i ? 1.0f : 0.0f,
                       c->data(), g.n, cdt);
     });
-  return as(s, c, want);
+  TensorPtr r = as(s, c, want);
+  if (!in_gemm) activation_passes(s, r, post);
+  return r;
 }
 
 struct Pair {
@@ -118,11 +162,11 @@ struct Pair {
 };
 
 // A forward's two operands after the autocast decision for `op`.
-Pair forward_pair(const char *op, hpuStream_t stream, hpuTensor_t ha, const char *an, hpuTensor_t hb,
+Pair forward_pair(const char *op, hpuStream_t stream, const TensorPtr &a, const char *an, const TensorPtr &b,
                   const char *bn) {
   Pair p;
-  p.a = input(ha, an);
-  p.b = input(hb, bn);
+  p.a = a;
+  p.b = b;
   same_device(*p.a, an, *p.b, bn);
   require_floating(*p.a, an);
   require_floating(*p.b, bn);
@@ -141,12 +185,12 @@ struct Grads {
   std::shared_ptr<Stream> s;
 };
 
-Grads backward_pair(hpuStream_t stream, hpuTensor_t hg, const char *gn, hpuTensor_t ha, const char *an,
-                    hpuTensor_t hb, const char *bn) {
+Grads backward_pair(hpuStream_t stream, const TensorPtr &g, const char *gn, const TensorPtr &a, const char *an,
+                    const TensorPtr &b, const char *bn) {
   Grads p;
-  p.g = input(hg, gn);
-  p.a = input(ha, an);
-  p.b = input(hb, bn);
+  p.g = g;
+  p.a = a;
+  p.b = b;
   same_device(*p.g, gn, *p.a, an);
   same_device(*p.g, gn, *p.b, bn);
   require_floating(*p.g, gn);
@@ -202,30 +246,27 @@ Dims mm_dims(const MmShape &s, bool batched, int64_t rows, int64_t cols) {
   return batched ? Dims{s.batch, rows, cols} : Dims{rows, cols};
 }
 
-void mm_forward(bool batched, hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
-                       hpuTensor_t *out) {
-  check_out(out, "out");
+TensorPtr mm_or_bmm(bool batched, hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
   Pair p = forward_pair(batched ? "bmm" : "mm", stream, a, "a", b, "b");
   MmShape sh = mm_shape(*p.a, *p.b, batched);
   Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
-  give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, A, B, p.dt, mm_dims(sh, batched, sh.m, sh.n)));
+  return product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.batch, 1.0f, A, B, p.dt, mm_dims(sh, batched, sh.m, sh.n));
 }
 
-void mm_backward(bool batched, hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a,
-                        hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+OperandGrads mm_or_bmm_backward(bool batched, hpuStream_t stream, const TensorPtr &g, const TensorPtr &a,
+                                const TensorPtr &b, bool want_a, bool want_b) {
+  Grads p = backward_pair(stream, g, "grad_out", a, "a", b, "b");
   MmShape sh = mm_shape(*p.a, *p.b, batched);
   require_shape(*p.g, "grad_out", mm_dims(sh, batched, sh.m, sh.n), "the forward's output shape");
   Operand G = operand(*p.s, p.g, p.dt);
-  TensorPtr ga, gb;
-  if (grad_a)  // ga = G B^T
-    ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, G, operand(*p.s, p.b, p.dt),
-                 p.a->dtype(), p.a->shape());
-  if (grad_b)  // gb = A^T G
-    gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, operand(*p.s, p.a, p.dt), G,
-                 p.b->dtype(), p.b->shape());
-  give(grad_a, ga);
-  give(grad_b, gb);
+  OperandGrads r;
+  if (want_a)  // ga = G B^T
+    r.a = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh.batch, 1.0f, G, operand(*p.s, p.b, p.dt),
+                  p.a->dtype(), p.a->shape());
+  if (want_b)  // gb = A^T G
+    r.b = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh.batch, 1.0f, operand(*p.s, p.a, p.dt), G,
+                  p.b->dtype(), p.b->shape());
+  return r;
 }
 
 // ---- matmul ------------------------------------------------------------------
@@ -312,10 +353,252 @@ TensorPtr matmul_grad(Stream &s, hpuDataType_t dt, const GemmShape &g, const Mat
   return grad;
 }
 
-// hpuLinear, and with relu hpuLinearRelu.
-void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, bool relu, hpuTensor_t *y) {
-  check_out(y, "y");
-  TensorPtr xb = input(x, "x"), wb = input(w, "w"), bb = optional(bias, "bias");
+// A linear's backward operands, checked: grad_y [..., out], x [..., in], w [out, in].
+struct LinearArgs : Grads {
+  int64_t rows, in, outf;
+};
+
+LinearArgs linear_args(hpuStream_t stream, const TensorPtr &grad_y, const TensorPtr &x, const TensorPtr &w) {
+  LinearArgs p{backward_pair(stream, grad_y, "grad_y", x, "x", w, "w"), 0, 0, 0};
+  require_ndim(*p.b, "w", 2);
+  if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
+  p.in = p.b->size(1), p.outf = p.b->size(0);
+  check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", p.in);
+  Dims out = p.a->shape();
+  out[out.n - 1] = p.outf;
+  require_shape(*p.g, "grad_y", out, "the forward's output shape");
+  p.rows = leading(p.a->shape());
+  return p;
+}
+
+// db = the column sums of dy, in w's type.
+TensorPtr bias_grad(const LinearArgs &p) {
+  TensorPtr gb = empty_like(*p.b, p.b->dtype(), Dims{p.outf});
+  if (p.outf > 0)
+    enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt), rows = p.rows, outf = p.outf] {
+      kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
+    });
+  return gb;
+}
+
+kernels::Activation activation(hpuActivation_t a, const char *arg) {
+  HPU_CHECK_ARG(a == HPU_ACTIVATION_NONE || a == HPU_ACTIVATION_RELU, "%s is %d: not an hpuActivation_t", arg,
+                static_cast<int>(a));
+  return a == HPU_ACTIVATION_RELU ? kernels::Activation::relu : kernels::Activation::none;
+}
+
+// A tensor of options that the result goes into or that has its role: on a's
+// device, of the result's shape and type, contiguous.
+TensorPtr like_result(const TensorPtr &t, const char *arg, const Tensor &a, const Dims &shape, hpuDataType_t dt) {
+  same_device(a, "a", *t, arg);
+  require_shape(*t, arg, shape, "the result's shape");
+  if (t->dtype() != dt)
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %s: expected the result's type %s", arg, t->str().c_str(), dtype_name(dt));
+  return t;
+}
+
+}  // namespace
+
+TensorPtr ops::mm(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
+  return mm_or_bmm(false, stream, a, b);
+}
+
+OperandGrads ops::mm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                              bool want_a, bool want_b) {
+  return mm_or_bmm_backward(false, stream, grad_out, a, b, want_a, want_b);
+}
+
+TensorPtr ops::bmm(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b) {
+  return mm_or_bmm(true, stream, a, b);
+}
+
+OperandGrads ops::bmm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a, const TensorPtr &b,
+                               bool want_a, bool want_b) {
+  return mm_or_bmm_backward(true, stream, grad_out, a, b, want_a, want_b);
+}
+
+TensorPtr ops::addmm(hpuStream_t stream, const TensorPtr &c, const TensorPtr &a, const TensorPtr &b, double beta,
+                     double alpha) {
+  Pair p = forward_pair("addmm", stream, a, "a", b, "b");
+  same_device(*p.a, "a", *c, "bias");
+  require_floating(*c, "bias");
+  MmShape sh = mm_shape(*p.a, *p.b, false);
+  Dims st;
+  if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
+    fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to the product's shape %s",
+         c->str().c_str(), Dims{sh.m, sh.n}.str().c_str());
+  require_same_dtype(*p.a, "a", p.dt, *c, "bias", autocast::decide("addmm", {c->dtype()}).apply(c->dtype()));
+  Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
+  TensorPtr C = as(*p.s, c, p.dt);
+  return product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), A, B, p.dt, Dims{sh.m, sh.n}, false,
+                 bias_init(C, sh.m, sh.n), static_cast<float>(beta));
+}
+
+AddmmGrads ops::addmm_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &c, const TensorPtr &a,
+                               const TensorPtr &b, double beta, double alpha, bool want_bias, bool want_a,
+                               bool want_b) {
+  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+  same_device(*p.g, "grad_out", *c, "bias");
+  require_floating(*c, "bias");
+  MmShape sh = mm_shape(*p.a, *p.b, false);
+  require_shape(*p.g, "grad_out", Dims{sh.m, sh.n}, "the forward's output shape");
+  Dims st;
+  if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
+    fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to %s", c->str().c_str(),
+         Dims{sh.m, sh.n}.str().c_str());
+  TensorPtr G = as(*p.s, p.g, p.dt);
+  AddmmGrads r;
+  if (want_bias) {
+    TensorPtr gc = empty_like(*c, c->dtype(), c->shape());
+    Dims to = pad_left(c->shape(), 2);
+    if (gc->numel() > 0)
+      enqueue(*p.s, [=] {
+        int64_t shape[2] = {sh.m, sh.n};
+        kernels::sum_to(G->dtype(), G->data(), 2, shape, to.data(), beta, gc->dtype(), gc->data());
+      });
+    r.bias = gc;
+  }
+  if (want_a)
+    r.a = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, 1, static_cast<float>(alpha), {G, sh.n, 0},
+                  operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
+  if (want_b)
+    r.b = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha),
+                  operand(*p.s, p.a, p.dt), {G, sh.n, 0}, p.b->dtype(), p.b->shape());
+  return r;
+}
+
+TensorPtr ops::matmul(hpuStream_t stream, const TensorPtr &a, const TensorPtr &b, const MatmulOptions &o) {
+  Pair p = forward_pair("matmul", stream, a, "a", b, "b");
+  const MatmulShape sh = matmul_shape(*p.a, *p.b);
+  Stream &s = *p.s;
+  HPU_CHECK_ARG(std::isfinite(o.alpha), "options->alpha is %g", o.alpha);
+  HPU_CHECK_ARG(std::isfinite(o.beta), "options->beta is %g", o.beta);
+  Post post;
+  post.activation = activation(o.activation, "options->activation");
+  post.backward = activation(o.activation_backward, "options->activation_backward");
+  // The result's type: c's, options->dtype, or the run type.
+  hpuDataType_t want = p.dt;
+  if (o.dtype != HPU_BOOL) {
+    HPU_CHECK_ARG(o.dtype > HPU_BOOL && o.dtype < HPU_NUM_DATA_TYPES, "options->dtype is %d: not an hpuDataType_t",
+                  static_cast<int>(o.dtype));
+    if (!is_floating(o.dtype))
+      fail(HPU_ERROR_UNSUPPORTED, "options->dtype is %s: expected a floating type", dtype_name(o.dtype));
+    want = o.dtype;
+  }
+  if (o.c) {
+    post.into = o.c;
+    same_device(*p.a, "a", *post.into, "options->c");
+    require_shape(*post.into, "options->c", sh.out, "the result's shape");
+    if (o.dtype != HPU_BOOL && post.into->dtype() != o.dtype)
+      fail(HPU_ERROR_INVALID_ARGUMENT, "options->c is %s but options->dtype is %s", post.into->str().c_str(),
+           dtype_name(o.dtype));
+    want = post.into->dtype();
+    if (!post.into->contiguous())
+      fail(HPU_ERROR_INVALID_ARGUMENT, "options->c is %s (not contiguous): expected contiguous",
+           post.into->str().c_str());
+    if (direct_type(p.dt, want) != want)
+      fail(HPU_ERROR_UNSUPPORTED, "options->c is %s: a product in %s writes %s%s", post.into->str().c_str(),
+           dtype_name(p.dt), dtype_name(p.dt), p.dt == HPU_BFLOAT16 || p.dt == HPU_FLOAT16 ? " or f32" : "");
+  } else {
+    HPU_CHECK_ARG(o.beta == 0, "options->beta is %g but options->c is NULL: there is no C to accumulate into", o.beta);
+  }
+  if (post.backward != kernels::Activation::none) {
+    HPU_CHECK_ARG(o.activation_input != nullptr, "options->activation_input is NULL: options->activation_backward needs it");
+    TensorPtr x = like_result(o.activation_input, "options->activation_input", *p.a, sh.out, want);
+    post.backward_input = as(s, x, want);
+  }
+  TensorPtr pre = o.pre_activation ? like_result(o.pre_activation, "options->pre_activation", *p.a, sh.out, want)
+                                   : nullptr;
+  if (pre && !pre->contiguous())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "options->pre_activation is %s (not contiguous): expected contiguous",
+         pre->str().c_str());
+  TensorPtr bias;
+  if (o.bias) {
+    bias = o.bias;
+    same_device(*p.a, "a", *bias, "options->bias");
+    require_floating(*bias, "options->bias");
+    require_shape(*bias, "options->bias", Dims{sh.n}, "the result's last dim");
+    HPU_CHECK_ARG(o.beta == 0, "options->beta is %g: options->bias needs beta 0", o.beta);
+  }
+  if (o.adamw) {
+    HPU_CHECK_ARG(o.c != nullptr, "options->c is NULL: options->adamw steps the weights in c");
+    HPU_CHECK_ARG(!o.bias && !o.pre_activation && post.activation == kernels::Activation::none &&
+                      post.backward == kernels::Activation::none && o.beta == 0,
+                  "options->adamw takes the product as the gradient: bias, pre_activation, the activations and beta "
+                  "must not be set");
+    check_param(o.c, "options->c");
+    if (want != HPU_FLOAT32 || direct_type(p.dt, HPU_FLOAT32) != HPU_FLOAT32)
+      fail(HPU_ERROR_UNSUPPORTED, "options->adamw: the product runs in %s; the gradient of f32 weights needs bf16, "
+           "f16 or f32", dtype_name(p.dt));
+    post.adamw = adamw_args(o.c, "options->c", {o.adamw_exp_avg, "options->adamw_exp_avg"},
+                            {o.adamw_exp_avg_sq, "options->adamw_exp_avg_sq"}, o.adamw_step, *o.adamw,
+                            "options->adamw");
+  }
+  // Operands that overlap what the product writes are read from copies.
+  const TensorPtr written[] = {post.into, pre, post.adamw ? post.adamw->exp_avg : nullptr,
+                               post.adamw ? post.adamw->exp_avg_sq : nullptr, post.adamw ? post.adamw->copy : nullptr};
+  TensorPtr A = p.a, B = p.b;
+  for (const TensorPtr &w : written)
+    if (w) {
+      if (overlap(*A, *w)) A = copy_as(s, A, p.dt);
+      if (overlap(*B, *w)) B = copy_as(s, B, p.dt);
+      if (post.backward_input && overlap(*post.backward_input, *w))
+        post.backward_input = copy_as(s, post.backward_input, want);
+      if (bias && overlap(*bias, *w)) bias = copy_as(s, bias, bias->dtype());
+    }
+  // Before the activation when pre_activation wants r: then the activations
+  // run as passes after it.
+  Post fused = post;
+  if (pre) fused.activation = fused.backward = kernels::Activation::none;
+  const hpuDataType_t cdt = direct_type(p.dt, want);
+  const int64_t rows = sh.b_batch.n == 0 ? sh.nbatch * sh.m : sh.m;
+  std::function<void(void *, hpuDataType_t)> init;
+  float beta = static_cast<float>(o.beta);
+  if (bias) {  // in the type the product runs in, then C's
+    fused.bias = as(s, as(s, bias, p.dt), cdt);
+    if (sh.k == 0) init = bias_init(fused.bias, sh.nbatch * sh.m, sh.n), fused.bias = nullptr, beta = 1.0f;
+  }
+  const Operand Bo = matmul_operand(s, B, p.dt, sh.b_batch, sh, sh.k, sh.n);
+  TensorPtr y;
+  if (sh.b_batch.n == 0)  // fold a's batch into its rows: one product
+    y = product(s, p.dt, {rows, sh.n, sh.k}, 1, static_cast<float>(o.alpha), rows_operand(s, A, p.dt), Bo, want,
+                sh.out, false, init, beta, fused);
+  else
+    y = product(s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, static_cast<float>(o.alpha),
+                matmul_operand(s, A, p.dt, sh.a_batch, sh, sh.m, sh.k), Bo, want, sh.out, false, init, beta, fused);
+  if (pre) {
+    if (y->numel() > 0) enqueue_copy(s, pre, y);
+    activation_passes(s, y, post);
+  }
+  return y;
+}
+
+OperandGrads ops::matmul_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &a,
+                                  const TensorPtr &b, bool want_a, bool want_b) {
+  Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
+  MatmulShape sh = matmul_shape(*p.a, *p.b);
+  require_shape(*p.g, "grad_out", sh.out, "the forward's output shape");
+  OperandGrads r;
+  if (sh.b_batch.n == 0) {  // rows folded: G [R, n], A [R, k]
+    int64_t rows = sh.nbatch * sh.m;
+    Operand G{as(*p.s, p.g, p.dt), sh.n, 0}, B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
+    if (want_a) r.a = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, G, B, p.a->dtype(), p.a->shape());
+    if (want_b)
+      r.b = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), G,
+                    p.b->dtype(), p.b->shape());
+  } else {
+    Operand G{as(*p.s, p.g, p.dt), sh.n, sh.m * sh.n};
+    if (want_a)  // G_i B_i^T
+      r.a = matmul_grad(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh, sh.a_batch, G,
+                        matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n), p.a);
+    if (want_b)  // A_i^T G_i
+      r.b = matmul_grad(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh, sh.b_batch,
+                        matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), G, p.b);
+  }
+  return r;
+}
+
+TensorPtr ops::linear(hpuStream_t stream, const TensorPtr &xb, const TensorPtr &wb, const TensorPtr &bb) {
   same_device(*xb, "x", *wb, "w");
   require_floating(*xb, "x");
   require_floating(*wb, "w");
@@ -339,278 +622,25 @@ void linear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, 
   Operand X = rows_operand(*s, xb, dt), W = operand(*s, wb, dt);
   // The bias (contiguous, of C's type dt) added as the product is stored; with
   // in == 0 there is no product to add it to, and C is filled with it.
-  TensorPtr bd = bb ? as(*s, bb, dt) : nullptr;
+  Post post;
+  post.bias = bb ? as(*s, bb, dt) : nullptr;
   std::function<void(void *, hpuDataType_t)> init;
-  if (bd && in == 0) init = bias_init(bd, rows, outf);
-  give(y, product(*s, dt, {rows, outf, in, false, true, relu}, 1, 1.0f, X, W, dt, out, false, init,
-                  init ? 1.0f : 0.0f, nullptr, in > 0 ? bd : nullptr));
+  if (post.bias && in == 0) init = bias_init(post.bias, rows, outf), post.bias = nullptr;
+  return product(*s, dt, {rows, outf, in, false, true}, 1, 1.0f, X, W, dt, out, false, init, init ? 1.0f : 0.0f,
+                 post);
 }
 
-// dz = (dy w) (x > 0) for x of shape [..., in], in x's type: the bits of
-// hpuReluBackward over hpuLinearBackward's grad_x. The mask goes into the
-// product when it is computed in x's type, else in a pass after it.
-TensorPtr relu_masked_product(Stream &s, hpuDataType_t dt, int64_t rows, int64_t in, int64_t outf, const Operand &g,
-                              const Operand &w, const TensorPtr &x) {
-  const hpuDataType_t want = x->dtype();
-  const TensorPtr mask = x->contiguous() ? x : copy_as(s, x, want);
-  if (direct_type(dt, want) == want)
-    return product(s, dt, {rows, in, outf}, 1, 1.0f, g, w, want, x->shape(), false, {}, 0, mask);
-  TensorPtr gx = product(s, dt, {rows, in, outf}, 1, 1.0f, g, w, want, x->shape());
-  if (gx->numel() > 0)
-    enqueue(s, work({mask.get(), gx.get(), gx.get()}, *gx, 2), [=] {
-      kernels::unary_backward(kernels::Unary::relu, want, mask->data(), gx->data(), gx->data(), gx->numel());
-    });
-  return gx;
-}
-
-// hpuLinearBackward, and with relu_in hpuReluLinearBackward (grad_x then
-// times x > 0).
-// A linear's backward operands, checked: grad_y [..., out], x [..., in], w [out, in].
-struct LinearGrads : Grads {
-  int64_t rows, in, outf;
-};
-
-LinearGrads linear_grads(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w) {
-  LinearGrads p{backward_pair(stream, grad_y, "grad_y", x, "x", w, "w"), 0, 0, 0};
-  require_ndim(*p.b, "w", 2);
-  if (p.a->ndim() < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "x is %s: it needs at least 1 dim", p.a->str().c_str());
-  p.in = p.b->size(1), p.outf = p.b->size(0);
-  check_inner(*p.a, "x", p.a->size(p.a->ndim() - 1), *p.b, "w", p.in);
-  Dims out = p.a->shape();
-  out[out.n - 1] = p.outf;
-  require_shape(*p.g, "grad_y", out, "the forward's output shape");
-  p.rows = leading(p.a->shape());
-  return p;
-}
-
-// db = the column sums of dy, in w's type.
-TensorPtr bias_grad(const LinearGrads &p) {
-  TensorPtr gb = empty_like(*p.b, p.b->dtype(), Dims{p.outf});
-  if (p.outf > 0)
-    enqueue(*p.s, [=, dy = as(*p.s, p.g, p.dt), rows = p.rows, outf = p.outf] {
-      kernels::reduce(kernels::Reduce::sum, dy->dtype(), dy->data(), 1, rows, outf, gb->data(), gb->dtype());
-    });
-  return gb;
-}
-
-void linear_backward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x,
-                     hpuTensor_t *grad_w, hpuTensor_t *grad_bias, bool relu_in) {
-  const LinearGrads p = linear_grads(stream, grad_y, x, w);
+LinearGrads ops::linear_backward(hpuStream_t stream, const TensorPtr &grad_y, const TensorPtr &x, const TensorPtr &w,
+                                 bool want_x, bool want_w, bool want_bias) {
+  const LinearArgs p = linear_args(stream, grad_y, x, w);
   const int64_t rows = p.rows, in = p.in, outf = p.outf;
   Operand G = rows_operand(*p.s, p.g, p.dt);
-  TensorPtr gx, gw, gb;
-  if (grad_x && !relu_in)  // dx = dy w
-    gx = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
-  if (grad_x && relu_in)  // dz = dy w (x > 0), the mask applied as the product is stored
-    gx = relu_masked_product(*p.s, p.dt, rows, in, outf, G, operand(*p.s, p.b, p.dt), p.a);
-  if (grad_w)  // dw = dy^T x
-    gw = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt), p.b->dtype(),
-                 p.b->shape());
-  if (grad_bias) gb = bias_grad(p);
-  give(grad_x, gx);
-  give(grad_w, gw);
-  give(grad_bias, gb);
+  LinearGrads r;
+  if (want_x)  // dx = dy w
+    r.x = product(*p.s, p.dt, {rows, in, outf}, 1, 1.0f, G, operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
+  if (want_w)  // dw = dy^T x
+    r.w = product(*p.s, p.dt, {outf, in, rows, true, false}, 1, 1.0f, G, rows_operand(*p.s, p.a, p.dt),
+                  p.b->dtype(), p.b->shape());
+  if (want_bias) r.bias = bias_grad(p);
+  return r;
 }
-
-// hpuLinearBackwardAdamwStep: dw = dy^T x, computed in grad_y's type with f32
-// sums as hpuLinearBackward's grad_w, goes straight into AdamW's step of w.
-void linear_backward_adamw(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t exp_avg,
-                           hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
-                           hpuTensor_t *grad_bias) {
-  const LinearGrads p = linear_grads(stream, grad_y, x, w);
-  const TensorPtr W = adamw_param(w, "w");
-  const AdamwArgs u = adamw_args(W, "w", exp_avg, exp_avg_sq, step, options, w_copy != nullptr, w_copy, "w_copy");
-  if (direct_type(p.dt, HPU_FLOAT32) != HPU_FLOAT32)
-    fail(HPU_ERROR_UNSUPPORTED, "grad_y is %s: the weight gradient of an f32 w needs grad_y in bf16, f16 or f32",
-         p.g->str().c_str());
-  const Operand G = rows_operand(*p.s, p.g, p.dt), X = rows_operand(*p.s, p.a, p.dt);
-  GemmShape g{p.outf, p.in, p.rows, !G.trans, X.trans};
-  if (prof::on() && W->numel() > 0) {
-    // The operands read; w and both moments read and written, the copy written.
-    const auto mn = static_cast<uint64_t>(W->numel()), k = static_cast<uint64_t>(p.rows);
-    prof::annotate((mn / static_cast<uint64_t>(p.in) + static_cast<uint64_t>(p.in)) * k * G.t->element_size() +
-                       mn * (6 * sizeof(float) + (u.copy ? u.copy->element_size() : 0)),
-                   mn * (2 * k + 14));
-  }
-  if (W->numel() > 0)
-    enqueue(*p.s, [=] {
-      kernels::GemmAdamw adamw;
-      adamw.exp_avg = u.exp_avg->data_as<float>(), adamw.exp_avg_sq = u.exp_avg_sq->data_as<float>();
-      if (u.copy) adamw.copy = u.copy->data(), adamw.copy_dt = u.copy->dtype();
-      adamw.c = u.constants;
-      GemmShape gs = g;
-      gs.adamw = &adamw;
-      kernels::gemm(p.dt, gs, 1.0f, G.t->data(), G.ld, X.t->data(), X.ld, 0.0f, W->data(), p.in, HPU_FLOAT32);
-    });
-  if (grad_bias) give(grad_bias, bias_grad(p));
-}
-
-}  // namespace
-
-extern "C" {
-
-HPU_API hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    mm_forward(false, stream, a, b, out);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
-                                  hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    mm_backward(false, stream, grad_out, a, b, grad_a, grad_b);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuBmm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    mm_forward(true, stream, a, b, out);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuBmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
-                                   hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    mm_backward(true, stream, grad_out, a, b, grad_a, grad_b);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuAddmm(hpuStream_t stream, hpuTensor_t bias, hpuTensor_t a, hpuTensor_t b, double beta,
-                             double alpha, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    check_out(out, "out");
-    TensorPtr c = input(bias, "bias");
-    Pair p = forward_pair("addmm", stream, a, "a", b, "b");
-    same_device(*p.a, "a", *c, "bias");
-    require_floating(*c, "bias");
-    MmShape sh = mm_shape(*p.a, *p.b, false);
-    Dims st;
-    if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
-      fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to the product's shape %s",
-           c->str().c_str(), Dims{sh.m, sh.n}.str().c_str());
-    require_same_dtype(*p.a, "a", p.dt, *c, "bias", autocast::decide("addmm", {c->dtype()}).apply(c->dtype()));
-    Operand A = operand(*p.s, p.a, p.dt), B = operand(*p.s, p.b, p.dt);
-    TensorPtr C = as(*p.s, c, p.dt);
-    give(out, product(*p.s, p.dt, {sh.m, sh.n, sh.k}, 1, static_cast<float>(alpha), A, B,
-                      p.dt, Dims{sh.m, sh.n}, false, bias_init(C, sh.m, sh.n), static_cast<float>(beta)));
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuAddmmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t bias, hpuTensor_t a,
-                                     hpuTensor_t b, double beta, double alpha, hpuTensor_t *grad_bias,
-                                     hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
-    TensorPtr c = input(bias, "bias");
-    same_device(*p.g, "grad_out", *c, "bias");
-    require_floating(*c, "bias");
-    MmShape sh = mm_shape(*p.a, *p.b, false);
-    require_shape(*p.g, "grad_out", Dims{sh.m, sh.n}, "the forward's output shape");
-    Dims st;
-    if (c->ndim() > 2 || !broadcast_strides(c->shape(), Dims{sh.m, sh.n}, &st))
-      fail(HPU_ERROR_INVALID_ARGUMENT, "bias is %s: it does not broadcast to %s", c->str().c_str(),
-           Dims{sh.m, sh.n}.str().c_str());
-    TensorPtr G = as(*p.s, p.g, p.dt), gc, ga, gb;
-    if (grad_bias) {
-      gc = empty_like(*c, c->dtype(), c->shape());
-      Dims to = pad_left(c->shape(), 2);
-      if (gc->numel() > 0)
-        enqueue(*p.s, [=] {
-          int64_t shape[2] = {sh.m, sh.n};
-          kernels::sum_to(G->dtype(), G->data(), 2, shape, to.data(), beta, gc->dtype(), gc->data());
-        });
-    }
-    if (grad_a)
-      ga = product(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, 1, static_cast<float>(alpha), {G, sh.n, 0},
-                   operand(*p.s, p.b, p.dt), p.a->dtype(), p.a->shape());
-    if (grad_b)
-      gb = product(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, 1, static_cast<float>(alpha),
-                   operand(*p.s, p.a, p.dt), {G, sh.n, 0}, p.b->dtype(), p.b->shape());
-    give(grad_bias, gc);
-    give(grad_a, ga);
-    give(grad_b, gb);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMatmul(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    check_out(out, "out");
-    Pair p = forward_pair("matmul", stream, a, "a", b, "b");
-    MatmulShape sh = matmul_shape(*p.a, *p.b);
-    Operand B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
-    TensorPtr y;
-    if (sh.b_batch.n == 0)  // fold a's batch into its rows: one product
-      y = product(*p.s, p.dt, {sh.nbatch * sh.m, sh.n, sh.k}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), B, p.dt,
-                  sh.out);
-    else
-      y = product(*p.s, p.dt, {sh.m, sh.n, sh.k}, sh.nbatch, 1.0f,
-                  matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), B, p.dt, sh.out);
-    give(out, y);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b,
-                                      hpuTensor_t *grad_a, hpuTensor_t *grad_b) {
-  HPU_API_BEGIN
-    Grads p = backward_pair(stream, grad_out, "grad_out", a, "a", b, "b");
-    MatmulShape sh = matmul_shape(*p.a, *p.b);
-    require_shape(*p.g, "grad_out", sh.out, "the forward's output shape");
-    TensorPtr ga, gb;
-    if (sh.b_batch.n == 0) {  // rows folded: G [R, n], A [R, k]
-      int64_t rows = sh.nbatch * sh.m;
-      Operand G{as(*p.s, p.g, p.dt), sh.n, 0}, B = matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n);
-      if (grad_a) ga = product(*p.s, p.dt, {rows, sh.k, sh.n, false, true}, 1, 1.0f, G, B, p.a->dtype(), p.a->shape());
-      if (grad_b)
-        gb = product(*p.s, p.dt, {sh.k, sh.n, rows, true, false}, 1, 1.0f, rows_operand(*p.s, p.a, p.dt), G,
-                     p.b->dtype(), p.b->shape());
-    } else {
-      Operand G{as(*p.s, p.g, p.dt), sh.n, sh.m * sh.n};
-      if (grad_a)  // G_i B_i^T
-        ga = matmul_grad(*p.s, p.dt, {sh.m, sh.k, sh.n, false, true}, sh, sh.a_batch, G,
-                         matmul_operand(*p.s, p.b, p.dt, sh.b_batch, sh, sh.k, sh.n), p.a);
-      if (grad_b)  // A_i^T G_i
-        gb = matmul_grad(*p.s, p.dt, {sh.k, sh.n, sh.m, true, false}, sh, sh.b_batch,
-                         matmul_operand(*p.s, p.a, p.dt, sh.a_batch, sh, sh.m, sh.k), G, p.b);
-    }
-    give(grad_a, ga);
-    give(grad_b, gb);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y) {
-  HPU_API_BEGIN
-    linear(stream, x, w, bias, false, y);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias,
-                                  hpuTensor_t *y) {
-  HPU_API_BEGIN
-    linear(stream, x, w, bias, true, y);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                      hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    linear_backward(stream, grad_y, x, w, grad_x, grad_w, grad_bias, false);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                          hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    linear_backward(stream, grad_y, x, w, grad_z, grad_w, grad_bias, true);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuLinearBackwardAdamwStep(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w,
-                                               hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step,
-                                               const hpuAdamwOptions_t *options, hpuTensor_t w_copy,
-                                               hpuTensor_t *grad_bias) {
-  HPU_API_BEGIN
-    linear_backward_adamw(stream, grad_y, x, w, exp_avg, exp_avg_sq, step, options, w_copy, grad_bias);
-  HPU_API_END
-}
-
-}  // extern "C"

@@ -117,6 +117,18 @@ TensorPtr copy_as(Stream &s, const TensorPtr &x, hpuDataType_t dt) {
   return y;
 }
 
+bool overlap(const Tensor &a, const Tensor &b) {
+  if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
+  auto span = [](const Tensor &t) {
+    int64_t last = 0;
+    for (int i = 0; i < t.ndim(); ++i) last += (t.size(i) - 1) * t.strides()[i];
+    const char *p = static_cast<const char *>(t.data());
+    return std::make_pair(p, p + (last + 1) * static_cast<int64_t>(t.element_size()));
+  };
+  auto sa = span(a), sb = span(b);
+  return sa.first < sb.second && sb.first < sa.second;
+}
+
 Split split_at(const Dims &shape, int dim) {
   Split s;
   for (int i = 0; i < shape.n; ++i) (i < dim ? s.outer : i == dim ? s.n : s.inner) *= shape[i];

@@ -1,29 +1,20 @@
-// What every op does at the boundary: look its inputs up, check them with
-// messages that name the argument and its shape, take the autocast decision on
-// the calling thread, cast inputs, allocate outputs, queue the kernel.
+// What the ops share: checks with messages that name the argument and its
+// shape, casts of inputs, output allocation, and queueing a kernel with the
+// work it does.
 #pragma once
 
 #include <hpu/ops.h>
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <memory>
 
-#include "core/boundary.hpp"
 #include "autocast/autocast.hpp"
+#include "core/error.hpp"
+#include "ops/ops.hpp"
 #include "tensor/tensor.hpp"
 
 namespace hpu::ops {
-
-using TensorPtr = std::shared_ptr<Tensor>;
-
-// The tensor behind a handle (HPU_ERROR_INVALID_HANDLE naming arg); NULL
-// gives nullptr for optional inputs.
-inline TensorPtr input(hpuTensor_t h, const char *arg) { return tensor_from_handle(h, arg); }
-inline TensorPtr optional(hpuTensor_t h, const char *arg) { return h ? tensor_from_handle(h, arg) : nullptr; }
-
-inline void check_out(const void *out, const char *arg) { HPU_CHECK_ARG(out != nullptr, "%s is NULL", arg); }
 
 // INVALID_ARGUMENT unless t lives on x's device.
 void same_device(const Tensor &x, const char *x_arg, const Tensor &t, const char *t_arg);
@@ -43,6 +34,9 @@ int normalize_dim(int dim, int ndim, const char *arg);
 
 // x as a contiguous tensor of type dt: x itself, or a converted copy queued on s.
 TensorPtr as(Stream &s, const TensorPtr &x, hpuDataType_t dt);
+
+// True when a's and b's elements may share bytes.
+bool overlap(const Tensor &a, const Tensor &b);
 
 // Always a new contiguous tensor: a converted copy of x queued on s.
 TensorPtr copy_as(Stream &s, const TensorPtr &x, hpuDataType_t dt);
@@ -74,36 +68,12 @@ inline TensorPtr empty_like(const Tensor &x, hpuDataType_t dt, const Dims &shape
   return Tensor::empty(x.device(), dt, shape);
 }
 
-// Stores a handle for t in *out.
-inline void give(hpuTensor_t *out, TensorPtr t) {
-  if (out && t) *out = tensor_handle(std::move(t));
-}
-
 // Element strides of a contiguous tensor of `shape` read as `target`
 // (numpy broadcasting: right-aligned, size-1 or missing dims get stride 0).
 // False when shape does not broadcast to target.
 bool broadcast_strides(const Dims &shape, const Dims &target, Dims *strides);
 // `shape` with leading 1s up to n dims.
 Dims pad_left(const Dims &shape, int n);
-
-// *in read as a struct of the caller's struct_size over `defaults` (a caller
-// built against an older header passes a shorter struct).
-template <class T>
-T read_sized(const T *in, T defaults, const char *arg) {
-  HPU_CHECK_ARG(in != nullptr, "%s is NULL", arg);
-  size_t n = in->struct_size;
-  HPU_CHECK_ARG(n > sizeof(size_t) && n <= (size_t(1) << 16),
-                "%s->struct_size is %zu; set it with the matching _INIT macro (%zu)", arg, n, sizeof(T));
-  std::memcpy(reinterpret_cast<char *>(&defaults) + sizeof(size_t), reinterpret_cast<const char *>(in) + sizeof(size_t),
-              std::min(n, sizeof(T)) - sizeof(size_t));
-  return defaults;
-}
-
-// As read_sized, for options that may be NULL: then the defaults.
-template <class T>
-T read_optional_sized(const T *in, T defaults, const char *arg) {
-  return in ? read_sized(in, defaults, arg) : defaults;
-}
 
 // Shape of a [outer, n, inner] split around dim.
 struct Split {

@@ -1,5 +1,5 @@
-// The argument checks of AdamW steps, shared by hpuAdamwStep(WithCopy)
-// (optim.cpp) and hpuLinearBackwardAdamwStep (matmul.cpp).
+// The argument checks of AdamW steps, shared by ops::adamw_step (optim.cpp)
+// and ops::matmul's AdamW epilogue (matmul.cpp).
 #pragma once
 
 #include "kernels/optim.hpp"
@@ -8,17 +8,22 @@
 namespace hpu::ops {
 
 // A parameter an optimizer updates: f32 and contiguous, else INVALID_ARGUMENT naming arg.
-TensorPtr adamw_param(hpuTensor_t h, const char *arg);
+void check_param(const TensorPtr &param, const char *arg);
 
 // The checked state and settings of an AdamW step of param.
 struct AdamwArgs {
   TensorPtr exp_avg, exp_avg_sq;
-  TensorPtr copy;  // with_copy: bf16 or f16, param's shape, contiguous
+  TensorPtr copy;  // options.param_copy: bf16 or f16, param's shape, contiguous
   kernels::AdamwConstants constants;
 };
-// param (named param_arg in messages) checked by adamw_param.
-AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq,
-                     int64_t step, const hpuAdamwOptions_t *options, bool with_copy, hpuTensor_t copy,
-                     const char *copy_arg);
+// A tensor and its name in messages.
+struct Named {
+  TensorPtr t;
+  const char *arg;
+};
+// param (named param_arg in messages) checked by check_param; options named
+// options_arg.
+AdamwArgs adamw_args(const TensorPtr &param, const char *param_arg, const Named &exp_avg, const Named &exp_avg_sq,
+                     int64_t step, const AdamwOptions &options, const char *options_arg);
 
 }  // namespace hpu::ops

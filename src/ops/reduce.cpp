@@ -6,10 +6,10 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
-using kernels::Reduce;
 
 namespace {
 
@@ -20,7 +20,7 @@ struct Plan {
   int64_t count = 1;  // elements reduced into each result
 };
 
-Plan plan(const Tensor &x, const int *dims, int ndims, int keepdim) {
+Plan plan(const Tensor &x, const int *dims, int ndims, bool keepdim) {
   HPU_CHECK_ARG(ndims >= 0 && ndims <= std::max(x.ndim(), 1), "ndims %d is not in 0..%d for x %s", ndims,
                 std::max(x.ndim(), 1), x.str().c_str());
   HPU_CHECK_ARG(dims != nullptr || ndims == 0, "dims is NULL and ndims is %d", ndims);
@@ -77,10 +77,9 @@ void run(Reduce op, const Tensor &x, const Plan &p, const void *src, hpuDataType
   }
 }
 
-void forward(Reduce op, hpuStream_t stream, hpuTensor_t hx, const int *dims, int ndims,
-                    int keepdim, hpuTensor_t *out) {
-  check_out(out, "out");
-  TensorPtr x = input(hx, "x");
+}  // namespace
+
+TensorPtr ops::reduce(hpuStream_t stream, Reduce op, const TensorPtr &x, const int *dims, int ndims, bool keepdim) {
   if (op == Reduce::mean) require_floating(*x, "x");
   Plan p = plan(*x, dims, ndims, keepdim);
   hpuDataType_t dt = is_floating(x->dtype())
@@ -94,13 +93,11 @@ void forward(Reduce op, hpuStream_t stream, hpuTensor_t hx, const int *dims, int
   TensorPtr X = as(*s, x, dt), y = empty_like(*x, out_dt, p.out);
   // One operation per input element.
   if (y->numel() > 0) enqueue(*s, work({X.get(), y.get()}, *X), [=] { run(op, *X, p, X->data(), dt, y->data(), out_dt); });
-  give(out, y);
+  return y;
 }
 
-void backward(Reduce op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hx, const int *dims,
-                     int ndims, int keepdim, hpuTensor_t *grad_x) {
-  check_out(grad_x, "grad_x");
-  TensorPtr g = input(hg, "grad_out"), x = input(hx, "x");
+TensorPtr ops::reduce_backward(hpuStream_t stream, Reduce op, const TensorPtr &g, const TensorPtr &x,
+                               const int *dims, int ndims, bool keepdim) {
   same_device(*x, "x", *g, "grad_out");
   require_floating(*g, "grad_out");
   require_floating(*x, "x");
@@ -121,39 +118,5 @@ void backward(Reduce op, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hx, con
       if (scale != 1.0)
         kernels::binary_scalar(kernels::Binary::mul, dt, gx->data(), scale, gx->data(), gx->numel());
     });
-  give(grad_x, as(*s, gx, x->dtype()));
+  return as(*s, gx, x->dtype());
 }
-
-}  // namespace
-
-extern "C" {
-
-HPU_API hpuStatus_t hpuSum(hpuStream_t stream, hpuTensor_t x, const int *dims, int ndims, int keepdim,
-                           hpuTensor_t *out) {
-  HPU_API_BEGIN
-    forward(Reduce::sum, stream, x, dims, ndims, keepdim, out);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuSumBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, const int *dims,
-                                   int ndims, int keepdim, hpuTensor_t *grad_x) {
-  HPU_API_BEGIN
-    backward(Reduce::sum, stream, grad_out, x, dims, ndims, keepdim, grad_x);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMean(hpuStream_t stream, hpuTensor_t x, const int *dims, int ndims, int keepdim,
-                            hpuTensor_t *out) {
-  HPU_API_BEGIN
-    forward(Reduce::mean, stream, x, dims, ndims, keepdim, out);
-  HPU_API_END
-}
-
-HPU_API hpuStatus_t hpuMeanBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t x, const int *dims,
-                                    int ndims, int keepdim, hpuTensor_t *grad_x) {
-  HPU_API_BEGIN
-    backward(Reduce::mean, stream, grad_out, x, dims, ndims, keepdim, grad_x);
-  HPU_API_END
-}
-
-}  // extern "C"

@@ -1,15 +1,14 @@
 // softmax and log_softmax along one dim, with their backwards.
 #include "kernels/nn.hpp"
 #include "ops/op.hpp"
+#include "ops/ops.hpp"
 
 using namespace hpu;
 using namespace hpu::ops;
 
 namespace {
 
-void forward(bool log, hpuStream_t stream, hpuTensor_t hx, int dim, hpuTensor_t *out) {
-  check_out(out, "out");
-  TensorPtr x = input(hx, "x");
+TensorPtr forward(bool log, hpuStream_t stream, const TensorPtr &x, int dim) {
   require_floating(*x, "x");
   int d = normalize_dim(dim, x->ndim(), "dim");
   hpuDataType_t dt = autocast::decide(log ? "log_softmax" : "softmax", {x->dtype()}).apply(x->dtype());
@@ -19,13 +18,11 @@ void forward(bool log, hpuStream_t stream, hpuTensor_t hx, int dim, hpuTensor_t 
   // Per element: subtract the max, exp, add to the sum, scale (log_softmax: log once per row instead).
   if (y->numel() > 0)
     enqueue(*s, work({X.get(), y.get()}, *y, 4), [=] { kernels::softmax(log, dt, X->data(), dt, y->data(), sp.outer, sp.n, sp.inner); });
-  give(out, y);
+  return y;
 }
 
-void backward(bool log, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hy, int dim,
-                     hpuDataType_t input_dtype, hpuTensor_t *grad_x) {
-  check_out(grad_x, "grad_x");
-  TensorPtr g = input(hg, "grad_out"), y = input(hy, "out");
+TensorPtr backward(bool log, hpuStream_t stream, const TensorPtr &g, const TensorPtr &y, int dim,
+                   hpuDataType_t input_dtype) {
   same_device(*y, "out", *g, "grad_out");
   require_floating(*g, "grad_out");
   require_floating(*y, "out");
@@ -43,37 +40,21 @@ void backward(bool log, hpuStream_t stream, hpuTensor_t hg, hpuTensor_t hy, int 
     enqueue(*s, work({G.get(), Y.get(), gx.get()}, *gx, 4), [=] {
       kernels::softmax_backward(log, dt, G->data(), Y->data(), input_dtype, gx->data(), sp.outer, sp.n, sp.inner);
     });
-  give(grad_x, gx);
+  return gx;
 }
 
 }  // namespace
 
-extern "C" {
+TensorPtr ops::softmax(hpuStream_t stream, const TensorPtr &x, int dim) { return forward(false, stream, x, dim); }
 
-HPU_API hpuStatus_t hpuSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    forward(false, stream, x, dim, out);
-  HPU_API_END
+TensorPtr ops::softmax_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &out, int dim,
+                                hpuDataType_t input_dtype) {
+  return backward(false, stream, grad_out, out, dim, input_dtype);
 }
 
-HPU_API hpuStatus_t hpuSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
-                                       hpuDataType_t input_dtype, hpuTensor_t *grad_x) {
-  HPU_API_BEGIN
-    backward(false, stream, grad_out, out, dim, input_dtype, grad_x);
-  HPU_API_END
-}
+TensorPtr ops::log_softmax(hpuStream_t stream, const TensorPtr &x, int dim) { return forward(true, stream, x, dim); }
 
-HPU_API hpuStatus_t hpuLogSoftmax(hpuStream_t stream, hpuTensor_t x, int dim, hpuTensor_t *out) {
-  HPU_API_BEGIN
-    forward(true, stream, x, dim, out);
-  HPU_API_END
+TensorPtr ops::log_softmax_backward(hpuStream_t stream, const TensorPtr &grad_out, const TensorPtr &out, int dim,
+                                    hpuDataType_t input_dtype) {
+  return backward(true, stream, grad_out, out, dim, input_dtype);
 }
-
-HPU_API hpuStatus_t hpuLogSoftmaxBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t out, int dim,
-                                          hpuDataType_t input_dtype, hpuTensor_t *grad_x) {
-  HPU_API_BEGIN
-    backward(true, stream, grad_out, out, dim, input_dtype, grad_x);
-  HPU_API_END
-}
-
-}  // extern "C"

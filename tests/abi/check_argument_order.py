@@ -28,10 +28,7 @@ CREATED = HANDLES | {"void *", "hpuUniqueId_t"}
 RESULTS = {"int", "float", "double", "size_t", "int64_t", "uint64_t", "char *", "hpuDataType_t", "hpuStatus_t",
            "hpuLogLevel_t", "hpuMemStats_t", "hpuDeviceProperties_t", "hpuRandomState_t"}
 # Functions not yet by rule 4, and why.
-KNOWN = {
-    "hpuAdamwStepWithCopy": "issue 22's product options replace the fused products",
-    "hpuLinearBackwardAdamwStep": "issue 22's product options replace the fused products",
-}
+KNOWN: dict = {}
 
 
 def pointee(ptype):

@@ -111,7 +111,7 @@ class BrokenBindings(unittest.TestCase):
   HPU_EPILOGUE_RELU = 1u << 1,
   HPU_EPILOGUE_BIAS_RELU = HPU_EPILOGUE_BIAS | HPU_EPILOGUE_RELU
 } hpuEpilogue_t;
-typedef struct hpuMatmulOptions {
+typedef struct hpuMmExOptions {
   size_t struct_size;
   hpuEpilogue_t epilogue;
   hpuTensor_t bias;
@@ -119,19 +119,19 @@ typedef struct hpuMatmulOptions {
   unsigned int flags;
   double beta;
   char tag[3];
-} hpuMatmulOptions_t;
+} hpuMmExOptions_t;
 
 HPU_EXTERN_C_BEGIN
-HPU_API hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
-                                const hpuMatmulOptions_t *options, hpuTensor_t *out);""")
-        self.edit("abi/symbols.txt", "\nhpuMm ", "\nhpuMatmulEx 0.1\nhpuMm ")
+HPU_API hpuStatus_t hpuMmEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b,
+                            const hpuMmExOptions_t *options, hpuTensor_t *out);""")
+        self.edit("abi/symbols.txt", "\nhpuMm ", "\nhpuMmEx 0.1\nhpuMm ")
         r = self.run_tool(str(TOOLS / "gen_bindings.py"), "--source", str(self.root))
         self.assertEqual(r.returncode, 0, r.stderr)
         abi_py = (self.root / "bindings/python/hpu/_abi.py").read_text()
         self.assertIn("HPU_EPILOGUE_BIAS_RELU = 3", abi_py)
-        self.assertIn('("options", POINTER(hpuMatmulOptions_t), "const hpuMatmulOptions_t *")', abi_py)
-        self.assertIn("'hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, "
-                      "const hpuMatmulOptions_t *options, _Out_ hpuTensor_t *out)'",
+        self.assertIn('("options", POINTER(hpuMmExOptions_t), "const hpuMmExOptions_t *")', abi_py)
+        self.assertIn("'hpuStatus_t hpuMmEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, "
+                      "const hpuMmExOptions_t *options, _Out_ hpuTensor_t *out)'",
                       (self.root / "bindings/node/lib/abi.js").read_text())
         r = self.run_tool(str(TOOLS / "check_bindings.py"), str(self.root), "--cc", os.environ.get("CC", "cc"))
         self.assertEqual(r.returncode, 0, r.stderr)

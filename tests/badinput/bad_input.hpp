@@ -38,12 +38,13 @@ struct Fixture {
   // STRUCTS): an event that has completed, tensors of the shapes and types
   // the ops' other plausible arguments need, filled structs, a unique id.
   hpuEvent_t recorded_event = nullptr;
-  hpuTensor_t vec2 = nullptr, t12 = nullptr, t3 = nullptr, target = nullptr, mask = nullptr, bf16 = nullptr;
+  hpuTensor_t vec2 = nullptr, t12 = nullptr, t3 = nullptr, target = nullptr, mask = nullptr;
   const char *op_names[1] = {"mm"};
   hpuDeviceProperties_t props = HPU_DEVICE_PROPERTIES_INIT;
   hpuMemStats_t stats = HPU_MEM_STATS_INIT;
   hpuSgdOptions_t sgd = HPU_SGD_OPTIONS_INIT;
   hpuAdamwOptions_t adamw = HPU_ADAMW_OPTIONS_INIT;
+  hpuMatmulOptions_t matmul = HPU_MATMUL_OPTIONS_INIT;
   hpuLossOptions_t loss = {sizeof(hpuLossOptions_t), HPU_REDUCTION_NONE, -100, 0.0};  // a loss per sample: vec2
   hpuLayerNormOptions_t layer_norm = HPU_LAYER_NORM_OPTIONS_INIT;
   hpuRandomState_t random_state = HPU_RANDOM_STATE_INIT;
@@ -108,7 +109,6 @@ struct Fixture {
     ASSERT_EQ(hpuTensorCreateFromHost(&t3, device, HPU_FLOAT32, 3, s3, zeros), HPU_SUCCESS);
     ASSERT_EQ(hpuTensorCreateFromHost(&target, device, HPU_INT64, 1, n2, classes), HPU_SUCCESS);
     ASSERT_EQ(hpuTensorCreateFromHost(&mask, device, HPU_UINT8, 2, shape, ones), HPU_SUCCESS);
-    ASSERT_EQ(hpuTensorCreate(&bf16, device, HPU_BFLOAT16, 2, shape), HPU_SUCCESS);
     ASSERT_EQ(hpuGetUniqueId(&unique_id), HPU_SUCCESS);
     for (int i = 0; i < 8; ++i) {
       dims_max[i] = INT64_MAX;

@@ -50,7 +50,7 @@ PLAUSIBLE = [
     ("hpuTensorCopy*Host", "bytes", "16"), ("hpuTensorReshape", "shape", "fx.shape4"),
     ("hpuTensorFillUniform", "low", "0.0"),
     ("hpuBmm*", "[!s]*", "fx.t3"),
-    ("hpuLinear", "bias", "fx.vec2"), ("hpuLinearRelu", "bias", "fx.vec2"),
+    ("hpuLinear", "bias", "fx.vec2"),
     ("hpu*Loss*", "target", "fx.target"), ("hpu*Loss*", "weight", "fx.vec2"), ("hpu*Loss*", "grad_loss", "fx.vec2"),
     ("hpuLayerNorm*", "weight", "fx.vec2"), ("hpuLayerNorm*", "bias", "fx.vec2"),
     ("hpuLayerNorm*", "mean", "fx.vec2"), ("hpuLayerNorm*", "rstd", "fx.vec2"),
@@ -62,12 +62,12 @@ PLAUSIBLE = [
     ("hpuBroadcast", "root", "0"), ("hpuReduce", "root", "0"),
     ("hpuSquaredNorm", "tensors", "&fx.tensor"),
     ("hpuLogWrite", "component", '"badinput"'),
-    ("hpuLinearBackwardAdamwStep", "w_copy", "fx.bf16"), ("hpuAdamwStepWithCopy", "param_copy", "fx.bf16"),
 ]
 # Structs the caller fills with their _INIT macro, by type: the fixture's copy.
 STRUCTS = {"hpuDeviceProperties_t": "fx.props", "hpuMemStats_t": "fx.stats", "hpuSgdOptions_t": "fx.sgd",
-           "hpuAdamwOptions_t": "fx.adamw", "hpuRandomState_t": "fx.random_state",
-           "hpuLossOptions_t": "fx.loss", "hpuLayerNormOptions_t": "fx.layer_norm"}
+           "hpuAdamwOptions_t": "fx.adamw", "hpuMatmulOptions_t": "fx.matmul",
+           "hpuRandomState_t": "fx.random_state", "hpuLossOptions_t": "fx.loss",
+           "hpuLayerNormOptions_t": "fx.layer_norm"}
 # Functions whose plausible call cannot succeed in the table, and why.
 BASELINE_FAILS = {
     "hpuCommInitFromEnv": "it needs a launcher's environment",
@@ -104,7 +104,7 @@ def plausible(fn, pname, ptype):
     if pname in DEVICE_MEMORY.get(fn, ()):
         return f"({ptype})fx.dev_mem"
     for f, n, expr in PLAUSIBLE:
-        tensor = expr in ("fx.t3", "fx.vec2", "fx.target", "fx.mask", "fx.t12", "fx.bf16")
+        tensor = expr in ("fx.t3", "fx.vec2", "fx.target", "fx.mask", "fx.t12")
         if fnmatch.fnmatchcase(fn, f) and fnmatch.fnmatchcase(pname, n) and (ptype == "hpuTensor_t" or not tensor):
             return expr
     if kind == "pointer" and base.rstrip(" *") in STRUCTS and base.count("*") == 1:

@@ -301,6 +301,7 @@ TEST(Comm, AlgoTree) { forced_algo("tree"); }
 TEST(Comm, AlgoRecursiveDoubling) { forced_algo("recursive_doubling"); }
 TEST(Comm, AlgoHalvingDoubling) { forced_algo("halving_doubling"); }
 TEST(Comm, AlgoDirect) { forced_algo("direct"); }
+TEST(Comm, AlgoPairwise) { forced_algo("pairwise"); }
 
 // Operations queued back to back without synchronising, each using the last
 // one's result: the stream keeps their order on every rank.
@@ -486,8 +487,8 @@ TEST(Comm, HalfPrecisionBitsMatchScalar) {
 
 // f32 and f64 reductions of arbitrary bit patterns (subnormals, infinities,
 // NaN on one side) give exactly the bits of the scalar operation, whichever
-// vector path runs: a short allreduce (recursive doubling) and a long one
-// (direct between threads, ring elsewhere).
+// vector path runs: a short allreduce (gather_allreduce) and a long one
+// (direct between threads, pairwise elsewhere).
 template <class F, class U>
 void float_bits_match_scalar(hpuDataType_t t) {
   Group g(2);
@@ -574,9 +575,9 @@ TEST(Comm, IntegerBitsMatchScalar) {
   integer_bits_match_scalar<uint64_t>(HPU_UINT64);
 }
 
-// Small allreduces of more than 2 ranks (recursive doubling) give every rank
-// the bits of its order (tree_order_sum).
-TEST(Comm, SmallAllreduceBitsFollowRecursiveDoubling) {
+// Small allreduces of more than 2 ranks (gather_allreduce) give every rank
+// the bits of rank order (rank_order_sum), as every other layout does.
+TEST(Comm, SmallAllreduceBitsFollowRankOrder) {
   using hpu::kernels::bf16_to_f32;
   using hpu::kernels::f32_to_bf16;
   std::mt19937 gen(5);
@@ -589,7 +590,7 @@ TEST(Comm, SmallAllreduceBitsFollowRecursiveDoubling) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n) + " count=" + std::to_string(count));
         const size_t e = dtype_size(t);
         auto x = random_floats(t, n, count, gen);
-        std::vector<uint8_t> want = tree_order_sum(t, x);
+        std::vector<uint8_t> want = rank_order_sum(t, x);
         std::vector<std::unique_ptr<Buffer>> buf;
         for (int r = 0; r < n; ++r) {
           buf.push_back(std::make_unique<Buffer>(g.dev(r), count * e));

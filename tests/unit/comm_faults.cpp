@@ -27,8 +27,8 @@ std::vector<uint8_t> random_input(hpuDataType_t t, size_t count, int rank) {
 }  // namespace
 
 // 20 runs with each rank's call delayed at random: every rank of every run
-// holds the same bits. Small (recursive doubling) and large (ring) sizes, 3 and
-// 8 ranks, f32 and bf16 sums.
+// holds the same bits. Small (gather_allreduce) and large (direct) sizes, 3
+// and 8 ranks, f32 and bf16 sums.
 TEST(CommFaults, DeterministicUnderRandomDelays) {
   std::mt19937 delays(42);
   for (int n : {3, 8}) {

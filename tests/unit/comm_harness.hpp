@@ -170,24 +170,16 @@ inline std::vector<uint8_t> encode_floats(hpuDataType_t t, const std::vector<flo
   return out;
 }
 
-// The f32 or bf16 sum of the ranks' values x[rank][i] in recursive doubling's
-// order: ranks 2v and 2v + 1 first while the rank count exceeds a power of two
-// p, then the p values pairwise, lower first (bf16 rounds each step).
-inline std::vector<uint8_t> tree_order_sum(hpuDataType_t t, const std::vector<std::vector<float>> &x) {
+// The f32 or bf16 sum of the ranks' values x[rank][i] in rank order,
+// ((x[0] + x[1]) + x[2]) + ... (bf16 rounds each step): the bits of every
+// layout (hpuAllreduce(3)).
+inline std::vector<uint8_t> rank_order_sum(hpuDataType_t t, const std::vector<std::vector<float>> &x) {
   using hpu::kernels::bf16_to_f32;
   using hpu::kernels::f32_to_bf16;
   auto add = [t](float a, float b) { return t == HPU_FLOAT32 ? a + b : bf16_to_f32(f32_to_bf16(a + b)); };
-  size_t p = 1;
-  while (p * 2 <= x.size()) p *= 2;
-  const size_t extra = x.size() - p;
-  std::vector<float> sum(x[0].size());
-  for (size_t i = 0; i < sum.size(); ++i) {
-    std::vector<float> w;
-    for (size_t k = 0; k < p; ++k) w.push_back(k < extra ? add(x[2 * k][i], x[2 * k + 1][i]) : x[k + extra][i]);
-    for (; w.size() > 1; w.resize(w.size() / 2))
-      for (size_t k = 0; k < w.size() / 2; ++k) w[k] = add(w[2 * k], w[2 * k + 1]);
-    sum[i] = w[0];
-  }
+  std::vector<float> sum(x[0]);
+  for (size_t q = 1; q < x.size(); ++q)
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = add(sum[i], x[q][i]);
   return encode_floats(t, sum);
 }
 

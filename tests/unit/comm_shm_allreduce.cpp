@@ -7,8 +7,7 @@
 // type and reduction at sizes on both sides of the small path's limit and over
 // several chunks (counts that no rank count divides), queued back to back so
 // that calls switch between the paths, in place and not, against the
-// references; random floats with the bits of recursive doubling's order at
-// every size; mismatched counts fail every rank at once, also when they take
+// references; random floats with the bits of rank order at every size; mismatched counts fail every rank at once, also when they take
 // different paths. comm_proc kills and stops a process of three mid-allreduce
 // on both paths.
 #include <gtest/gtest.h>
@@ -172,15 +171,14 @@ TEST(CommShmAllreduce, ManyCallsBackToBackFourRanks) { run_ranks(4, many_calls);
 TEST(CommShmAllreduce, ManyCallsBackToBackSixRanks) { run_ranks(6, many_calls); }
 
 // Random floats whose sum depends on the order: every rank gets the bits of
-// recursive doubling's order (what the message algorithms give for small
-// sizes), 2 to 4 ranks and 6 (two pairs folded first), in one meeting and
-// chunk by chunk (200003 floats are 2 chunks, bf16 1).
-int bits_follow_recursive_doubling(Rank &self, Page *page) {
+// rank order (what every layout gives), 2 to 4 ranks and 6, in one meeting
+// and chunk by chunk (200003 floats are 2 chunks, bf16 1).
+int bits_follow_rank_order(Rank &self, Page *page) {
   std::mt19937 gen(11);
   for (hpuDataType_t t : {HPU_FLOAT32, HPU_BFLOAT16})
     for (size_t count : {size_t(1000), (size_t(16) << 10) / dtype_size(t), size_t(200003)}) {
       auto x = random_floats(t, self.n, count, gen);  // the same on every rank
-      auto want = tree_order_sum(t, x);
+      auto want = rank_order_sum(t, x);
       auto in = encode_floats(t, x[static_cast<size_t>(self.rank)]);
       void *buf = nullptr;
       RANK_CHECK(hpuMemAlloc(&buf, self.dev, in.size()) == HPU_SUCCESS, "alloc");
@@ -191,15 +189,15 @@ int bits_follow_recursive_doubling(Rank &self, Page *page) {
       std::vector<uint8_t> got(in.size());
       hpuMemcpy(got.data(), buf, got.size(), HPU_MEMCPY_DEVICE_TO_HOST);
       hpuMemFree(buf);
-      RANK_CHECK(got == want, "%s count %zu: not the bits of recursive doubling's order", dtype_name(t), count);
+      RANK_CHECK(got == want, "%s count %zu: not the bits of rank order", dtype_name(t), count);
     }
   return 0;
 }
 
-TEST(CommShmAllreduce, BitsFollowRecursiveDoublingTwoRanks) { run_ranks(2, bits_follow_recursive_doubling); }
-TEST(CommShmAllreduce, BitsFollowRecursiveDoublingThreeRanks) { run_ranks(3, bits_follow_recursive_doubling); }
-TEST(CommShmAllreduce, BitsFollowRecursiveDoublingFourRanks) { run_ranks(4, bits_follow_recursive_doubling); }
-TEST(CommShmAllreduce, BitsFollowRecursiveDoublingSixRanks) { run_ranks(6, bits_follow_recursive_doubling); }
+TEST(CommShmAllreduce, BitsFollowRankOrderTwoRanks) { run_ranks(2, bits_follow_rank_order); }
+TEST(CommShmAllreduce, BitsFollowRankOrderThreeRanks) { run_ranks(3, bits_follow_rank_order); }
+TEST(CommShmAllreduce, BitsFollowRankOrderFourRanks) { run_ranks(4, bits_follow_rank_order); }
+TEST(CommShmAllreduce, BitsFollowRankOrderSixRanks) { run_ranks(6, bits_follow_rank_order); }
 
 // Rank 0 reduces `small` floats, the others `large`: every rank fails with
 // HPU_ERROR_INVALID_USAGE naming the calls, well before the deadline (20 s),

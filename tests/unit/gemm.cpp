@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -304,13 +305,14 @@ void expect_epilogues_are_the_passes(const GemmShape &s, const std::vector<uint1
   std::vector<uint16_t> plain(m * n), fused(m * n);
   gemm(HPU_BFLOAT16, s, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, plain.data(), n, HPU_BFLOAT16);
   GemmShape relu = s;
-  relu.relu = true;
+  relu.ep.activation = Activation::relu;
   gemm(HPU_BFLOAT16, relu, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
   for (int64_t i = 0; i < m * n; ++i)
     ASSERT_EQ(fused[i], 0.0f > bf16_to_f32(plain[i]) ? 0 : plain[i]) << what << " relu on " << plain[i] << " at " << i;
   GemmShape masked = s;
-  masked.relu_mask = mask.data();
-  masked.ld_mask = n;
+  masked.ep.backward = Activation::relu;
+  masked.ep.backward_input = mask.data();
+  masked.ep.ld_backward = n;
   gemm(HPU_BFLOAT16, masked, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), n, HPU_BFLOAT16);
   for (int64_t i = 0; i < m * n; ++i)
     ASSERT_EQ(fused[i], f32_to_bf16(bf16_to_f32(plain[i]) * (bf16_to_f32(mask[i]) > 0 ? 1.0f : 0.0f)))
@@ -328,7 +330,7 @@ std::vector<uint16_t> random_bf16(size_t n, unsigned seed) {
 }  // namespace
 
 TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
-  // relu, relu mask and AdamW as the kernel stores each tile against the same
+  // relu, relu mask and an AdamW sink as the kernel stores each tile against the same
   // product stored plainly and then the pass: odd sizes around the tiles
   // (AMX 32 x 32, AVX-512 8 x 48), every transpose, k over one block (1024:
   // AdamW from an f32 sum, bf16 rounded once), A read in place and copied
@@ -362,10 +364,11 @@ TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
         gemm(HPU_BFLOAT16, s, -1.0f / 3, a.data(), lda, b.data(), ldb, 0.0f, grad.data(), n, HPU_FLOAT32);
         adamw_step(w.data(), HPU_FLOAT32, grad.data(), mo.data(), v.data(), m * n, k, HPU_BFLOAT16, copy.data(),
                    false);
-        GemmAdamw u;
-        u.exp_avg = mo2.data(), u.exp_avg_sq = v2.data(), u.copy = copy2.data(), u.c = k;
+        AdamwSink u;
+        u.param = w2.data(), u.exp_avg = mo2.data(), u.exp_avg_sq = v2.data(), u.copy = copy2.data(), u.c = k;
+        const GemmSink sink = u.sink();
         GemmShape stepped = s;
-        stepped.adamw = &u;
+        stepped.ep.sink = &sink;
         gemm(HPU_BFLOAT16, stepped, -1.0f / 3, a.data(), lda, b.data(), ldb, 0.0f, w2.data(), n, HPU_FLOAT32);
         for (int64_t i = 0; i < m * n; ++i) {
           ASSERT_EQ(std::memcmp(&w[i], &w2[i], 4), 0) << what << " AdamW weight at " << i;
@@ -374,6 +377,102 @@ TEST(Gemm, Bf16FusedEpiloguesAreTheSeparatePassesBitForBit) {
           ASSERT_EQ(copy[i], copy2[i]) << what << " AdamW copy at " << i;
         }
       }
+}
+
+namespace {
+
+// A sink that writes what it gets into `got` at the index it is given and
+// counts how often each index came.
+struct Recorder {
+  std::vector<float> got;
+  std::vector<int> seen;
+  std::mutex mu;
+  GemmSink sink() {
+    GemmSink s;
+    s.state = this;
+    s.row = [](const GemmSink &self, int64_t at, int64_t cols, const float *results) {
+      auto &r = *static_cast<Recorder *>(const_cast<void *>(self.state));
+      std::lock_guard<std::mutex> lock(r.mu);
+      for (int64_t j = 0; j < cols; ++j) {
+        r.got[static_cast<size_t>(at + j)] = results[j];
+        ++r.seen[static_cast<size_t>(at + j)];
+      }
+    };
+    s.arrays[0] = got.data(), s.elem_size[0] = 4;
+    return s;
+  }
+};
+
+}  // namespace
+
+// The general parts of the epilogue (kernels/epilogue.hpp): a sink gets every
+// element of C once, with the bits of the stored product, at its index in the
+// whole C, whatever the path, the split over threads and the batch.
+TEST(Gemm, SinkGetsEveryElementOnceWithTheProductsBits) {
+  // bf16 and f32 inputs (the native kernels, AMX's and AVX-512's, and the
+  // paths through a scratch buffer), k = 0, k <= 32, k over one block (1100),
+  // alpha 1 and 0.5, transposes, one product and a batch of three; on 2
+  // threads.
+  hpu::ComputeBudget::instance().configure(2);
+  const int64_t shapes[][3] = {{1, 1, 1}, {33, 17, 31}, {70, 600, 10}, {40, 33, 1100}, {257, 130, 300}, {5, 7, 0}};
+  for (hpuDataType_t dt : {HPU_BFLOAT16, HPU_FLOAT32})
+    for (auto &sh : shapes)
+      for (int64_t batch : {1, 3})
+        for (bool ta : {false, true})
+          for (float alpha : {1.0f, 0.5f}) {
+            const int64_t m = sh[0], n = sh[1], k = sh[2];
+            std::vector<uint16_t> a16 = random_bf16(batch * m * k, unsigned(m + n + k)),
+                                  b16 = random_bf16(batch * k * n, unsigned(m * n + k));
+            std::vector<float> a32(a16.size()), b32(b16.size());
+            for (size_t i = 0; i < a16.size(); ++i) a32[i] = bf16_to_f32(a16[i]);
+            for (size_t i = 0; i < b16.size(); ++i) b32[i] = bf16_to_f32(b16[i]);
+            const void *a = dt == HPU_BFLOAT16 ? static_cast<const void *>(a16.data()) : a32.data();
+            const void *b = dt == HPU_BFLOAT16 ? static_cast<const void *>(b16.data()) : b32.data();
+            const int64_t lda = ta ? m : k;
+            GemmShape s{m, n, k, ta, false};
+            std::vector<float> stored(batch * m * n, 1.0f);
+            gemm_batched(dt, s, batch, alpha, a, lda, m * k, b, n, k * n, 0.0f, stored.data(), n, m * n, HPU_FLOAT32);
+            Recorder r;
+            r.got.assign(stored.size(), -7.0f);
+            r.seen.assign(stored.size(), 0);
+            const GemmSink sink = r.sink();
+            s.ep.sink = &sink;
+            std::vector<float> untouched(stored.size(), 3.0f);
+            gemm_batched(dt, s, batch, alpha, a, lda, m * k, b, n, k * n, 0.0f, untouched.data(), n, m * n,
+                         HPU_FLOAT32);
+            const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                                     " batch " + std::to_string(batch) + " ta " + std::to_string(ta) + " dt " +
+                                     std::to_string(dt) + " alpha " + std::to_string(alpha);
+            for (size_t i = 0; i < stored.size(); ++i) {
+              ASSERT_EQ(r.seen[i], 1) << what << " at " << i;
+              ASSERT_EQ(std::memcmp(&r.got[i], &stored[i], 4), 0) << what << " at " << i;
+              ASSERT_EQ(untouched[i], 3.0f) << what << ": C is not stored";
+            }
+          }
+}
+
+// gemm_batched applies the backward input matrix by matrix.
+TEST(Gemm, BatchedReluBackwardTakesEachMatrixsInput) {
+  // The relu's backward over a batch of three bf16 products against one
+  // product at a time with its own matrix of the backward input.
+  hpu::ComputeBudget::instance().configure(2);
+  const int64_t batch = 3, m = 37, n = 70, k = 45;
+  std::vector<uint16_t> a = random_bf16(batch * m * k, 1), b = random_bf16(batch * k * n, 2),
+                        x = random_bf16(batch * m * n, 3);
+  GemmShape s{m, n, k};
+  s.ep.backward = Activation::relu;
+  s.ep.backward_input = x.data();
+  s.ep.ld_backward = n;
+  std::vector<uint16_t> batched(batch * m * n), one(batch * m * n);
+  gemm_batched(HPU_BFLOAT16, s, batch, 1.0f, a.data(), k, m * k, b.data(), n, k * n, 0.0f, batched.data(), n, m * n,
+               HPU_BFLOAT16);
+  for (int64_t i = 0; i < batch; ++i) {
+    GemmShape si = s;
+    si.ep.backward_input = x.data() + i * m * n;
+    gemm(HPU_BFLOAT16, si, 1.0f, a.data() + i * m * k, k, b.data() + i * k * n, n, 0.0f, one.data() + i * m * n, n,
+         HPU_BFLOAT16);
+  }
+  EXPECT_EQ(batched, one);
 }
 
 TEST(Gemm, Bf16FusedEpiloguesKeepSpecialValues) {
@@ -417,7 +516,7 @@ TEST(Gemm, Bf16TrainingShapes) {
 }
 
 TEST(Gemm, FusedBiasIsTheBiasFilledCBitForBit) {
-  // GemmShape::bias against C filled with the bias row by row and beta 1, bit
+  // Epilogue::bias against C filled with the bias row by row and beta 1, bit
   // for bit: every type, bf16 and f16 into f32, odd sizes around the tiles,
   // k = 0 and 1, k <= 32 (AMX's short path), k over one block (1100), every
   // transpose, alpha 0.75 and 1 (the bf16 stores' fast path), with relu and
@@ -445,12 +544,12 @@ TEST(Gemm, FusedBiasIsTheBiasFilledCBitForBit) {
             for (int64_t i = 0; i < m; ++i)
               std::memcpy(filled.bytes.data() + i * filled.ld * filled.es(), bias.data(), n * filled.es());
             GemmShape s{m, n, kk, ta, tb};
-            s.relu = epilogue == 1;
-            if (epilogue == 2) s.relu_mask = mask.data(), s.ld_mask = n;
+            if (epilogue == 1) s.ep.activation = Activation::relu;
+            if (epilogue == 2) s.ep.backward = Activation::relu, s.ep.backward_input = mask.data(), s.ep.ld_backward = n;
             const int64_t lda = a.ld, ldb = b.ld;
             const float alpha = (m + n) % 2 ? 0.75f : 1.0f;
             gemm(t.dt, s, alpha, a.data(), lda, b.data(), ldb, 1.0f, filled.data(), filled.ld, t.c_dt);
-            s.bias = bias.data();
+            s.ep.bias = bias.data();
             gemm(t.dt, s, alpha, a.data(), lda, b.data(), ldb, 0.0f, fused.data(), fused.ld, t.c_dt);
             ASSERT_EQ(fused.bytes, filled.bytes) << "dtype " << t.dt << " into " << t.c_dt << " " << m << "x" << n
                                                  << "x" << kk << " ta " << ta << " tb " << tb << " epilogue "

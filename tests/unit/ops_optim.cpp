@@ -72,9 +72,10 @@ TEST_P(Optim, AdamwMatchesTorchRule) {
   EXPECT_TRUE(near(read(eas), v, 1e-5));
 }
 
-// hpuAdamwStepWithCopy updates param and the moments bit for bit as
-// hpuAdamwStep does, and its copy holds the new param rounded to nearest even:
-// the independent bf16 rounding of the harness, and hpuCast's bits for f16.
+// hpuAdamwStep with options->param_copy updates param and the moments bit for
+// bit as it does without, and the copy holds the new param rounded to nearest
+// even: the independent bf16 rounding of the harness, and hpuCast's bits for
+// f16.
 TEST_P(Optim, AdamwWithCopyWritesTheRoundedNewParam) {
   hpuDataType_t gdt = GetParam();
   const int64_t n = 40007;  // several parallel chunks, blocks and a tail
@@ -90,7 +91,9 @@ TEST_P(Optim, AdamwWithCopyWritesTheRoundedNewParam) {
     for (int step = 1; step <= 3; ++step) {
       hpuTensor_t g = T(gdt, {n}, round_all(gdt, random_values(n, 30 + step)));
       ASSERT_HPU_OK(hpuAdamwStep(nullptr, p1, g, m1, v1, step, &o));
-      ASSERT_HPU_OK(hpuAdamwStepWithCopy(nullptr, p2, g, m2, v2, step, &o, copy));
+      hpuAdamwOptions_t with_copy = o;
+      with_copy.param_copy = copy;
+      ASSERT_HPU_OK(hpuAdamwStep(nullptr, p2, g, m2, v2, step, &with_copy));
       if (cdt == HPU_BFLOAT16) {
         const std::vector<double> want = read(p1), got = read(copy);
         int64_t wrong = 0;
@@ -148,17 +151,23 @@ TEST_F(OptimBad, BadInput) {
   hpuTensor_t c = T(HPU_BFLOAT16, {4}, {0, 0, 0, 0}), c2 = T(HPU_BFLOAT16, {2, 2}, {0, 0, 0, 0}), ct = nullptr;
   ASSERT_HPU_OK(hpuTensorTranspose(&ct, c2, 0, 1));
   keep(ct);
-  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, nullptr), HPU_ERROR_INVALID_HANDLE, "param_copy");
-  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, s), HPU_ERROR_UNSUPPORTED, "param_copy is f32[4]",
+  a.param_copy = reinterpret_cast<hpuTensor_t>(0x1234);
+  EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, 1, &a), HPU_ERROR_INVALID_HANDLE, "options->param_copy");
+  a.param_copy = s;
+  EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, 1, &a), HPU_ERROR_UNSUPPORTED, "options->param_copy is f32[4]",
                   "bf16 or f16");
-  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, g3), HPU_ERROR_INVALID_ARGUMENT,
-                  "param_copy is f32[3]", "expected shape [4]");
-  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 1, &a, c2), HPU_ERROR_INVALID_ARGUMENT,
-                  "param_copy is bf16[2, 2]", "expected shape [4]");
+  a.param_copy = g3;
+  EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, 1, &a), HPU_ERROR_INVALID_ARGUMENT,
+                  "options->param_copy is f32[3]", "expected shape [4]");
+  a.param_copy = c2;
+  EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, 1, &a), HPU_ERROR_INVALID_ARGUMENT,
+                  "options->param_copy is bf16[2, 2]", "expected shape [4]");
   hpuTensor_t p22 = T(HPU_FLOAT32, {2, 2}, {1, 2, 3, 4}), s22 = T(HPU_FLOAT32, {2, 2}, {0, 0, 0, 0});
-  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p22, s22, s22, s22, 1, &a, ct), HPU_ERROR_INVALID_ARGUMENT,
-                  "param_copy is bf16[2, 2]", "not contiguous");
-  EXPECT_HPU_FAIL(hpuAdamwStepWithCopy(nullptr, p, g, s, s, 0, &a, c), HPU_ERROR_INVALID_ARGUMENT, "step 0");
+  a.param_copy = ct;
+  EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p22, s22, s22, s22, 1, &a), HPU_ERROR_INVALID_ARGUMENT,
+                  "options->param_copy is bf16[2, 2]", "not contiguous");
+  a.param_copy = c;
+  EXPECT_HPU_FAIL(hpuAdamwStep(nullptr, p, g, s, s, 0, &a), HPU_ERROR_INVALID_ARGUMENT, "step 0");
   EXPECT_EQ(read(p), (std::vector<double>{1, 2, 3, 4}));  // nothing ran
   EXPECT_EQ(read(c), (std::vector<double>{0, 0, 0, 0}));
   EXPECT_EQ(read(p22), (std::vector<double>{1, 2, 3, 4}));

@@ -87,7 +87,6 @@ GradSync::GradSync(hpuComm_t comm, hpuDevice_t dev, hpuStream_t compute, const s
     Tensor value = window(values_, offsets_[k], shape);
     check(hpuTensorCopy(compute, value.get(), p.value.get()));
     p.value = value;
-    p.value_changed();
     p.grad = window(flat_, offsets_[k], shape);
   }
   for (size_t i = 0; i < buckets_.size(); ++i) {

@@ -195,6 +195,7 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
       p.dev = devs[i];
       p.rank = r.comms ? r.comms->rank(i) : 0;
       p.ctx.stream = devices_[i].default_stream();
+      p.ctx.plan = &p.plan;
       // The same seed on every rank: the replicas start equal.
       Rng init(mix_seed(config_.seed, 0x1d));
       p.model->setup_device(p.dev, init);
@@ -205,8 +206,7 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
   }
   run_->data = &data;
   run_->bf16 = config_.precision == "bf16-mixed";
-  for (Replica &p : run_->reps)
-    for (Parameter *q : p.params) q->value_changed();  // the caller may have written the weights
+  for (Replica &p : run_->reps) p.plan.values_changed();  // the caller may have written the weights
   each(callbacks_, [&](Callback &c) { c.setup(*this, stage); });
 }
 
@@ -247,6 +247,15 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
     // Clipping needs every gradient averaged (the global norm): unsharded then.
     if (p.sync && options_.gradient_clip_val > 0) p.sync->unshard();
     else if (p.sync) p.sync->shard(p.opt);
+    p.opt->set_plan(&p.plan);
+    // Whether anything but the optimizer reads a step's gradients.
+    StepReaders readers;
+    readers.gradients_shared = p.sync != nullptr || r.reps.size() > 1;
+    readers.accumulate_grad_batches = options_.accumulate_grad_batches;
+    readers.clipped = options_.gradient_clip_val > 0;
+    readers.callbacks_read_gradients = std::any_of(callbacks_.begin(), callbacks_.end(),
+                                                   [](const Ref<Callback> &c) { return c->needs().gradients; });
+    p.plan.plan_fit(readers);
     p.sampler = std::make_unique<DistributedSampler>(train.size(), config_.world_size, p.rank, true, config_.seed);
   }
   Replica &r0 = r.reps[0];
@@ -313,12 +322,8 @@ void Trainer::train_epoch(int64_t skip) {
       AutocastScope autocast(r.bf16);
       p.ctx.training = true;
       if (p.sync && step_now) p.sync->arm();
-      // Nothing but the optimizer reads this step's gradients (one device, no
-      // accumulation, no clipping, no callback reading them): layers may apply
-      // its update at once.
-      if (step_now && !p.sync && r.reps.size() == 1 && accum == 1 && options_.gradient_clip_val <= 0 &&
-          std::none_of(callbacks_.begin(), callbacks_.end(), [](const Ref<Callback> &c) { return c->reads_gradients(); }))
-        p.opt->offer_step_in_backward(step_lr(r));
+      // Layers may apply the optimizer's update at once (StepPlan).
+      if (step_now && p.plan.optimizer_in_backward()) p.opt->offer_step_in_backward(step_lr(r));
       Tensor loss = p.model->training_step(p.ctx, p.batch.x, p.batch.y, logs[i]);
       if (!p.loss_grad || p.loss_grad.dtype() != loss.dtype())
         p.loss_grad = Tensor::full(p.dev, loss.dtype(), {}, 1.0 / double(accum), p.ctx.stream);
@@ -349,15 +354,16 @@ void Trainer::optimizer_step() {
   Run &r = *run_;
   for (Replica &p : r.reps)
     for (Parameter *q : p.params)
-      if (!q->stepped_in_backward) q->materialize_grad(p.ctx.stream);
+      if (!p.plan.applied(*q)) q->materialize_grad(p.ctx.stream);
   each(callbacks_, [&](Callback &c) { c.on_before_optimizer_step(*this); });
   set_lr(r, step_lr(r));
   // Every replica holds the same averaged gradients (or, sharded, its slices of
   // them): the same clip, the same step.
   in_parallel(r, [&](size_t, Replica &p) {
     if (options_.gradient_clip_val > 0) clip_gradients(p, options_.gradient_clip_val);
-    for (Parameter *q : p.params) q->value_changed();
+    p.plan.values_changed();
     p.opt->step(p.ctx.stream);
+    p.plan.step_done();
     if (p.sync) p.sync->gather_params();
     for (Parameter *q : p.params) q->zero_grad();  // the optimizer's may be slices (GradSync)
   });
@@ -487,8 +493,8 @@ void Trainer::restore_run(const Checkpoint &ck) {
       if (it == ck.tensors.end())
         fail(HPU_ERROR_INVALID_ARGUMENT, "the checkpoint lacks the weights of %s", p->name.c_str());
       from_host(p->value, it->second, p->name);
-      p->value_changed();
     }
+    r.plan.values_changed();
     if (r.opt) {
       json_t *o = json_object_get(meta.get(), "optimizer");
       const char *name = json_string_value(json_object_get(o, "name"));

@@ -44,10 +44,32 @@ std::vector<float> uniform(Rng &rng, size_t n, double bound) {
   return v;
 }
 
-// Whether there is a layer i and it is an M.
-template <class M>
-bool layer_is(const std::vector<std::unique_ptr<Module>> &layers, size_t i) {
-  return i < layers.size() && dynamic_cast<M *>(layers[i].get()) != nullptr;
+// hpuMatmulEx outside any autocast region: its operands come in the types
+// the caller decided (Linear: autocast's decision for "linear"), and a
+// backward product runs in its gradient's type, as the ops' backwards do.
+// Returns the result (empty with options.c).
+Tensor matmul_ex(hpuStream_t s, const Tensor &a, const Tensor &b, const hpuMatmulOptions_t &options) {
+  check(hpuAutocastPush(0, HPU_BFLOAT16));
+  hpuTensor_t out = nullptr;
+  const hpuStatus_t st = hpuMatmulEx(s, a.get(), b.get(), &options, options.c ? nullptr : &out);
+  hpuAutocastPop();
+  check(st);
+  return out ? Tensor(out) : Tensor();
+}
+
+// A view of t with its dims swapped.
+Tensor transposed(const Tensor &t, int dim0, int dim1) {
+  return op([&](hpuTensor_t *o) { return hpuTensorTranspose(o, t.get(), dim0, dim1); });
+}
+
+// t as rows of its last dim, a view: t itself when it has 2 dims, else empty
+// when it is not contiguous.
+Tensor rows_of(const Tensor &t) {
+  const std::vector<int64_t> shape = t.shape();
+  if (shape.size() == 2) return t;
+  int contiguous = 0;
+  check(hpuTensorIsContiguous(t.get(), &contiguous));
+  return contiguous && !shape.empty() ? t.reshape({-1, shape.back()}) : Tensor();
 }
 
 }  // namespace
@@ -72,14 +94,6 @@ void Parameter::accumulate_owned(Tensor g, hpuStream_t stream) {
 void Parameter::materialize_grad(hpuStream_t stream) {
   if (zero_pending_) grad.fill(0.0, stream);
   zero_pending_ = false;
-}
-
-const Tensor &Parameter::low(hpuDataType_t dt, hpuStream_t stream) {
-  if (!low_current_ || low_.dtype() != dt) {
-    low_ = cast(stream, value, dt);
-    low_current_ = true;
-  }
-  return low_;
 }
 
 Tensor Tape::backward(Tensor grad) {
@@ -113,53 +127,73 @@ void Linear::parameters(std::vector<Parameter *> &out, const std::string &prefix
   }
 }
 
-Tensor Linear::forward(Context &ctx, const Tensor &x) { return run(ctx, x, {}); }
+Tensor Linear::forward(Context &ctx, const Tensor &x) { return forward_fused(ctx, x, {}); }
 
-Tensor Linear::forward_relu(Context &ctx, const Tensor &x) { return run(ctx, x, {.relu = true}); }
-
-Tensor Linear::run(Context &ctx, const Tensor &x, Fuse f) {
+Tensor Linear::forward_fused(Context &ctx, const Tensor &x, const Fusion &f) {
   if (!w_.value) fail(HPU_ERROR_INVALID_USAGE, "Linear(%lld, %lld) used before init", (long long)in_, (long long)out_);
   hpuStream_t s = ctx.stream;
+  StepPlan *plan = ctx.plan;
   // Under autocast, the input is converted here and the weight's copy comes
-  // from the parameter (kept across steps: AdamW writes it beside the f32
+  // from the plan (kept across steps: AdamW writes it beside the f32
   // weights); backward reuses both. The weight and bias gradients still come in
   // f32 from the f32 accumulation of the products (the master weights' type).
   const hpuDataType_t xt = x.dtype(), wt = w_.value.dtype();
   const hpuDataType_t wr = run_type("linear", {wt, xt});
-  const Tensor xr = cast(s, x, run_type("linear", {xt, wt})), w = wr == wt ? w_.value : w_.low(wr, s);
-  Tensor y = op([&](hpuTensor_t *o) {
-    return (f.relu ? hpuLinearRelu : hpuLinear)(s, xr.get(), w.get(), b_.value.get(), o);
+  const Tensor xr = cast(s, x, run_type("linear", {xt, wt}));
+  const Tensor w = wr == wt ? w_.value : plan ? plan->low(w_, wr, s) : cast(s, w_.value, wr);
+  // x w^T + b, the plan's activation applied as the product is stored.
+  hpuMatmulOptions_t o = HPU_MATMUL_OPTIONS_INIT;
+  o.bias = b_.value.get();
+  o.activation = f.activation;
+  const Tensor y = matmul_ex(s, xr, transposed(w, 0, 1), o);
+  if (!ctx.training) return y;
+  const bool input_grad = ctx.tape.needs_input_grad();
+  if (plan) plan->used(w_);
+  ctx.tape.push([this, s, plan, xr, w, input_grad, xt, input_activation = f.input_activation](const Tensor &g) {
+    hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
+    Tensor tx;
+    if (input_grad && input_activation != HPU_ACTIVATION_NONE && g.dtype() == w.dtype()) {
+      // g w times the input activation's derivative, as the product is
+      // stored; first: the update below overwrites w.
+      hpuMatmulOptions_t back = HPU_MATMUL_OPTIONS_INIT;
+      back.activation_backward = input_activation;
+      back.activation_input = xr.get();
+      back.dtype = xr.dtype();
+      tx = matmul_ex(s, g, w, back);
+    } else if (input_grad) {
+      check(hpuLinearBackward(s, g.get(), xr.get(), w.get(), &gx, nullptr, nullptr));
+      tx = Tensor(gx);
+      if (input_activation == HPU_ACTIVATION_RELU)
+        tx = op([&](hpuTensor_t *out) { return hpuReluBackward(s, tx.get(), xr.get(), out); });
+    }
+    const UpdateInBackward *u = plan ? plan->update_in_backward(w_) : nullptr;
+    const Tensor g2 = u && g.dtype() == xr.dtype() ? rows_of(g) : Tensor(), x2 = g2 ? rows_of(xr) : Tensor();
+    if (x2) {
+      // The only gradient of w this step, g^T x: the optimizer's update at once.
+      hpuAdamwOptions_t adamw = u->options;
+      const Tensor *copy = plan->copy_of(w_);
+      adamw.param_copy = copy ? copy->get() : nullptr;
+      hpuMatmulOptions_t step = HPU_MATMUL_OPTIONS_INIT;
+      step.c = w_.value.get();
+      step.adamw = &adamw;
+      step.adamw_exp_avg = u->exp_avg.get(), step.adamw_exp_avg_sq = u->exp_avg_sq.get(), step.adamw_step = u->step;
+      matmul_ex(s, transposed(g2, 0, 1), x2, step);
+      if (has_bias_) check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, nullptr, &gb));
+      plan->apply(w_);
+    } else {
+      check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
+    }
+    Tensor tw(gw), tb(gb);
+    w_.accumulate_owned(std::move(tw), s);
+    if (has_bias_) b_.accumulate_owned(std::move(tb), s);
+    return tx ? cast(s, tx, xt) : tx;
   });
-  if (ctx.training) {
-    const bool input_grad = ctx.tape.needs_input_grad();
-    if (w_.adamw_in_backward) ++w_.adamw_in_backward->forwards;
-    ctx.tape.push([this, s, xr, w, input_grad, xt, after_relu = f.after_relu](const Tensor &g) {
-      hpuTensor_t gx = nullptr, gw = nullptr, gb = nullptr;
-      if (input_grad)  // first: the step below overwrites w
-        check((after_relu ? hpuReluLinearBackward : hpuLinearBackward)(s, g.get(), xr.get(), w.get(), &gx, nullptr,
-                                                                        nullptr));
-      if (w_.adamw_in_backward && w_.adamw_in_backward->forwards == 1) {
-        // The only gradient of w this step: AdamW's update at once.
-        const Parameter::AdamwStep &u = *w_.adamw_in_backward;
-        check(hpuLinearBackwardAdamwStep(s, g.get(), xr.get(), w_.value.get(), u.exp_avg.get(), u.exp_avg_sq.get(),
-                                         u.step, &u.options, w_.low_copy() ? w_.low_copy().get() : nullptr,
-                                         has_bias_ ? &gb : nullptr));
-        w_.adamw_in_backward.reset();
-        w_.stepped_in_backward = true;
-      } else {
-        check(hpuLinearBackward(s, g.get(), xr.get(), w_.value.get(), nullptr, &gw, has_bias_ ? &gb : nullptr));
-      }
-      Tensor tx(gx), tw(gw), tb(gb);
-      w_.accumulate_owned(std::move(tw), s);
-      if (has_bias_) b_.accumulate_owned(std::move(tb), s);
-      return tx ? cast(s, tx, xt) : tx;
+  // The activation's backward, replayed first, unless the next layer's input
+  // gradient applies it: a relu's output y > 0 exactly where its input is.
+  if (f.activation == HPU_ACTIVATION_RELU && f.record_activation_backward)
+    ctx.tape.push([s, y](const Tensor &g) {
+      return op([&](hpuTensor_t *out) { return hpuReluBackward(s, g.get(), y.get(), out); });
     });
-    // The relu's backward, replayed first: y > 0 exactly where its input is.
-    if (f.relu && !f.next_takes_relu)
-      ctx.tape.push([s, y](const Tensor &g) {
-        return op([&](hpuTensor_t *o) { return hpuReluBackward(s, g.get(), y.get(), o); });
-      });
-  }
   return y;
 }
 
@@ -168,7 +202,7 @@ Tensor Linear::run(Context &ctx, const Tensor &x, Fuse f) {
 // An elementwise activation: its op, and its backward from the forward's input.
 template <hpuStatus_t (*Forward)(hpuStream_t, hpuTensor_t, hpuTensor_t *),
           hpuStatus_t (*Backward)(hpuStream_t, hpuTensor_t, hpuTensor_t, hpuTensor_t *)>
-Tensor activation(Context &ctx, const Tensor &x) {
+Tensor elementwise(Context &ctx, const Tensor &x) {
   hpuStream_t s = ctx.stream;
   Tensor y = op([&](hpuTensor_t *o) { return Forward(s, x.get(), o); });
   if (ctx.training && ctx.tape.needs_input_grad())
@@ -176,8 +210,8 @@ Tensor activation(Context &ctx, const Tensor &x) {
   return y;
 }
 
-Tensor ReLU::forward(Context &ctx, const Tensor &x) { return activation<hpuRelu, hpuReluBackward>(ctx, x); }
-Tensor GELU::forward(Context &ctx, const Tensor &x) { return activation<hpuGelu, hpuGeluBackward>(ctx, x); }
+Tensor ReLU::forward(Context &ctx, const Tensor &x) { return elementwise<hpuRelu, hpuReluBackward>(ctx, x); }
+Tensor GELU::forward(Context &ctx, const Tensor &x) { return elementwise<hpuGelu, hpuGeluBackward>(ctx, x); }
 
 Dropout::Dropout(double p) : p_(p) {
   if (!(p >= 0.0 && p < 1.0)) fail(HPU_ERROR_INVALID_ARGUMENT, "Dropout p is %g; expected 0 <= p < 1", p);
@@ -280,24 +314,13 @@ Tensor Flatten::forward(Context &ctx, const Tensor &x) {
 }
 
 Tensor Sequential::forward(Context &ctx, const Tensor &x) {
-  // A Linear followed by a ReLU runs as one op; when another Linear follows,
-  // that one's backward does the relu's.
+  std::vector<Module *> layers;
+  for (auto &l : layers_) layers.push_back(l.get());
+  const std::vector<Fusion> plan = plan_layers(layers);
   Tensor h = x;
-  bool after_relu = false;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    auto *linear = dynamic_cast<Linear *>(layers_[i].get());
-    if (!linear) {
-      h = layers_[i]->forward(ctx, h);
-      after_relu = false;
-      continue;
-    }
-    Linear::Fuse f;
-    f.after_relu = after_relu;
-    f.relu = layer_is<ReLU>(layers_, i + 1);
-    f.next_takes_relu = f.relu && layer_is<Linear>(layers_, i + 2);
-    h = linear->run(ctx, h, f);
-    after_relu = f.next_takes_relu;
-    if (f.relu) ++i;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (plan[i].skip) continue;
+    h = layers[i]->takes_fusion() ? layers[i]->forward_fused(ctx, h, plan[i]) : layers[i]->forward(ctx, h);
   }
   return h;
 }
@@ -391,9 +414,9 @@ hpuAdamwOptions_t AdamW::options(double lr) const {
 }
 
 bool AdamW::offer_step_in_backward(double lr) {
+  if (!plan()) return false;
   const auto &ps = params();
-  for (size_t i = 0; i < ps.size(); ++i)
-    ps[i]->adamw_in_backward = Parameter::AdamwStep{m_[i], v_[i], steps_ + 1, options(lr)};
+  for (size_t i = 0; i < ps.size(); ++i) plan()->offer(*ps[i], UpdateInBackward{m_[i], v_[i], steps_ + 1, options(lr)});
   return true;
 }
 
@@ -403,20 +426,17 @@ void AdamW::step(hpuStream_t stream) {
   const auto &ps = params();
   for (size_t i = 0; i < ps.size(); ++i) {
     Parameter &p = *ps[i];
-    p.adamw_in_backward.reset();
-    if (p.stepped_in_backward) {  // with the copy, when there is one
-      p.stepped_in_backward = false;
-      p.copy_written();
+    StepPlan *plan = this->plan();
+    if (plan && plan->applied(p)) {  // with the copy, when there is one
+      plan->copy_written(p);
       continue;
     }
-    if (!p.low_copy()) {
-      check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o));
-      continue;
-    }
-    // The forward's low-precision weights, written in the same pass.
-    check(hpuAdamwStepWithCopy(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &o,
-                               p.low_copy().get()));
-    p.copy_written();
+    // With the forward's low-precision weights, written in the same pass.
+    hpuAdamwOptions_t with_copy = o;
+    const Tensor *copy = plan ? plan->copy_of(p) : nullptr;
+    with_copy.param_copy = copy ? copy->get() : nullptr;
+    check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &with_copy));
+    if (plan) plan->copy_written(p);
   }
 }
 

@@ -20,6 +20,7 @@ struct Replica {
   hpuDevice_t dev = nullptr;
   int rank = 0;
   Context ctx;
+  StepPlan plan;  // ctx.plan and opt's plan
   std::vector<Parameter *> params;
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<DistributedSampler> sampler;

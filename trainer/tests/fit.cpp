@@ -213,9 +213,9 @@ TEST(Fit, ABf16MixedAdamwRunResumesBitIdentically) {
   expect_resume_bit_identical(dir, o, 3, 1, [] { return hpu::Classifier(mlp(), adamw(), fixed_cosine()); });
 }
 
-// A Linear followed by a ReLU runs as one op (hpuLinearRelu), and the next
-// Linear's backward does the relu's (hpuReluLinearBackward), with the bits of
-// the separate ops: the same weights as when a Flatten (a no-op here) keeps
+// The step plan runs a Linear followed by a ReLU as one product with a relu
+// epilogue, and the next Linear's input gradient applies the relu's backward
+// (hpuMatmulEx), with the bits of the separate ops: the same weights as when a Flatten (a no-op here) keeps
 // them apart, in both precisions.
 TEST(Fit, ALinearAndItsReluTrainAsOneOpBitForBit) {
   TempDir dir;
@@ -240,16 +240,31 @@ TEST(Fit, ALinearAndItsReluTrainAsOneOpBitForBit) {
   }
 }
 
-// Counts, at each optimizer step, the parameters whose update AdamW already
-// applied in the backward (hpuLinearBackwardAdamwStep).
-struct SteppedInBackward : hpu::Callback {
-  explicit SteppedInBackward(hpu::LightningModule &m) : model(m) {}
-  std::string state_key() const override { return "SteppedInBackward"; }
-  bool reads_gradients() const override { return false; }
-  void on_before_optimizer_step(hpu::Trainer &) override {
-    for (hpu::Parameter *p : model.parameters()) count += p->stepped_in_backward;
+// A Classifier that remembers the step plan its training steps ran with.
+struct PlanProbe : hpu::Classifier {
+  using hpu::Classifier::Classifier;
+  hpu::Tensor training_step(hpu::Context &ctx, const hpu::Tensor &x, const hpu::Tensor &y,
+                            hpu::Metrics &log) override {
+    plan = ctx.plan;
+    return hpu::Classifier::training_step(ctx, x, y, log);
   }
-  hpu::LightningModule &model;
+  // The parameters whose update a layer applied in this step's backward.
+  int applied() {
+    int n = 0;
+    for (hpu::Parameter *p : parameters()) n += plan && plan->applied(*p);
+    return n;
+  }
+  hpu::StepPlan *plan = nullptr;
+};
+
+// Counts, at each optimizer step, the parameters whose update AdamW already
+// applied in the backward (hpuMatmulEx's AdamW epilogue).
+struct SteppedInBackward : hpu::Callback {
+  explicit SteppedInBackward(PlanProbe &m) : model(m) {}
+  std::string state_key() const override { return "SteppedInBackward"; }
+  hpu::CallbackNeeds needs() const override { return hpu::CallbackNeeds::none(); }
+  void on_before_optimizer_step(hpu::Trainer &) override { count += model.applied(); }
+  PlanProbe &model;
   int count = 0;
 };
 
@@ -273,7 +288,7 @@ TEST(Fit, AdamwStepsInTheBackwardGiveTheSeparateStepsWeights) {
         o.precision = precision;
         o.max_epochs = 2;
         o.gradient_clip_val = clip;
-        hpu::Classifier model(s, adamw(), fixed_cosine());
+        PlanProbe model(s, adamw(), fixed_cosine());
         auto probe = std::make_shared<SteppedInBackward>(model);
         o.callbacks = {probe};
         hpu::Trainer t(o);
@@ -294,16 +309,14 @@ TEST(Fit, AdamwStepsInTheBackwardGiveTheSeparateStepsWeights) {
 // A callback that may read gradients (the default) keeps every step apart, so
 // that each parameter's gradient is stored when it runs.
 struct ReadsGradients : hpu::Callback {
-  explicit ReadsGradients(hpu::LightningModule &m) : model(m) {}
+  explicit ReadsGradients(PlanProbe &m) : model(m) {}
   std::string state_key() const override { return "ReadsGradients"; }
   void on_before_optimizer_step(hpu::Trainer &) override {
-    for (hpu::Parameter *p : model.parameters()) {
-      stepped += p->stepped_in_backward;
-      missing += !p->grad;
-    }
+    stepped += model.applied();
+    for (hpu::Parameter *p : model.parameters()) missing += !p->grad;
     ++steps;
   }
-  hpu::LightningModule &model;
+  PlanProbe &model;
   int stepped = 0, missing = 0, steps = 0;
 };
 
@@ -313,7 +326,7 @@ TEST(Fit, ACallbackThatReadsGradientsKeepsTheStepApart) {
   hpu::TrainerOptions o = opts(dir);
   o.precision = "bf16-mixed";
   o.max_epochs = 1;
-  hpu::Classifier model(mlp(), adamw());
+  PlanProbe model(mlp(), adamw());
   auto reader = std::make_shared<ReadsGradients>(model);
   o.callbacks = {reader};
   hpu::Trainer t(o);
@@ -343,7 +356,6 @@ TEST(Fit, WeightsWrittenBetweenRunsAreUsed) {
     p->value.copy_from_host(w.data(), w.size() * sizeof(float));
   }
   const double halved = t.validate(model, data).at("val_loss");
-  for (hpu::Parameter *p : model.parameters()) p->value_changed();
   EXPECT_EQ(halved, t.validate(model, data).at("val_loss"));
   EXPECT_NE(halved, trained);
 }
@@ -422,7 +434,7 @@ TEST(Parameter, TakesAFreshGradientAfterZeroGradAndAddsTheNextOnes) {
 
 // The bf16 copy of a parameter: made once, kept while the value is unchanged,
 // and written by AdamW's step with the bits a conversion of the new value has.
-TEST(Parameter, KeepsItsLowCopyUntilTheValueChanges) {
+TEST(StepPlan, KeepsTheLowCopyUntilTheValuesChange) {
   hpu::Device dev(0);
   auto f32 = [&](std::vector<float> v) { return hpu::Tensor::from_host(dev.get(), HPU_FLOAT32, {3}, v.data()); };
   auto bits = [](const hpu::Tensor &t) { return t.to_vector<uint16_t>(); };
@@ -431,29 +443,31 @@ TEST(Parameter, KeepsItsLowCopyUntilTheValueChanges) {
     EXPECT_EQ(hpuCast(nullptr, t.get(), HPU_BFLOAT16, &c), HPU_SUCCESS);
     return bits(hpu::Tensor(c));
   };
+  hpu::StepPlan plan;
   hpu::Parameter p, q;
   p.value = f32({1.00390625f, -2.5f, 0.1f});  // 1 + 2^-8 rounds to 1 in bf16
   q.value = f32({1.00390625f, -2.5f, 0.1f});
   p.grad = f32({0.5f, -0.25f, 1.0f});
   q.grad = f32({0.5f, -0.25f, 1.0f});
-  EXPECT_FALSE(p.low_copy());
-  const hpuTensor_t first = p.low(HPU_BFLOAT16, nullptr).get();
-  EXPECT_EQ(p.low(HPU_BFLOAT16, nullptr).get(), first);  // kept
-  EXPECT_EQ(bits(p.low_copy()), bf16_of(p.value));
+  EXPECT_EQ(plan.copy_of(p), nullptr);
+  const hpuTensor_t first = plan.low(p, HPU_BFLOAT16, nullptr).get();
+  EXPECT_EQ(plan.low(p, HPU_BFLOAT16, nullptr).get(), first);  // kept
+  EXPECT_EQ(bits(*plan.copy_of(p)), bf16_of(p.value));
   p.value.fill(3.0);
-  p.value_changed();
-  EXPECT_EQ(bits(p.low(HPU_BFLOAT16, nullptr)), bf16_of(p.value));  // converted again
+  plan.values_changed();
+  EXPECT_EQ(bits(plan.low(p, HPU_BFLOAT16, nullptr)), bf16_of(p.value));  // converted again
   p.value = f32({1.00390625f, -2.5f, 0.1f});
-  p.value_changed();
-  const hpuTensor_t copy = p.low(HPU_BFLOAT16, nullptr).get();
+  plan.values_changed();
+  const hpuTensor_t copy = plan.low(p, HPU_BFLOAT16, nullptr).get();
   // AdamW writes the copy in its step (p has one; q does not) and leaves it
   // current: the next low() returns it without converting.
   hpu::AdamW with_copy({&p}, 0.1), without({&q}, 0.1);
-  p.value_changed();  // as Trainer does before a step
+  with_copy.set_plan(&plan);
+  plan.values_changed();  // as Trainer does before a step
   with_copy.step(nullptr);
   without.step(nullptr);
-  EXPECT_EQ(p.low(HPU_BFLOAT16, nullptr).get(), copy);
+  EXPECT_EQ(plan.low(p, HPU_BFLOAT16, nullptr).get(), copy);
   EXPECT_EQ(p.value.to_vector<float>(), q.value.to_vector<float>());
-  EXPECT_EQ(bits(p.low_copy()), bf16_of(q.value));
-  EXPECT_NE(bits(p.low_copy()), bf16_of(f32({1.00390625f, -2.5f, 0.1f})));  // the step moved the weights
+  EXPECT_EQ(bits(*plan.copy_of(p)), bf16_of(q.value));
+  EXPECT_NE(bits(*plan.copy_of(p)), bf16_of(f32({1.00390625f, -2.5f, 0.1f})));  // the step moved the weights
 }

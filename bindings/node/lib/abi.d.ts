@@ -57,6 +57,8 @@ export declare const CONSTANTS: Readonly<{
   HPU_REDUCTION_NONE: 0;
   HPU_REDUCTION_MEAN: 1;
   HPU_REDUCTION_SUM: 2;
+  HPU_ACTIVATION_NONE: 0;
+  HPU_ACTIVATION_RELU: 1;
   HPU_AUTOCAST_LOWER_PRECISION: 0;
   HPU_AUTOCAST_FP32: 1;
   HPU_AUTOCAST_PROMOTE: 2;
@@ -149,6 +151,25 @@ export interface hpuAdamwOptions_t {
   beta2: number;
   eps: number;
   weight_decay: number;
+  param_copy: Pointer;
+}
+
+/** hpuMatmulOptions_t of ops.h, as koffi reads and writes it. */
+export interface hpuMatmulOptions_t {
+  struct_size: number | bigint;
+  alpha: number;
+  bias: Pointer;
+  activation: number;
+  pre_activation: Pointer;
+  activation_backward: number;
+  activation_input: Pointer;
+  dtype: number;
+  c: Pointer;
+  beta: number;
+  adamw: Partial<hpuAdamwOptions_t>;
+  adamw_exp_avg: Pointer;
+  adamw_exp_avg_sq: Pointer;
+  adamw_step: number | bigint;
 }
 
 /**
@@ -340,16 +361,12 @@ export interface Functions {
   hpuMatmul(stream: Pointer, a: Pointer, b: Pointer, out: Out<Pointer>): number;
   /** hpuStatus_t hpuMatmulBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b); */
   hpuMatmulBackward(stream: Pointer, grad_out: Pointer, a: Pointer, b: Pointer, grad_a: Out<Pointer>, grad_b: Out<Pointer>): number;
+  /** hpuStatus_t hpuMatmulEx(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, const hpuMatmulOptions_t *options, hpuTensor_t *out); */
+  hpuMatmulEx(stream: Pointer, a: Pointer, b: Pointer, options: Partial<hpuMatmulOptions_t> | ArrayBufferView | null, out: Out<Pointer>): number;
   /** hpuStatus_t hpuLinear(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y); */
   hpuLinear(stream: Pointer, x: Pointer, w: Pointer, bias: Pointer, y: Out<Pointer>): number;
   /** hpuStatus_t hpuLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_x, hpuTensor_t *grad_w, hpuTensor_t *grad_bias); */
   hpuLinearBackward(stream: Pointer, grad_y: Pointer, x: Pointer, w: Pointer, grad_x: Out<Pointer>, grad_w: Out<Pointer>, grad_bias: Out<Pointer>): number;
-  /** hpuStatus_t hpuLinearRelu(hpuStream_t stream, hpuTensor_t x, hpuTensor_t w, hpuTensor_t bias, hpuTensor_t *y); */
-  hpuLinearRelu(stream: Pointer, x: Pointer, w: Pointer, bias: Pointer, y: Out<Pointer>): number;
-  /** hpuStatus_t hpuReluLinearBackward(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t *grad_z, hpuTensor_t *grad_w, hpuTensor_t *grad_bias); */
-  hpuReluLinearBackward(stream: Pointer, grad_y: Pointer, x: Pointer, w: Pointer, grad_z: Out<Pointer>, grad_w: Out<Pointer>, grad_bias: Out<Pointer>): number;
-  /** hpuStatus_t hpuLinearBackwardAdamwStep(hpuStream_t stream, hpuTensor_t grad_y, hpuTensor_t x, hpuTensor_t w, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options, hpuTensor_t w_copy, hpuTensor_t *grad_bias); */
-  hpuLinearBackwardAdamwStep(stream: Pointer, grad_y: Pointer, x: Pointer, w: Pointer, exp_avg: Pointer, exp_avg_sq: Pointer, step: number | bigint, options: Partial<hpuAdamwOptions_t> | ArrayBufferView | null, w_copy: Pointer, grad_bias: Out<Pointer>): number;
   /** hpuStatus_t hpuAdd(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out); */
   hpuAdd(stream: Pointer, a: Pointer, b: Pointer, out: Out<Pointer>): number;
   /** hpuStatus_t hpuAddBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b); */
@@ -446,8 +463,6 @@ export interface Functions {
   hpuSgdStep(stream: Pointer, param: Pointer, grad: Pointer, momentum_buf: Pointer, step: number | bigint, options: Partial<hpuSgdOptions_t> | ArrayBufferView | null): number;
   /** hpuStatus_t hpuAdamwStep(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options); */
   hpuAdamwStep(stream: Pointer, param: Pointer, grad: Pointer, exp_avg: Pointer, exp_avg_sq: Pointer, step: number | bigint, options: Partial<hpuAdamwOptions_t> | ArrayBufferView | null): number;
-  /** hpuStatus_t hpuAdamwStepWithCopy(hpuStream_t stream, hpuTensor_t param, hpuTensor_t grad, hpuTensor_t exp_avg, hpuTensor_t exp_avg_sq, int64_t step, const hpuAdamwOptions_t *options, hpuTensor_t param_copy); */
-  hpuAdamwStepWithCopy(stream: Pointer, param: Pointer, grad: Pointer, exp_avg: Pointer, exp_avg_sq: Pointer, step: number | bigint, options: Partial<hpuAdamwOptions_t> | ArrayBufferView | null, param_copy: Pointer): number;
   /** hpuStatus_t hpuAutocastPush(int enabled, hpuDataType_t dtype); */
   hpuAutocastPush(enabled: number, dtype: number): number;
   /** hpuStatus_t hpuAutocastPop(void); */

@@ -234,8 +234,6 @@ export declare const ops: {
   addmmBackward(g: Tensor, bias: Tensor, a: Tensor, b: Tensor, options?: { beta?: number; alpha?: number }): [Out, Out, Out];
   linear(x: Tensor, w: Tensor, bias?: Tensor | null): Out;
   linearBackward(g: Tensor, x: Tensor, w: Tensor, bias?: boolean): [Out, Out, Out | null];
-  linearRelu(x: Tensor, w: Tensor, bias?: Tensor | null): Out;
-  reluLinearBackward(g: Tensor, x: Tensor, w: Tensor, bias?: boolean): [Out, Out, Out | null];
   add(a: Tensor | number, b: Tensor | number): Out; addBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
   sub(a: Tensor | number, b: Tensor | number): Out; subBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
   mul(a: Tensor | number, b: Tensor | number): Out; mulBackward(g: Tensor, a: Tensor, b: Tensor): [Out, Out];
@@ -272,9 +270,6 @@ export declare const ops: {
     momentum?: number; dampening?: number; weightDecay?: number; nesterov?: boolean }): void;
   adamwStep(param: Tensor, grad: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number; lr?: number;
     betas?: [number, number]; eps?: number; weightDecay?: number; paramCopy?: Tensor | null }): void;
-  linearBackwardAdamwStep(g: Tensor, x: Tensor, w: Tensor, expAvg: Tensor, expAvgSq: Tensor, options: { step: number;
-    lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number; wCopy?: Tensor | null;
-    bias?: boolean }): Out | null;
 };
 /**
  * input [C], [N, C] or [N, C, d1, ...], target its shape without the class dim. weight: class weights [C]

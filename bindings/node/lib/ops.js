@@ -90,9 +90,11 @@ function normalizedNdim(x, normalizedShape) {
   return shape.length;
 }
 
-const adamwOptions = ({ lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8, weightDecay = 1e-2 }) => ({
-  ...sized('hpuAdamwOptions_t'), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay,
-});
+function adamwOptions({ lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8, weightDecay = 1e-2, paramCopy = null }) {
+  if (paramCopy !== null && !(paramCopy instanceof Tensor)) throw new TypeError('hpuAdamwStep: paramCopy must be an hpu.Tensor');
+  return { ...sized('hpuAdamwOptions_t'), lr, beta1: betas[0], beta2: betas[1], eps, weight_decay: weightDecay,
+    param_copy: paramCopy ? paramCopy.handle : null };
+}
 
 const ops = {
   mm: (a, b) => call('hpuMm', a, b, OUT),
@@ -106,12 +108,8 @@ const ops = {
   addmmBackward: (g, bias, a, b, { beta = 1, alpha = 1 } = {}) => call('hpuAddmmBackward', g, bias, a, b, beta, alpha, OUT, OUT, OUT),
   /** x @ w^T + bias. */
   linear: (x, w, bias = null) => call('hpuLinear', x, w, bias, OUT),
-  /** relu(linear(x, w, bias)) in one pass, with the bits of the two ops. */
-  linearRelu: (x, w, bias = null) => call('hpuLinearRelu', x, w, bias, OUT),
   /** [gradX, gradW, gradBias] (gradBias null when bias is false). */
   linearBackward: (g, x, w, bias = true) => call('hpuLinearBackward', g, x, w, OUT, OUT, out(bias)),
-  /** linearBackward of a layer whose input x is a relu's output: [gradZ, gradW, gradBias], gradZ = reluBackward(gradX, x). */
-  reluLinearBackward: (g, x, w, bias = true) => call('hpuReluLinearBackward', g, x, w, OUT, OUT, out(bias)),
   /** dst += alpha src, in place; returns dst. */
   addInplace(dst, src, alpha = 1) {
     call('hpuAddInplace', dst, src, alpha);
@@ -175,17 +173,7 @@ const ops = {
    * pass also writes the new param converted to its dtype, as cast would.
    */
   adamwStep(param, grad, expAvg, expAvgSq, options) {
-    const { step, paramCopy = null } = options;
-    if (paramCopy) call('hpuAdamwStepWithCopy', param, grad, expAvg, expAvgSq, step, adamwOptions(options), paramCopy);
-    else call('hpuAdamwStep', param, grad, expAvg, expAvgSq, step, adamwOptions(options));
-  },
-  /**
-   * The weight gradient of linear applied at once by an AdamW step of w (float32 master weights), in place, never
-   * stored: the bits of linearBackward then adamwStep (wCopy as paramCopy). Returns gradBias (null when bias is false).
-   */
-  linearBackwardAdamwStep(g, x, w, expAvg, expAvgSq, options) {
-    const { step, wCopy = null, bias = true } = options;
-    return call('hpuLinearBackwardAdamwStep', g, x, w, expAvg, expAvgSq, step, adamwOptions(options), wCopy, out(bias));
+    call('hpuAdamwStep', param, grad, expAvg, expAvgSq, options.step, adamwOptions(options));
   },
 };
 

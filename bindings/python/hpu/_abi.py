@@ -109,6 +109,9 @@ HPU_AVG = 4
 HPU_REDUCTION_NONE = 0
 HPU_REDUCTION_MEAN = 1
 HPU_REDUCTION_SUM = 2
+# hpuActivation_t
+HPU_ACTIVATION_NONE = 0
+HPU_ACTIVATION_RELU = 1
 # hpuAutocastList_t
 HPU_AUTOCAST_LOWER_PRECISION = 0
 HPU_AUTOCAST_FP32 = 1
@@ -135,6 +138,7 @@ hpuStatus_t = c_int
 hpuMemcpyKind_t = c_int
 hpuRedOp_t = c_int
 hpuReduction_t = c_int
+hpuActivation_t = c_int
 hpuAutocastList_t = c_int
 hpuLogLevel_t = c_int
 
@@ -212,7 +216,26 @@ class hpuAdamwOptions_t(ctypes.Structure):
                 ("beta1", c_double),
                 ("beta2", c_double),
                 ("eps", c_double),
-                ("weight_decay", c_double)]
+                ("weight_decay", c_double),
+                ("param_copy", hpuTensor_t)]
+
+
+class hpuMatmulOptions_t(ctypes.Structure):
+    """hpuMatmulOptions_t of ops.h."""
+    _fields_ = [("struct_size", c_size_t),
+                ("alpha", c_double),
+                ("bias", hpuTensor_t),
+                ("activation", hpuActivation_t),
+                ("pre_activation", hpuTensor_t),
+                ("activation_backward", hpuActivation_t),
+                ("activation_input", hpuTensor_t),
+                ("dtype", hpuDataType_t),
+                ("c", hpuTensor_t),
+                ("beta", c_double),
+                ("adamw", POINTER(hpuAdamwOptions_t)),
+                ("adamw_exp_avg", hpuTensor_t),
+                ("adamw_exp_avg_sq", hpuTensor_t),
+                ("adamw_step", c_int64)]
 
 
 hpuLogCallback_t = ctypes.CFUNCTYPE(None, hpuLogLevel_t, c_char_p, c_void_p)
@@ -319,11 +342,9 @@ FUNCTIONS = {
     "hpuAddmmBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("bias", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("beta", c_double, "double"), ("alpha", c_double, "double"), ("grad_bias", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuMatmul": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuMatmulBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),
+    "hpuMatmulEx": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("options", POINTER(hpuMatmulOptions_t), "const hpuMatmulOptions_t *"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuLinear": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("w", hpuTensor_t, "hpuTensor_t"), ("bias", hpuTensor_t, "hpuTensor_t"), ("y", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuLinearBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_y", hpuTensor_t, "hpuTensor_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("w", hpuTensor_t, "hpuTensor_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_w", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_bias", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuLinearRelu": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("w", hpuTensor_t, "hpuTensor_t"), ("bias", hpuTensor_t, "hpuTensor_t"), ("y", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuReluLinearBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_y", hpuTensor_t, "hpuTensor_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("w", hpuTensor_t, "hpuTensor_t"), ("grad_z", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_w", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_bias", POINTER(hpuTensor_t), "hpuTensor_t *")]),
-    "hpuLinearBackwardAdamwStep": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_y", hpuTensor_t, "hpuTensor_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("w", hpuTensor_t, "hpuTensor_t"), ("exp_avg", hpuTensor_t, "hpuTensor_t"), ("exp_avg_sq", hpuTensor_t, "hpuTensor_t"), ("step", c_int64, "int64_t"), ("options", POINTER(hpuAdamwOptions_t), "const hpuAdamwOptions_t *"), ("w_copy", hpuTensor_t, "hpuTensor_t"), ("grad_bias", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuAdd": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuAddBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuSub": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
@@ -372,7 +393,6 @@ FUNCTIONS = {
     "hpuCastBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("x", hpuTensor_t, "hpuTensor_t"), ("grad_x", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuSgdStep": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("param", hpuTensor_t, "hpuTensor_t"), ("grad", hpuTensor_t, "hpuTensor_t"), ("momentum_buf", hpuTensor_t, "hpuTensor_t"), ("step", c_int64, "int64_t"), ("options", POINTER(hpuSgdOptions_t), "const hpuSgdOptions_t *")]),
     "hpuAdamwStep": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("param", hpuTensor_t, "hpuTensor_t"), ("grad", hpuTensor_t, "hpuTensor_t"), ("exp_avg", hpuTensor_t, "hpuTensor_t"), ("exp_avg_sq", hpuTensor_t, "hpuTensor_t"), ("step", c_int64, "int64_t"), ("options", POINTER(hpuAdamwOptions_t), "const hpuAdamwOptions_t *")]),
-    "hpuAdamwStepWithCopy": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("param", hpuTensor_t, "hpuTensor_t"), ("grad", hpuTensor_t, "hpuTensor_t"), ("exp_avg", hpuTensor_t, "hpuTensor_t"), ("exp_avg_sq", hpuTensor_t, "hpuTensor_t"), ("step", c_int64, "int64_t"), ("options", POINTER(hpuAdamwOptions_t), "const hpuAdamwOptions_t *"), ("param_copy", hpuTensor_t, "hpuTensor_t")]),
     # autocast.h
     "hpuAutocastPush": ("hpu", Status, [("enabled", c_int, "int"), ("dtype", hpuDataType_t, "hpuDataType_t")]),
     "hpuAutocastPop": ("hpu", Status, []),

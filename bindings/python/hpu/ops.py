@@ -21,13 +21,13 @@ from .tensor import T, Tensor, tensor
 
 __all__ = [
     "mm", "mm_backward", "bmm", "bmm_backward", "addmm", "addmm_backward", "matmul", "matmul_backward",
-    "linear", "linear_backward", "linear_relu", "relu_linear_backward", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
+    "linear", "linear_backward", "add", "add_backward", "sub", "sub_backward", "mul", "mul_backward", "div",
     "div_backward", "add_", "exp", "exp_backward", "log", "log_backward", "tan", "tan_backward", "relu",
     "relu_backward", "gelu", "gelu_backward", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "softmax",
     "softmax_backward", "log_softmax", "log_softmax_backward", "nll_loss", "nll_loss_backward", "cross_entropy",
     "cross_entropy_backward", "layer_norm", "layer_norm_backward", "dropout", "dropout_backward", "embedding",
     "embedding_backward", "sum", "sum_backward", "mean", "mean_backward", "argmax", "squared_norm", "cast",
-    "cast_backward", "scale_", "sgd_step", "adamw_step", "linear_backward_adamw_step",
+    "cast_backward", "scale_", "sgd_step", "adamw_step",
 ]
 
 Scalar = Union[int, float]
@@ -134,23 +134,10 @@ def linear(x: Tensor, w: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     return _call(_lib.hpuLinear, x, w, bias, OUT)[0]
 
 
-def linear_relu(x: Tensor, w: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """relu(linear(x, w, bias)) in one pass, with the bits of the two ops. Its backward: :func:`relu_backward`
-    given the result in place of the relu's input, then :func:`linear_backward`."""
-    return _call(_lib.hpuLinearRelu, x, w, bias, OUT)[0]
-
-
 def linear_backward(grad: Tensor, x: Tensor, w: Tensor,
                     bias: bool = True) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
     """(grad_x, grad_w, grad_bias) of :func:`linear`; grad_bias is None when `bias` is False."""
     return _call(_lib.hpuLinearBackward, grad, x, w, OUT, OUT, _out(bias))
-
-
-def relu_linear_backward(grad: Tensor, x: Tensor, w: Tensor,
-                         bias: bool = True) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-    """:func:`linear_backward` of a layer whose input `x` is a relu's output, x = relu(z): (grad_z, grad_w,
-    grad_bias), grad_z being relu_backward(grad_x, x) computed as the product is stored."""
-    return _call(_lib.hpuReluLinearBackward, grad, x, w, OUT, OUT, _out(bias))
 
 
 # ---- elementwise --------------------------------------------------------------------
@@ -441,23 +428,13 @@ def adamw_step(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
                param_copy: Optional[Tensor] = None) -> None:
     """One torch.optim.AdamW step on `param`, in place. With `param_copy` (bf16 or f16, param's shape), the
     same pass also writes the new `param` converted to its dtype, as :func:`cast` would."""
-    opts = ctypes.byref(_adamw_options(lr, betas, eps, weight_decay))
-    if param_copy is None:
-        _call(_lib.hpuAdamwStep, param, grad, exp_avg, exp_avg_sq, step, opts)
-    else:
-        _call(_lib.hpuAdamwStepWithCopy, param, grad, exp_avg, exp_avg_sq, step, opts, param_copy)
+    opts = _adamw_options(lr, betas, eps, weight_decay)
+    if param_copy is not None:
+        if not isinstance(param_copy, Tensor):
+            raise TypeError(f"hpuAdamwStep: param_copy must be an hpu.Tensor, not {type(param_copy).__name__}")
+        opts.param_copy = param_copy.handle
+    _call(_lib.hpuAdamwStep, param, grad, exp_avg, exp_avg_sq, step, ctypes.byref(opts))
 
-
-def linear_backward_adamw_step(grad: Tensor, x: Tensor, w: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *,
-                               step: int, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
-                               eps: float = 1e-8, weight_decay: float = 1e-2, w_copy: Optional[Tensor] = None,
-                               bias: bool = True) -> Optional[Tensor]:
-    """The weight gradient of :func:`linear` applied at once by an AdamW step of `w` (float32 master weights),
-    in place, never stored: the bits of :func:`linear_backward` then :func:`adamw_step` (with `w_copy` as
-    param_copy). Returns grad_bias, or None when `bias` is False."""
-    opts = ctypes.byref(_adamw_options(lr, betas, eps, weight_decay))
-    return _call(_lib.hpuLinearBackwardAdamwStep, grad, x, w, exp_avg, exp_avg_sq, step, opts, w_copy,
-                 _out(bias))[0]
 
 
 # ---- Tensor methods and operators ---------------------------------------------------------

@@ -12,6 +12,20 @@ namespace hpu {
 
 class Trainer;
 
+// What a callback reads of a training step, for the step planner (plan.hpp):
+// work whose results no callback reads may be fused away. A callback that
+// declares nothing reads everything.
+struct CallbackNeeds {
+  // The parameters' gradients, in on_before_optimizer_step.
+  bool gradients = true;
+  // A callback that reads none of the step's intermediate results.
+  static CallbackNeeds none() {
+    CallbackNeeds n;
+    n.gradients = false;
+    return n;
+  }
+};
+
 enum class Stage { fit, validate, test };
 const char *stage_name(Stage s);
 
@@ -37,12 +51,11 @@ class Callback {
     (void)outputs, (void)batch_idx;
   }
   virtual void on_before_optimizer_step(Trainer &) {}
-  // Whether on_before_optimizer_step may read the parameters' gradients (true
-  // unless a callback says otherwise; the built-in callbacks read none). With
-  // one device, AdamW, no accumulation and no clipping, Linear weights take
-  // their step inside backward and their gradients are never stored
-  // (hpuLinearBackwardAdamwStep), but only while no callback reads gradients.
-  virtual bool reads_gradients() const { return true; }
+  // What this callback reads (everything unless it says less; the built-in
+  // callbacks read no gradients). With one device, AdamW, no accumulation
+  // and no clipping, Linear weights take their step inside backward and their
+  // gradients are never stored, but only while no callback needs gradients.
+  virtual CallbackNeeds needs() const { return {}; }
   virtual void on_validation_start(Trainer &) {}
   virtual void on_validation_end(Trainer &) {}
   virtual void on_validation_epoch_start(Trainer &) {}

@@ -21,7 +21,7 @@ namespace hpu {
 class DeviceStatsMonitor : public Callback {
  public:
   std::string state_key() const override { return "DeviceStatsMonitor"; }
-  bool reads_gradients() const override { return false; }
+  CallbackNeeds needs() const override { return CallbackNeeds::none(); }
   void on_train_batch_start(Trainer &t, int64_t) override { log(t, "on_train_batch_start"); }
   void on_train_batch_end(Trainer &t, const Metrics &, int64_t) override { log(t, "on_train_batch_end"); }
   void on_validation_batch_start(Trainer &t, int64_t) override { log(t, "on_validation_batch_start"); }
@@ -57,7 +57,7 @@ class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(ModelCheckpointOptions o = {});  // hpu::Error for a bad option
   std::string state_key() const override;
-  bool reads_gradients() const override { return false; }
+  CallbackNeeds needs() const override { return CallbackNeeds::none(); }
   std::string state_dict() const override;
   void load_state_dict(const std::string &json) override;
   void setup(Trainer &t, Stage s) override;
@@ -104,7 +104,7 @@ class EarlyStopping : public Callback {
  public:
   explicit EarlyStopping(EarlyStoppingOptions o);  // hpu::Error for a bad option
   std::string state_key() const override;
-  bool reads_gradients() const override { return false; }
+  CallbackNeeds needs() const override { return CallbackNeeds::none(); }
   std::string state_dict() const override;
   void load_state_dict(const std::string &json) override;
   void on_validation_end(Trainer &t) override;
@@ -132,7 +132,7 @@ class LearningRateMonitor : public Callback {
  public:
   explicit LearningRateMonitor(std::string logging_interval = "", bool log_momentum = false);
   std::string state_key() const override { return "LearningRateMonitor"; }
-  bool reads_gradients() const override { return false; }
+  CallbackNeeds needs() const override { return CallbackNeeds::none(); }
   void on_train_batch_start(Trainer &t, int64_t) override;
   void on_train_epoch_start(Trainer &t) override;
   static Metrics learning_rates(Trainer &t, bool momentum);
@@ -149,7 +149,7 @@ class ProgressBar : public Callback {
  public:
   explicit ProgressBar(int refresh_rate = 0, FILE *out = stderr, std::optional<bool> live = std::nullopt);
   std::string state_key() const override { return "ProgressBar"; }
-  bool reads_gradients() const override { return false; }
+  CallbackNeeds needs() const override { return CallbackNeeds::none(); }
   void on_train_epoch_start(Trainer &t) override;
   void on_train_batch_end(Trainer &t, const Metrics &outputs, int64_t batch_idx) override;
   void on_train_epoch_end(Trainer &t) override;

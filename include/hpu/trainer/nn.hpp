@@ -4,6 +4,7 @@
 
 #include <hpu/hpu.hpp>
 #include <hpu/trainer/optimizer.hpp>
+#include <hpu/trainer/plan.hpp>
 #include <hpu/trainer/rng.hpp>
 
 #include <functional>
@@ -37,37 +38,8 @@ struct Parameter {
   // before anything reads grad (an optimizer step, an allreduce).
   void materialize_grad(hpuStream_t stream);
 
-  // value converted to dt (bf16 under autocast), for the layers that run in
-  // it (Linear): converted on first use and kept while value is unchanged.
-  // Whatever writes value calls value_changed() (Trainer: at the start of
-  // fit, validate and test, before each optimizer step and after loading a
-  // checkpoint); an optimizer whose update also writes the copy
-  // (low_copy()) then calls copy_written() (AdamW).
-  const Tensor &low(hpuDataType_t dt, hpuStream_t stream);
-  void value_changed() { low_current_ = false; }
-  // The copy low() made (empty before its first call), and that an update
-  // wrote it with value's new contents.
-  const Tensor &low_copy() const { return low_; }
-  void copy_written() { low_current_ = static_cast<bool>(low_); }
-
-  // AdamW's next update of this parameter, offered to the layer that
-  // computes its gradient (AdamW::offer_step_in_backward), until that step.
-  // A layer whose forward ran once applies it in its backward
-  // (hpuLinearBackwardAdamwStep: the gradient is never stored, p.grad is not
-  // written) and sets stepped_in_backward.
-  struct AdamwStep {
-    Tensor exp_avg, exp_avg_sq;
-    int64_t step = 0;
-    hpuAdamwOptions_t options = HPU_ADAMW_OPTIONS_INIT;
-    int forwards = 0;  // forwards that used the parameter since the offer
-  };
-  std::optional<AdamwStep> adamw_in_backward;
-  bool stepped_in_backward = false;
-
  private:
   bool zero_pending_ = false;
-  Tensor low_;
-  bool low_current_ = false;
 };
 
 // The backward steps of one forward pass, replayed last first.
@@ -99,12 +71,14 @@ class Tape {
   bool grads_flow_ = false;
 };
 
-// What a forward pass runs with: the stream, train/eval mode and the tape
-// (recording only while training).
+// What a forward pass runs with: the stream, train/eval mode, the tape
+// (recording only while training) and the trainer's step plan (null outside
+// the trainer: nothing is kept or fused across layers' steps).
 struct Context {
   hpuStream_t stream = nullptr;
   bool training = true;
   Tape tape;
+  StepPlan *plan = nullptr;
 };
 
 class Module {
@@ -116,6 +90,19 @@ class Module {
   virtual void init(hpuDevice_t dev, Rng &rng) { (void)dev, (void)rng; }
   virtual void parameters(std::vector<Parameter *> &out, const std::string &prefix) { (void)out, (void)prefix; }
   virtual std::unique_ptr<Module> clone() const = 0;  // same configuration, no parameters
+
+  // Taking part in the step plan (plan.hpp), opt-in. An elementwise
+  // activation names its hpuActivation_t, so that a product before it may
+  // apply it as it is stored.
+  virtual hpuActivation_t activation() const { return HPU_ACTIVATION_NONE; }
+  // A layer whose forward ends in a product that can apply a Fusion's
+  // epilogues says so; Sequential then runs forward_fused with the plan's
+  // Fusion for it in place of forward.
+  virtual bool takes_fusion() const { return false; }
+  virtual Tensor forward_fused(Context &ctx, const Tensor &x, const Fusion &f) {
+    (void)f;
+    return forward(ctx, x);
+  }
 };
 
 class Linear : public Module {
@@ -123,23 +110,16 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string name() const override { return "Linear"; }
   Tensor forward(Context &ctx, const Tensor &x) override;
-  // relu(forward(x)) as one op (hpuLinearRelu), with both backwards recorded:
-  // what Sequential runs for a Linear followed by a ReLU.
-  Tensor forward_relu(Context &ctx, const Tensor &x);
+  // x w^T + b through hpuMatmulEx, with the Fusion's activation applied as
+  // it is stored and its input activation's backward on the input gradient;
+  // the weight takes the plan's update in the backward when offered.
+  bool takes_fusion() const override { return true; }
+  Tensor forward_fused(Context &ctx, const Tensor &x, const Fusion &f) override;
   void init(hpuDevice_t dev, Rng &rng) override;
   void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
   std::unique_ptr<Module> clone() const override { return std::make_unique<Linear>(in_, out_, has_bias_); }
 
  private:
-  friend class Sequential;
-  // How a forward joins the ReLUs around it. relu: a relu follows, applied in
-  // the product (hpuLinearRelu), its backward recorded unless next_takes_relu
-  // (the next Linear's backward does it); after_relu: x is a relu's output
-  // and this layer's backward does the relu's (hpuReluLinearBackward).
-  struct Fuse {
-    bool relu = false, next_takes_relu = false, after_relu = false;
-  };
-  Tensor run(Context &ctx, const Tensor &x, Fuse f);
   int64_t in_, out_;
   bool has_bias_;
   Parameter w_, b_;
@@ -150,6 +130,7 @@ class ReLU : public Module {
   std::string name() const override { return "ReLU"; }
   Tensor forward(Context &ctx, const Tensor &x) override;
   std::unique_ptr<Module> clone() const override { return std::make_unique<ReLU>(); }
+  hpuActivation_t activation() const override { return HPU_ACTIVATION_RELU; }
 };
 
 class GELU : public Module {
@@ -217,6 +198,7 @@ class Sequential : public Module {
     return *this;
   }
   std::string name() const override { return "Sequential"; }
+  // The layers in turn, fused as plan_layers plans them.
   Tensor forward(Context &ctx, const Tensor &x) override;
   void init(hpuDevice_t dev, Rng &rng) override;
   void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;

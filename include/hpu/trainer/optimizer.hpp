@@ -15,6 +15,7 @@
 namespace hpu {
 
 struct Parameter;
+class StepPlan;
 
 class Optimizer {
  public:
@@ -28,16 +29,20 @@ class Optimizer {
   // One update of every parameter from its gradient, queued on `stream`.
   virtual void step(hpuStream_t stream) { (void)stream; }
   // Offers the next step's update of each parameter, with learning rate lr,
-  // to the layer that computes its gradient in the coming backward
-  // (Parameter::adamw_in_backward); that layer may apply it at once in place
-  // of storing the gradient, and the next step() skips what it applied.
-  // Returns false when this optimizer cannot (the default). The trainer offers
-  // it when nothing else reads the gradients: one device, no gradient
-  // accumulation, no clipping.
+  // through plan() to the layer that computes its gradient in the coming
+  // backward (StepPlan::offer); that layer may apply it at once in place of
+  // storing the gradient, and the next step() skips what it applied
+  // (StepPlan::applied). Returns false when this optimizer cannot (the
+  // default). The trainer asks when its plan says nothing else reads the
+  // gradients (StepPlan::optimizer_in_backward).
   virtual bool offer_step_in_backward(double lr) {
     (void)lr;
     return false;
   }
+  // The step plan of the replica this optimizer runs on (set by the trainer;
+  // null outside it): its offers and the parameters' low-precision copies.
+  void set_plan(StepPlan *plan) { plan_ = plan; }
+  StepPlan *plan() const { return plan_; }
   // Sets every gradient to zero.
   void zero_grad(hpuStream_t stream);
   // The state tensors a checkpoint saves, by name (not the parameters):
@@ -62,6 +67,7 @@ class Optimizer {
   int64_t steps_ = 0;
 
  private:
+  StepPlan *plan_ = nullptr;
   double lr_, initial_lr_;
   std::vector<Parameter *> params_;
 };

@@ -5,7 +5,8 @@
 // every output element written once, by one rank, with no intermediate copies
 // and two rounds of small messages.
 //   - allreduce: rank r reduces its 1/n of the elements from the n inputs (in
-//     rank order, so every rank gets the same bits) and writes all n outputs;
+//     rank order, combine_rank_order, as every layout does) and writes all n
+//     outputs;
 //   - reduce-scatter: rank r reduces its own block from the n inputs, in rank
 //     order, into its output;
 //   - allgather: rank r copies its input into its block of every output;
@@ -113,11 +114,12 @@ void reduce_blocks(Ctx &c, const Exchange &ex, size_t offset, size_t count, hpuD
   const size_t n = static_cast<size_t>(c.size()), esize = dtype_bytes(dtype), per_block = kBlockBytes / esize;
   const Combine combine = make_combine(dtype, op, nullptr, /*local_first=*/true);  // op(so far, next input)
   auto *acc = static_cast<char *>(c.scratch(0, kBlockBytes));
+  std::vector<const char *> in(n);
   for (size_t b = 0; b < count; b += per_block) {
     c.throw_if_failed();  // a failed peer may already be reusing its buffers: stop touching them
     const size_t m = std::min(per_block, count - b), off = offset + b * esize;
-    combine.fn(acc, ex[1].send + off, ex[0].send + off, m, combine.ctx);
-    for (size_t p = 2; p < n; ++p) combine.fn(acc, ex[p].send + off, acc, m, combine.ctx);
+    for (size_t p = 0; p < n; ++p) in[p] = ex[p].send + off;
+    combine_rank_order(combine, in.data(), static_cast<int>(n), acc, m);
     finish_average(acc, m, dtype, op, static_cast<int>(n));
     emit(b, acc, m);
   }

@@ -2,9 +2,9 @@
 // Ctx::shared_area) meet there instead of exchanging messages. In a small
 // allreduce each rank copies its input into its slot and counts itself in.
 // Up to kAllCombineRanks ranks, every rank then waits until all have arrived
-// and combines every slot itself, in recursive doubling's order (so the
-// result has the bits the message algorithms give, on every rank): one
-// meeting per call. With more ranks the last one to arrive combines the slots
+// and combines every slot itself, in rank order (so the result has the bits
+// the message algorithms and the threads of one process give, on every
+// rank): one meeting per call. With more ranks the last one to arrive combines the slots
 // alone, publishes the result, and every rank copies it out: a rank copies in
 // once and out once, where combining every slot would make each rank read them
 // all. A waiting rank watches one word: with more ranks than CPUs each rank
@@ -19,8 +19,8 @@
 //
 // A larger allreduce is a reduce-scatter and an all-gather through the area,
 // chunk by chunk (large_allreduce): each rank deposits the others' pieces of
-// its chunk, combines its own piece of every rank's chunk (in recursive
-// doubling's order too), and copies the others' pieces of the result out:
+// its chunk, combines its own piece of every rank's chunk (in rank order
+// too), and copies the others' pieces of the result out:
 // each byte is copied in and out once, where the message algorithms copy it
 // into a ring and out again at every step. Two meetings per chunk, and a rank
 // deposits its next chunk between them, so that with more ranks than CPUs a
@@ -62,8 +62,8 @@ constexpr size_t kMaxBytes = size_t(16) << 10;
 constexpr size_t kSmallSlot = size_t(36) << 10;
 // Larger allreduces meet in the area chunk by chunk (large_allreduce), on 2
 // ranks from kLargeMinBytesTwoRanks on: below it their one exchange of
-// recursive doubling is faster (the two cross between 42 and 48 KiB on 2
-// CPUs), where 4 ranks gain at every size past kMaxBytes.
+// messages (gather_allreduce) is faster (the two cross between 42 and 48 KiB
+// on 2 CPUs), where 4 ranks gain at every size past kMaxBytes.
 constexpr size_t kLargeMinBytesTwoRanks = size_t(46) << 10;
 // A large allreduce's chunk per rank and bank, and the most all their slots
 // take together (with more than 15 ranks the chunks are smaller). 2 ranks
@@ -71,8 +71,8 @@ constexpr size_t kLargeMinBytesTwoRanks = size_t(46) << 10;
 // ranks do not mind the chunk size.
 constexpr size_t kChunkBytes = size_t(512) << 10;
 constexpr size_t kLargeAreaBytes = size_t(16) << 20;
-// A rank combines its piece of a chunk this many bytes at a time (the tree's
-// partial sums stay in L1).
+// A rank combines its piece of a chunk this many bytes at a time (the partial
+// sums stay in L1).
 constexpr size_t kReduceBlock = size_t(8) << 10;
 // Up to this many ranks every rank combines all inputs itself: no rank waits
 // for another's combining, which is faster at 2 and 4 ranks. With 8 ranks on
@@ -155,46 +155,6 @@ struct Layout {
   char *data_ = nullptr;
   char *large_ = nullptr;
 };
-
-// The value of inputs in[] that are values [lo, hi) of recursive doubling's p
-// (value v is ranks 2v and 2v + 1 combined for v < extra, else rank v +
-// extra's input), combined pairwise, lower first, level by level: in `dst`, or
-// the input itself for a single value that was not folded. The right half goes
-// to tmp[0] (its own right half to tmp[1], ...), so the inputs are only read.
-const char *tree_value(const char *const *in, int lo, int hi, int extra, char *dst, char *const *tmp,
-                       const Combine &cb, size_t count) {
-  auto combine = [&](char *out, const char *first, const char *second) { cb.fn(out, second, first, count, cb.ctx); };
-  if (hi - lo == 1) {
-    if (lo >= extra) return in[lo + extra];
-    combine(dst, in[2 * lo], in[2 * lo + 1]);
-    return dst;
-  }
-  const int mid = lo + (hi - lo) / 2;
-  const char *left = tree_value(in, lo, mid, extra, dst, tmp + 1, cb, count);
-  const char *right = tree_value(in, mid, hi, extra, tmp[0], tmp + 1, cb, count);
-  combine(dst, left, right);
-  return dst;
-}
-
-// Buffers for the tree's right halves of `bytes` each (scratch slot 0): they
-// need log2(p) - 1, and one more when a right leaf is folded (value 1, so
-// extra > 1): none for 2 or 3 ranks, one for 4, two for 6.
-void tree_buffers(Ctx &c, int n, size_t bytes, char **tmp) {
-  int p = 1, levels = -1;
-  while (p * 2 <= n) p *= 2, ++levels;
-  if (n - p > 1) ++levels;
-  const size_t stride = (bytes + 63) & ~size_t(63);
-  auto *scratch = levels > 0 ? static_cast<char *>(c.scratch(0, stride * static_cast<size_t>(levels))) : nullptr;
-  for (int d = 0; d < levels; ++d) tmp[d] = scratch + static_cast<size_t>(d) * stride;
-}
-
-// Combines the n inputs in[] into `out` in recursive doubling's order (so the
-// result has the bits the message algorithms give), reading them only.
-void combine_all(const char *const *in, int n, char *out, char *const *tmp, size_t count, const Combine &cb) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  tree_value(in, 0, p, n - p, out, tmp, cb, count);
-}
 
 // The header rank q announced for call `seq`, when it did (a consistent copy).
 bool announced(const Layout &l, int q, uint64_t seq, OpHeader &out) {
@@ -350,9 +310,7 @@ void combine_slots(Ctx &c, const Layout &l, int bank, char *out, size_t count, h
   const char *few[8];
   auto **in = l.n <= 8 ? few : static_cast<const char **>(c.scratch(1, static_cast<size_t>(l.n) * sizeof(char *)));
   for (int q = 0; q < l.n; ++q) in[q] = l.input(bank, q);
-  char *tmp[32] = {};
-  tree_buffers(c, l.n, count * dtype_bytes(dtype), tmp);
-  combine_all(in, l.n, out, tmp, count, make_combine(dtype, op, nullptr, /*local_first=*/true));  // out = op(local, in)
+  combine_rank_order(make_combine(dtype, op, nullptr, /*local_first=*/true), in, l.n, out, count);
 }
 
 // Piece i of a chunk of `count` elements of `esize` bytes: n nearly equal
@@ -367,7 +325,7 @@ Piece chunk_piece(size_t count, size_t esize, int n, int i) {
 // A large allreduce, chunk by chunk (Layout::chunk bytes per rank): every rank
 // deposits the others' pieces of its chunk in its slot; once all have, each
 // combines its own piece of every rank's input (its own from `send`) in
-// recursive doubling's order into the chunk's result and its `recv`; once all
+// rank order into the chunk's result and its `recv`; once all
 // have, each copies the others' pieces of the result out. A rank deposits its
 // next chunk (the other bank) before it waits for the others' pieces, so one
 // pass through a chunk needs the CPU once.
@@ -384,8 +342,6 @@ void large_allreduce(Ctx &c, const Layout &l, const char *send, char *recv, size
   Progress &mine = l.progress(r);
   const uint64_t first = mine.deposited.load(std::memory_order_relaxed) + 1;
   const Combine cb = make_combine(dtype, op, nullptr, /*local_first=*/true);  // out = op(local, in)
-  char *tmp[32] = {};
-  tree_buffers(c, n, kReduceBlock, tmp);
   auto **in = static_cast<const char **>(c.scratch(1, static_cast<size_t>(n) * sizeof(char *)));
   auto span = [&](size_t k) { return Piece{k * per_chunk, std::min(per_chunk, count - k * per_chunk)}; };
   auto mark = [&](std::atomic<uint64_t> &step, uint64_t s) {
@@ -422,7 +378,7 @@ void large_allreduce(Ctx &c, const Layout &l, const char *send, char *recv, size
     for (size_t b = 0; b < own.count; b += kReduceBlock / e) {
       const size_t m = std::min(kReduceBlock / e, own.count - b), o = (own.begin + b) * e;
       for (int q = 0; q < n; ++q) in[q] = q == r ? send + ch.begin * e + o : l.chunk_input(bank, q) + o;
-      combine_all(in, n, result + o, tmp, m, cb);
+      combine_rank_order(cb, in, n, result + o, m);
       finish_average(result + o, m, dtype, op, n);
       std::memcpy(out + o, result + o, m * e);  // after the combine: `send` may be `recv`
     }

@@ -60,8 +60,6 @@ struct TransportKind {
   // Messages up to this size go at once (EAGER); larger ones after a
   // clear-to-send round trip.
   size_t eager_limit;
-  // Transport::few_steps_bytes when a pair of the group uses the kind.
-  size_t few_steps_bytes;
   // Its engine moves every frame on a thread of its own: an endpoint whose
   // peers all use such kinds chains the steps of a collective there (Chaining),
   // wakes the waiting thread only for the request it waits for, and lets it
@@ -82,18 +80,15 @@ std::unique_ptr<Engine> verbs_engine(NetTransport &t, Bootstrap &bootstrap, cons
   return make_verbs_engine(t, bootstrap, peers, config().comm.ib, deadline);
 }
 
-// Over tcp a message of up to one ring segment (1 MiB, kSegmentBytes) goes at
+// Over tcp a message of up to one segment (1 MiB, kSegmentBytes) goes at
 // once: a clear-to-send round trip costs more than copying its payload once
-// more out of the link's buffer when its receive is not posted yet. And since
-// every step of a ring over tcp passes through the libuv loop thread and the
-// waiting thread of each rank, halving-doubling's fewer, larger steps beat the
-// ring up to 2 MiB.
+// more out of the link's buffer when its receive is not posted yet.
 const TransportKind kTransports[] = {
-    // name  connects      apart                          group-wide            probe        engine            eager     few steps own thread
-    {"local", same_process, "run in different processes", make_local_transport, nullptr, nullptr, 0, 0, false},
-    {"shm", same_host, "are on different hosts", nullptr, nullptr, make_shm_engine, 32 << 10, 0, false},
-    {"verbs", nullptr, "cannot both use RDMA", nullptr, verbs_probe, verbs_engine, 32 << 10, 0, false},
-    {"tcp", nullptr, nullptr, nullptr, nullptr, make_tcp_engine, 1 << 20, 2 << 20, true},
+    // name  connects      apart                          group-wide            probe        engine            eager     own thread
+    {"local", same_process, "run in different processes", make_local_transport, nullptr, nullptr, 0, false},
+    {"shm", same_host, "are on different hosts", nullptr, nullptr, make_shm_engine, 32 << 10, false},
+    {"verbs", nullptr, "cannot both use RDMA", nullptr, verbs_probe, verbs_engine, 32 << 10, false},
+    {"tcp", nullptr, nullptr, nullptr, nullptr, make_tcp_engine, 1 << 20, true},
 };
 constexpr size_t kKinds = sizeof kTransports / sizeof kTransports[0];
 
@@ -210,7 +205,6 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
       any_peer = true;
       own_thread_only = own_thread_only && kTransports[row].own_thread;
     }
-    if (used[row]) tuning.few_steps_bytes = std::max(tuning.few_steps_bytes, kTransports[row].few_steps_bytes);
   }
   own_thread_only = own_thread_only && any_peer;
   const int on_host = static_cast<int>(g.place.on_host(rank).size());

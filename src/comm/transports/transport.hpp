@@ -158,10 +158,6 @@ class Transport {
   // buffer addresses are valid on every other (an algorithm may then read and
   // write its peers' buffers directly, between messages that order it).
   virtual bool shares_address_space() const { return false; }
-  // Allreduces up to this many bytes on 4, 8, ... ranks go in fewer, larger
-  // steps (halving-doubling, not the ring): for transports where each hand-off
-  // between ranks costs wake-ups of several threads (tcp). 0: the ring.
-  virtual size_t few_steps_bytes() const { return 0; }
 
   virtual MemoryRegionPtr register_memory(void *base, size_t bytes) = 0;
 

@@ -43,7 +43,6 @@ class NetTransport final : public Transport, public Chaining, public SharedMemor
   ~NetTransport() override;
 
   const char *name() const override { return tuning_.name.c_str(); }
-  size_t few_steps_bytes() const override { return tuning_.few_steps_bytes; }
   MemoryRegionPtr register_memory(void *base, size_t bytes) override;
   RequestPtr isend(const SendDesc &desc) override;
   RequestPtr irecv(const RecvDesc &desc) override;
@@ -60,7 +59,6 @@ class NetTransport final : public Transport, public Chaining, public SharedMemor
   // derives it from the kinds of its peers; select.cpp).
   struct Tuning {
     std::string name = "net";
-    size_t few_steps_bytes = 0;  // Transport::few_steps_bytes
     bool chains = false;         // offer Chaining
     bool wake_on_awaited = false;  // Transport::set_wake_on_awaited
     Clock::duration busy_poll = Clock::duration::zero(), poll = std::chrono::microseconds(50);  // set_polling
