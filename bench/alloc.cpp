@@ -80,8 +80,7 @@ int run(int argc, char **argv) {
     if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: hpu-bench alloc [--seconds S]   (time per measurement, default 0.2)\n");
-      return 2;
+      return bench::kBadUsage;
     }
   }
   const int kThreads = 8;
@@ -138,4 +137,5 @@ int run(int argc, char **argv) {
 
 }  // namespace
 
-HPU_BENCH("alloc", "cached device alloc/free and hpuMemStats vs glibc malloc/free", run);
+HPU_BENCH("alloc", "cached device alloc/free and hpuMemStats vs glibc malloc/free",
+          "[--seconds S]\n  --seconds S  time per measurement (default 0.2)\n", run);

@@ -14,18 +14,25 @@
 
 namespace bench {
 
-using Main = int (*)(int argc, char **argv);  // argv[0] is the subcommand
+// A command's main: argv[0] is the subcommand. It returns kBadUsage for an
+// argument it does not take (main() then prints the usage on stderr and exits
+// 2); -h and --help never reach it (main() prints the usage on stdout).
+using Main = int (*)(int argc, char **argv);
+constexpr int kBadUsage = -1;
 
 struct Command {
   const char *name;
-  const char *help;
+  const char *help;   // one line, in the list of commands
+  const char *usage;  // the arguments and what they do: "usage: hpu-bench NAME " precedes it
   Main main;
 };
 
 std::vector<Command> &commands();
 
 struct Register {
-  Register(const char *name, const char *help, Main main) { commands().push_back({name, help, main}); }
+  Register(const char *name, const char *help, const char *usage, Main main) {
+    commands().push_back({name, help, usage, main});
+  }
 };
 
 inline double now_seconds() {
@@ -62,5 +69,6 @@ std::string python_output(const char *name, const char *script, const std::strin
 
 #define HPU_BENCH_CAT2_(a, b) a##b
 #define HPU_BENCH_CAT_(a, b) HPU_BENCH_CAT2_(a, b)
-#define HPU_BENCH(name, help, fn) static ::bench::Register HPU_BENCH_CAT_(bench_register_, __LINE__)(name, help, fn)
+#define HPU_BENCH(name, help, usage, fn) \
+  static ::bench::Register HPU_BENCH_CAT_(bench_register_, __LINE__)(name, help, usage, fn)
 #define BENCH_CHECK(call) ::bench::check((call), #call)

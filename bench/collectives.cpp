@@ -414,13 +414,9 @@ bool parse_size(const char *s, size_t *out) {
   return true;
 }
 
-int usage(const char *name) {
-  std::fprintf(stderr,
-               "usage: hpu-bench %s [-g ranks 2..8] [-b min] [-e max] [-f factor] [-t float|double|bfloat16|half|int32]\n"
-               "       [-o sum|prod|min|max|avg] [-r root] [-n iters] [-w warmup] [-k trials] [--min-busbw GB/s]\n",
-               name);
-  return 2;
-}
+const char *kUsage =
+    "[-g ranks 2..8] [-b min] [-e max] [-f factor] [-t float|double|bfloat16|half|int32]\n"
+    "       [-o sum|prod|min|max|avg] [-r root] [-n iters] [-w warmup] [-k trials] [--min-busbw GB/s]\n";
 
 int run(Coll coll, int argc, char **argv) {
   Options o;
@@ -428,11 +424,11 @@ int run(Coll coll, int argc, char **argv) {
   o.name = argv[0];
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (i + 1 >= argc) return usage(o.name);
+    if (i + 1 >= argc) return bench::kBadUsage;
     const char *v = argv[++i];
     if (a == "-g") o.ranks = std::atoi(v);
-    else if (a == "-b") { if (!parse_size(v, &o.min_bytes)) return usage(o.name); }
-    else if (a == "-e") { if (!parse_size(v, &o.max_bytes)) return usage(o.name); }
+    else if (a == "-b") { if (!parse_size(v, &o.min_bytes)) return bench::kBadUsage; }
+    else if (a == "-e") { if (!parse_size(v, &o.max_bytes)) return bench::kBadUsage; }
     else if (a == "-f") o.factor = std::atof(v);
     else if (a == "-r") o.root = std::atoi(v);
     else if (a == "-n") o.iters = std::atoi(v);
@@ -447,7 +443,7 @@ int run(Coll coll, int argc, char **argv) {
       else if (t == "bfloat16") o.dtype = HPU_BFLOAT16;
       else if (t == "half") o.dtype = HPU_FLOAT16;
       else if (t == "int32") o.dtype = HPU_INT32;
-      else return usage(o.name);
+      else return bench::kBadUsage;
     } else if (a == "-o") {
       o.op_name = v;
       std::string p = v;
@@ -456,14 +452,14 @@ int run(Coll coll, int argc, char **argv) {
       else if (p == "min") o.op = HPU_MIN;
       else if (p == "max") o.op = HPU_MAX;
       else if (p == "avg") o.op = HPU_AVG;
-      else return usage(o.name);
+      else return bench::kBadUsage;
     } else {
-      return usage(o.name);
+      return bench::kBadUsage;
     }
   }
   if (o.ranks < 2 || o.ranks > 8 || o.factor <= 1 || o.min_bytes > o.max_bytes || o.root < 0 || o.root >= o.ranks ||
       o.warmup < 0 || o.iters < 0 || o.trials < 1)
-    return usage(o.name);
+    return bench::kBadUsage;
   Bench b(o);
   return b.run();
 }
@@ -476,8 +472,13 @@ int alltoall_main(int argc, char **argv) { return run(Coll::alltoall, argc, argv
 
 }  // namespace
 
-HPU_BENCH("allreduce", "allreduce busbw, nccl-tests columns, vs a plain threaded sum", allreduce_main);
-HPU_BENCH("allgather", "allgather busbw, nccl-tests columns, vs a plain threaded copy", allgather_main);
-HPU_BENCH("reducescatter", "reduce-scatter busbw, nccl-tests columns, vs a plain threaded sum", reducescatter_main);
-HPU_BENCH("broadcast", "broadcast busbw, nccl-tests columns, vs a plain threaded copy", broadcast_main);
-HPU_BENCH("alltoall", "alltoall busbw, nccl-tests columns, vs a plain threaded copy", alltoall_main);
+HPU_BENCH("allreduce", "allreduce busbw, nccl-tests columns, vs a plain threaded sum", kUsage,
+          allreduce_main);
+HPU_BENCH("allgather", "allgather busbw, nccl-tests columns, vs a plain threaded copy", kUsage,
+          allgather_main);
+HPU_BENCH("reducescatter", "reduce-scatter busbw, nccl-tests columns, vs a plain threaded sum", kUsage,
+          reducescatter_main);
+HPU_BENCH("broadcast", "broadcast busbw, nccl-tests columns, vs a plain threaded copy", kUsage,
+          broadcast_main);
+HPU_BENCH("alltoall", "alltoall busbw, nccl-tests columns, vs a plain threaded copy", kUsage,
+          alltoall_main);

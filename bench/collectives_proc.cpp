@@ -187,11 +187,6 @@ size_t parse_size(const char *s) {
   return static_cast<size_t>(v);
 }
 
-int usage() {
-  std::fprintf(stderr, "usage: hpu-bench allreduce-proc [--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] "
-                       "[-f FACTOR] [-n ITERS] [-w WARMUP] [--no-mpi] [--no-gloo] [--no-bind]\n");
-  return 2;
-}
 
 // CPUs this process may run on.
 std::vector<int> allowed_cpus() {
@@ -277,7 +272,7 @@ int allreduce_proc_main(int argc, char **argv) {
       o.bind = a == "--bind";
       continue;
     }
-    if (i + 1 >= argc) return usage();
+    if (i + 1 >= argc) return bench::kBadUsage;
     const char *v = argv[++i];
     if (a == "--transport") o.transport = v;
     else if (a == "-np") o.np = std::atoi(v);
@@ -286,10 +281,10 @@ int allreduce_proc_main(int argc, char **argv) {
     else if (a == "-f") o.factor = std::atof(v);
     else if (a == "-n") o.iters = std::atoi(v);
     else if (a == "-w") o.warmup = std::atoi(v);
-    else return usage();
+    else return bench::kBadUsage;
   }
-  if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return usage();
-  if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return usage();
+  if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return bench::kBadUsage;
+  if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return bench::kBadUsage;
   const bool bind_asked = o.bind;
   o.bind = o.bind && static_cast<size_t>(o.np) <= allowed_cpus().size();
   auto *shared = static_cast<Shared *>(
@@ -344,4 +339,7 @@ int allreduce_proc_main(int argc, char **argv) {
 
 }  // namespace
 
-HPU_BENCH("allreduce-proc", "allreduce between processes over shm or tcp, vs Open MPI's MPI_Allreduce and Gloo", allreduce_proc_main);
+HPU_BENCH("allreduce-proc", "allreduce between processes over shm or tcp, vs Open MPI's MPI_Allreduce and Gloo",
+          "[--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
+          "       [--no-mpi] [--no-gloo] [--no-bind]\n",
+          allreduce_proc_main);

@@ -50,4 +50,8 @@ target_compile_definitions(hpu-noprof PRIVATE HPU_NO_PROFILER)
 set_target_properties(hpu-noprof PROPERTIES OUTPUT_NAME hpu VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
   CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench-noprof)
 add_dependencies(hpu-bench hpu-noprof)
-target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_NOPROF_DIR="$<TARGET_FILE_DIR:hpu-noprof>")
+# hpu-bench finds it relative to itself: bench-noprof/ in the build tree, and
+# <libdir>/hpu/bench-noprof where it is installed with hpu-bench.
+install(TARGETS hpu-noprof LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/hpu/bench-noprof NAMELINK_SKIP)
+target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_NOPROF_FROM_BIN="${_hpu_bin_to_lib}/hpu/bench-noprof"
+  HPU_BENCH_NOPROF_SONAME="$<TARGET_SONAME_FILE_NAME:hpu-noprof>")

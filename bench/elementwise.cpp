@@ -107,8 +107,7 @@ int elementwise_main(int argc, char **argv) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       thread_counts = {std::max(1, std::atoi(argv[++i]))};
     } else {
-      std::fprintf(stderr, "usage: hpu-bench elementwise [--threads N]\n");
-      return 2;
+      return bench::kBadUsage;
     }
   }
   std::printf("# 64 MiB f32 inputs (%lld elements); GB/s count bytes read + written; memcpy moves the same\n"
@@ -124,4 +123,4 @@ int elementwise_main(int argc, char **argv) {
 }  // namespace
 
 HPU_BENCH("elementwise", "hpuAdd/hpuRelu/hpuCast over 64 MiB vs memcpy of the same bytes, 1 and 2 threads",
-          elementwise_main);
+          "[--threads N]\n  --threads N  one thread count instead of 1 and 2\n", elementwise_main);

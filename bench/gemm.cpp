@@ -167,12 +167,7 @@ int gemm_main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--4096") == 0) big = true;
     else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) thread_counts = {std::atoi(argv[++i])};
-    else {
-      std::fprintf(stderr, "usage: hpu-bench gemm [--4096] [--threads N]\n"
-                           "  GFLOP/s of hpuMm f32/bf16 and cblas_sgemm on squares and training shapes, and of\n"
-                           "  PyTorch's bf16 torch.mm when /usr/bin/python3 imports torch (bf16/torch: about 4 expected)\n");
-      return 2;
-    }
+    else return bench::kBadUsage;
   }
   std::vector<Shape> shapes;
   for (int64_t n : {256, 512, 1024, 2048, 4096}) {
@@ -206,4 +201,10 @@ int gemm_main(int argc, char **argv) {
 
 }  // namespace
 
-HPU_BENCH("gemm", "hpuMm bf16/f32 vs cblas_sgemm and torch bf16, 1 and 2 threads", gemm_main);
+HPU_BENCH("gemm", "hpuMm bf16/f32 vs cblas_sgemm and torch bf16, 1 and 2 threads",
+          "[--4096] [--threads N]\n"
+          "  GFLOP/s of hpuMm f32/bf16 and cblas_sgemm on squares and training shapes, and of\n"
+          "  PyTorch's bf16 torch.mm when /usr/bin/python3 imports torch (bf16/torch: about 4 expected)\n"
+          "  --4096       also the 4096 square\n"
+          "  --threads N  one thread count instead of 1 and 2\n",
+          gemm_main);

@@ -51,13 +51,38 @@ std::string python_output(const char *name, const char *script, const std::strin
 
 }  // namespace bench
 
+namespace {
+
+bool is_help(const char *arg) { return !std::strcmp(arg, "-h") || !std::strcmp(arg, "--help"); }
+
+// hpu-bench(1): -h or --help anywhere prints the usage on stdout and exits 0;
+// an argument a command does not take prints its usage on stderr and exits 2.
+int usage(const bench::Command &c, FILE *to) {
+  std::fprintf(to, "usage: hpu-bench %s %s", c.name, c.usage);
+  return to == stdout ? 0 : 2;
+}
+
+}  // namespace
+
 int main(int argc, char **argv) {
-  auto &cmds = bench::commands();
-  if (argc >= 2) {
-    for (const auto &c : cmds)
-      if (std::strcmp(argv[1], c.name) == 0) return c.main(argc - 1, argv + 1);
+  std::sort(bench::commands().begin(), bench::commands().end(),
+            [](const bench::Command &a, const bench::Command &b) { return std::strcmp(a.name, b.name) < 0; });
+  for (const auto &c : bench::commands()) {
+    if (argc < 2 || std::strcmp(argv[1], c.name) != 0) continue;
+    for (int i = 2; i < argc; ++i)
+      if (is_help(argv[i])) return usage(c, stdout);
+    const int rc = c.main(argc - 1, argv + 1);
+    if (rc != bench::kBadUsage) return rc;
+    std::string given;
+    for (int i = 2; i < argc; ++i) given += std::string(" ") + argv[i];
+    std::fprintf(stderr, "hpu-bench %s: bad or missing arguments:%s\n", c.name, given.empty() ? " (none)" : given.c_str());
+    return usage(c, stderr);
   }
-  std::fprintf(stderr, "usage: hpu-bench COMMAND [options]\n\ncommands:\n");
-  for (const auto &c : cmds) std::fprintf(stderr, "  %-14s %s\n", c.name, c.help);
-  return argc >= 2 ? 2 : 0;
+  // No command (the list, exit 0), -h/--help (the same), or an unknown one (exit 2).
+  const bool bad = argc >= 2 && !is_help(argv[1]);
+  FILE *to = bad ? stderr : stdout;
+  if (bad) std::fprintf(stderr, "hpu-bench: unknown command \"%s\"\n", argv[1]);
+  std::fprintf(to, "usage: hpu-bench COMMAND [options]   (hpu-bench COMMAND --help: its options)\n\ncommands:\n");
+  for (const auto &c : bench::commands()) std::fprintf(to, "  %-14s %s\n", c.name, c.help);
+  return bad ? 2 : 0;
 }

@@ -12,8 +12,9 @@
 // off, under 5% when on). Each configuration runs --rounds rounds (default 5)
 // of three fits, each step timed alone to its devices' end:
 //   out  a child process on the copy of libhpu whose profiler hooks are
-//        compiled out (HPU_NO_PROFILER, bench-noprof/ in the build tree, loaded
-//        through LD_LIBRARY_PATH; the child reports which libhpu it loaded);
+//        compiled out (HPU_NO_PROFILER: bench-noprof/ beside hpu-bench in the
+//        build tree, <libdir>/hpu/bench-noprof installed; loaded through
+//        LD_LIBRARY_PATH; the child reports which libhpu it loaded);
 //   off  a child process on libhpu itself, the profiler off;
 //   on   a fit in this process in which the profiler records every other
 //        step (hpuProfilerStart before it, hpuProfilerStop after it, neither
@@ -305,12 +306,34 @@ ProfilerCost profiler_cost(const char *precision, int devices, int steps, int ro
   return c;
 }
 
+// The folder of the copy of libhpu whose profiler hooks are compiled out
+// (bench/deps.cmake), found relative to this executable, so that a build tree
+// or an installed tree uses its own: bench-noprof/ beside hpu-bench in the
+// build tree, <libdir>/hpu/bench-noprof once installed. "" when neither holds
+// it; `looked` says where it was looked for.
+std::string find_noprof_dir(std::string *looked) {
+#if defined(HPU_BENCH_NOPROF_FROM_BIN) && defined(HPU_BENCH_NOPROF_SONAME)
+  const std::string bin = real_dir("/proc/self/exe");
+  for (const char *rel : {"bench-noprof", HPU_BENCH_NOPROF_FROM_BIN}) {
+    const std::string dir = bin + "/" + rel;
+    *looked += (looked->empty() ? "" : " and ") + dir;
+    if (access((dir + "/" HPU_BENCH_NOPROF_SONAME).c_str(), R_OK) == 0) return real_path(dir);
+  }
+#endif
+  if (looked->empty()) *looked = "nowhere: this hpu-bench was built without it";
+  return "";
+}
+
 int profile_main(int steps, int rounds, const std::vector<std::pair<const char *, int>> &configurations) {
   steps = std::max(steps, 2);
-  std::string noprof_dir;
-#ifdef HPU_BENCH_NOPROF_DIR
-  noprof_dir = real_path(HPU_BENCH_NOPROF_DIR);
-#endif
+  std::string looked;
+  const std::string noprof_dir = find_noprof_dir(&looked);
+  if (noprof_dir.empty())
+    std::fprintf(stderr,
+                 "hpu-bench: the copy of libhpu without the profiler's hooks is missing (looked in %s): build with "
+                 "-DHPU_BUILD_BENCH=ON, which makes it beside hpu-bench and installs it with it; the \"out\" "
+                 "column is left out\n",
+                 looked.c_str());
   std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d: the profiler's cost on the step\n",
               kGlobalBatch);
   std::printf("# %d rounds of 3 fits of %d timed steps each:\n"
@@ -319,7 +342,7 @@ int profile_main(int steps, int rounds, const std::vector<std::pair<const char *
               "#   on:  every other step of a fit recorded, compared with its unrecorded steps\n"
               "# s/s: samples/s of the median steps; costs: median and range over the rounds;\n"
               "# noise: median |difference| between two fits of the same library in this run\n",
-              rounds, steps, noprof_dir.empty() ? "not built: needs -DHPU_BUILD_BENCH=ON" : noprof_dir.c_str());
+              rounds, steps, noprof_dir.empty() ? "missing, see above" : noprof_dir.c_str());
   std::printf("%-11s %7s %9s %9s %9s %9s %15s %7s %-27s %9s %15s %-10s\n", "precision", "devices", "out s/s",
               "off s/s", "on s/s", "off cost", "off range", "noise", "off limit: none measurable", "on cost",
               "on range", "on limit");
@@ -400,14 +423,15 @@ double torch_rate(const char *mode, int steps) {
 }
 
 const char *kUsage =
-    "usage: hpu-bench train [--steps N] [--rounds N] [--precision 32-true|bf16-mixed] [--devices 1|2] [--no-peer]\n"
+    "[--steps N] [--rounds N] [--precision 32-true|bf16-mixed] [--devices 1|2] [--no-peer]\n"
     "       hpu-bench train --profile [--rounds N] [--steps N] [--precision P] [--devices N]\n"
     "  samples/s of the Fashion-MNIST MLP step beside PyTorch's (--no-peer: without), medians over\n"
     "  --rounds rounds (3), ours and the peer's in turn;\n"
     "  --profile: the profiler's cost on the step instead: steps/s with its hooks compiled out\n"
-    "  (a copy of libhpu the build puts in bench-noprof/, run in a child process), with the\n"
-    "  profiler off and on; off's cost (limit: none measurable, i.e. within the noise between two\n"
-    "  fits measured in the same run) and on's (limit: 5%), medians over --rounds rounds (5).\n";
+    "  (a copy of libhpu in bench-noprof/ beside hpu-bench, or <libdir>/hpu/bench-noprof once\n"
+    "  installed; run in a child process), with the profiler off and on; off's cost (limit: none\n"
+    "  measurable, i.e. within the noise between two fits measured in the same run) and on's\n"
+    "  (limit: 5%), medians over --rounds rounds (5).\n";
 
 int train_main(int argc, char **argv) {
   if (argc == 5 && !std::strcmp(argv[1], "--step-times"))
@@ -423,10 +447,7 @@ int train_main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) only_precision = argv[++i];
     else if (!std::strcmp(argv[i], "--devices") && i + 1 < argc) only_devices = std::atoi(argv[++i]);
-    else {
-      std::fputs(kUsage, stderr);
-      return !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ? 0 : 2;
-    }
+    else return bench::kBadUsage;
   }
   if (steps < 1) steps = 1;
   if (rounds < 1) rounds = profile ? 5 : 3;
@@ -489,4 +510,4 @@ int train_main(int argc, char **argv) {
 }  // namespace
 
 HPU_BENCH("train", "Fashion-MNIST MLP training step: samples/s, 1-2 devices, both precisions, vs PyTorch [--profile]",
-          train_main);
+          kUsage, train_main);

@@ -84,11 +84,24 @@ std::vector<smi::Segment> collect(const Options &opt) {
   return out;
 }
 
-std::string mib(uint64_t b) {
+// A size with its unit, as libhpu's messages give it: "512 B", "5 KiB",
+// "1.5 GiB" (one decimal when not whole), so that 5120 B do not read 0.0 MiB.
+std::string size_text(uint64_t bytes) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  for (; v >= 1024.0 && u < 4; ++u) v /= 1024.0;
   char buf[32];
-  snprintf(buf, sizeof buf, "%.1f", b / 1048576.0);
+  if (u == 0)
+    snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    snprintf(buf, sizeof buf, v == static_cast<double>(static_cast<uint64_t>(v)) ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
 }
+
+// The devices a process has used (open now, or ever allocated on): the ones
+// both the table and --json list.
+bool used(const smi::DeviceFigures &d) { return d.open || d.total_system_allocs; }
 
 void print_table(const std::vector<smi::Segment> &segs) {
   time_t now = time(nullptr);
@@ -96,15 +109,14 @@ void print_table(const std::vector<smi::Segment> &segs) {
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
   printf("hpu-smi  %s  %zu process%s\n", when, segs.size(), segs.size() == 1 ? "" : "es");
   printf("%7s %-16s %3s %6s %-7s %4s %7s %5s %5s %11s %11s %11s %9s %9s\n", "PID", "PROCESS", "DEV", "MODULE",
-         "PROFILE", "OPEN", "STREAMS", "COMMS", "UTIL%", "InUse(MiB)", "MaxInUse", "Limit(MiB)", "NumAllocs",
-         "Active");
+         "PROFILE", "OPEN", "STREAMS", "COMMS", "UTIL%", "InUse", "MaxInUse", "Limit", "NumAllocs", "Active");
   for (const auto &s : segs) {
     for (int i = 0; i < s.num_devices; ++i) {
       const smi::DeviceFigures &d = s.devices[i];
-      if (!d.open && !d.total_system_allocs) continue;  // never used in this process
+      if (!used(d)) continue;
       printf("%7d %-16.16s %3d %6d %-7s %4d %7d %5d %5.1f %11s %11s %11s %9llu %9lld\n", s.pid, s.process,
              d.ordinal, d.module_id, d.profile, d.open, d.streams, d.comms, 100.0 * d.utilization,
-             mib(d.in_use).c_str(), mib(d.max_in_use).c_str(), mib(d.limit).c_str(),
+             size_text(d.in_use).c_str(), size_text(d.max_in_use).c_str(), size_text(d.limit).c_str(),
              static_cast<unsigned long long>(d.num_allocs),
              static_cast<long long>(d.num_allocs) - static_cast<long long>(d.num_frees));
     }
@@ -122,6 +134,7 @@ void print_json(const std::vector<smi::Segment> &segs) {
     json_t *devs = json_array();
     for (int i = 0; i < s.num_devices; ++i) {
       const smi::DeviceFigures &d = s.devices[i];
+      if (!used(d)) continue;
       json_t *o = json_object();
       json_object_set_new(o, "ordinal", json_integer(d.ordinal));
       json_object_set_new(o, "module_id", json_integer(d.module_id));
@@ -184,7 +197,7 @@ int main(int argc, char **argv) {
       opt.loop_seconds = strtod(argv[++i], &end);
       if (*end || !(opt.loop_seconds > 0)) {
         fprintf(stderr, "hpu-smi: -l %s: expected a positive number of seconds\n", argv[i]);
-        return 2;
+        return usage(stderr);
       }
     } else if (a == "-h" || a == "--help") {
       return usage(stdout);

@@ -16,8 +16,9 @@ HPU_API hpuStatus_t hpuProfilerStart(const char *path);
 HPU_API hpuStatus_t hpuProfilerStop(void);
 
 /* The summary of the last stopped profile: operations by total time with
- * FLOPs and GFLOP/s, collectives by bytes with algbw and busbw, as a text
- * table. Release *text with hpuFree. */
+ * their calls (API calls: an op and the casts it queues count once), FLOPs
+ * and GFLOP/s, collectives by bytes with algbw and busbw, as a text table.
+ * Release *text with hpuFree. */
 HPU_API hpuStatus_t hpuProfilerGetSummary(char **text);
 
 HPU_EXTERN_C_END

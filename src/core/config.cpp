@@ -103,7 +103,7 @@ const std::vector<Setting> kSettings = {
      SET(return set_fraction(&c.memory_fraction, v);), nullptr},
     {"HPU_CONFIG", nullptr, "path", "", "a path", "the JSON configuration file", ReadAt::init,
      SET(return true;), nullptr},
-    {"HPU_LOG_LEVEL", "log_level", "name", "warn", "one of off, error, warn, info, debug, trace",
+    {"HPU_LOG_LEVEL", "log_level", "name", "warn", "one of off, error, warn (or warning), info, debug, trace",
      "the least severe log lines written", ReadAt::init,
      SET(return parse_log_level(v.c_str(), &c.log_level);), nullptr},
     {"HPU_LOG_FILE", "log_file", "path", "", "a path", "append log lines to this file instead of stderr",

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct Ev {
   const char *name;
   uint64_t ts, dur;
   uint64_t bytes, flops;
+  uint64_t call;  // the API call that queued a stream span (0: unknown)
 };
 
 // Events are appended to the recording thread's own buffer, without a lock:
@@ -154,6 +156,8 @@ std::vector<Ev> collect(Profile &p) {
 }
 
 thread_local const char *t_api = nullptr;
+thread_local uint64_t t_call = 0;
+std::atomic<uint64_t> g_next_call{1};
 #ifndef HPU_NO_PROFILER
 thread_local uint64_t t_bytes = 0, t_flops = 0;  // annotate()
 #endif
@@ -193,12 +197,15 @@ std::string make_summary(const Profile &p, const std::vector<Ev> &events) {
   struct Agg {
     uint64_t count = 0, ns = 0, bytes = 0, flops = 0;
     int ranks = 1;
+    std::set<uint64_t> calls;  // the API calls already counted
   };
   std::map<std::string, Agg> ops, colls;
   for (const Ev &e : events) {
     if (e.ph != 'X' || e.pid == kHostPid) continue;
     Agg &a = (e.pid >= kCommPid ? colls : ops)[e.name];
-    a.count++;
+    // A call counts once however many operations it queued (an op and the
+    // casts of its inputs).
+    if (e.call == 0 || a.calls.insert(e.call).second) a.count++;
     a.ns += e.dur;
     a.bytes += e.bytes;
     a.flops += e.flops;
@@ -263,6 +270,9 @@ void write_trace(Profile &p, const std::vector<Ev> &all) {
     json_object_set_new(o, "args", args);
     json_array_append_new(events, o);
   };
+  // Every process a track is named in gets its name too, also a device none
+  // of whose streams ran during the recording.
+  for (auto &kv : p.thread_names) pids[kv.first.first] = true;
   for (auto &kv : pids) meta("process_name", kv.first, 0, process_name(kv.first));
   for (auto &kv : p.thread_names) meta("thread_name", kv.first.first, kv.first.second, kv.second);
   json_t *root = json_object();
@@ -304,14 +314,15 @@ uint64_t now_ns() {
       .count();
 }
 
-void record(const Track &track, const char *name, uint64_t start_ns, uint64_t end_ns, uint64_t bytes, uint64_t flops) {
-  Ev e{'X', 0, 0, name ? name : "?", start_ns, end_ns >= start_ns ? end_ns - start_ns : 0, bytes, flops};
+void record(const Track &track, const char *name, uint64_t start_ns, uint64_t end_ns, uint64_t bytes, uint64_t flops,
+            uint64_t call) {
+  Ev e{'X', 0, 0, name ? name : "?", start_ns, end_ns >= start_ns ? end_ns - start_ns : 0, bytes, flops, call};
   ids(track, &e.pid, &e.tid);
   append(e);
 }
 
 void memory_counter(int device, uint64_t in_use) {
-  append({'C', kStreamPid + device, 0, "memory", now_ns(), 0, in_use, 0});
+  append({'C', kStreamPid + device, 0, "memory", now_ns(), 0, in_use, 0, 0});
 }
 
 #ifndef HPU_NO_PROFILER
@@ -365,17 +376,23 @@ std::string last_summary() {
   return p.summary;
 }
 
-ApiScope::ApiScope(const char *function) : previous_(t_api) {
+ApiScope::ApiScope(const char *function) : previous_(t_api), previous_call_(t_call) {
   t_api = function;
-  if (on()) start_ = now_ns();
+  t_call = 0;
+  if (on()) {
+    start_ = now_ns();
+    t_call = g_next_call.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 ApiScope::~ApiScope() {
   if (start_ && on()) record({TrackKind::host, 0, 0}, t_api, start_, now_ns());
   t_api = previous_;
+  t_call = previous_call_;
 }
 
 const char *current_api() { return t_api; }
+uint64_t current_call() { return t_call; }
 
 #ifndef HPU_NO_PROFILER
 void annotate(uint64_t bytes, uint64_t flops) {

@@ -38,9 +38,11 @@ struct Track {
 };
 
 // One finished span. `name` must outlive the profile (a string literal or
-// __func__); bytes and flops may be 0.
+// __func__); bytes and flops may be 0. `call` is the API call that queued it
+// (current_call()): the summary counts the spans of one call as one call; 0
+// counts each span as a call of its own.
 void record(const Track &track, const char *name, uint64_t start_ns, uint64_t end_ns, uint64_t bytes = 0,
-            uint64_t flops = 0);
+            uint64_t flops = 0, uint64_t call = 0);
 // A counter sample: memory in use on a device.
 void memory_counter(int device, uint64_t in_use);
 #ifdef HPU_NO_PROFILER
@@ -62,7 +64,9 @@ void stop();
 std::string last_summary();
 
 // The exported function running on this thread (set by the API boundary);
-// stream operations take it as their name.
+// stream operations take it as their name, and the number of the call
+// (unique in the process while recording, 0 when the call began with the
+// profiler off), so that the casts an op queues before it count with it.
 class ApiScope {
  public:
   explicit ApiScope(const char *function);
@@ -72,9 +76,11 @@ class ApiScope {
 
  private:
   const char *previous_;
+  uint64_t previous_call_;
   uint64_t start_ = 0;
 };
 const char *current_api();
+uint64_t current_call();
 
 // Work figures of the operation about to be enqueued on this thread; the next
 // enqueue takes them (and clears them).

@@ -166,9 +166,14 @@ void *Allocator::allocate(size_t bytes, uint64_t handle) {
          reinterpret_cast<void *>(handle), device_->ordinal(), bytes);
   if (!open_) fail(HPU_ERROR_INVALID_HANDLE, "device %d is closed (%zu bytes requested)", device_->ordinal(), bytes);
   if (stats_.in_use + size > stats_.limit)
-    fail(HPU_ERROR_OUT_OF_MEMORY, "%zu bytes requested (%s rounded), device %d has %s, %s in use",
-         bytes, format_bytes(size).c_str(), device_->ordinal(), format_bytes(stats_.limit).c_str(),
-         format_bytes(stats_.in_use).c_str());
+    // Exact byte counts: a rounded figure ("512.0 MiB") can hide the byte
+    // that does not fit.
+    fail(HPU_ERROR_OUT_OF_MEMORY,
+         "%zu bytes requested (%zu in the allocator's %zu-byte granules); device %d has %llu bytes (%s), %llu in use, "
+         "%llu free",
+         bytes, size, kGranularity, device_->ordinal(), static_cast<unsigned long long>(stats_.limit),
+         format_bytes(stats_.limit).c_str(), static_cast<unsigned long long>(stats_.in_use),
+         static_cast<unsigned long long>(stats_.limit > stats_.in_use ? stats_.limit - stats_.in_use : 0));
   Block *b = take_parked(size);
   if (!b) {
     bool small = size <= kSmallLimit;

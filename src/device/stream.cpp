@@ -133,7 +133,7 @@ void Stream::enqueue(std::function<void()> fn, OpKind kind) {
     forget_destroyed(l);
     l.streams.push_back(weak_from_this());
   }
-  Op op{std::move(fn), kind, prof::current_api(), 0, 0};
+  Op op{std::move(fn), kind, prof::current_api(), prof::current_call(), 0, 0};
   prof::take_annotation(&op.bytes, &op.flops);
   if (!op.name) op.name = "operation";
   queue_.push_back(std::move(op));
@@ -195,7 +195,7 @@ void Stream::run() {
         prof::record({prof::TrackKind::stream, device_->ordinal(), id_}, op.name,
                      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
                      std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count(), op.bytes,
-                     op.flops);
+                     op.flops, op.call);
     }
     op.fn = nullptr;  // release captures before reporting completion
     lock.lock();

@@ -77,6 +77,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
     std::function<void()> fn;
     OpKind kind;
     const char *name;  // the API function that queued it, for the profiler
+    uint64_t call;     // and its call (prof::current_call)
     uint64_t bytes, flops;
   };
   void run();

@@ -7,7 +7,12 @@
   the functions of NAME;
 - `mandoc -Tlint` reports nothing (except ".so is fragile" for alias pages);
 - every ".BR name (N)" cross-reference resolves to a page;
-- the status tables of hpuGetErrorName(3) and hpu(7) match HPU_STATUS_MAP.
+- the status tables of hpuGetErrorName(3) and hpu(7) match HPU_STATUS_MAP;
+- every function page says in its DESCRIPTION whether its functions are
+  thread-safe;
+- rendered (mandoc -Tascii), no page has a mark '^' (a transpose or a power)
+  glued to a word with nothing after it, as "b\\(ha" renders "b^" where
+  "b\\(haT" was meant.
 
 usage: check_man.py <source dir>"""
 import os
@@ -150,6 +155,30 @@ def check_xrefs(src, pages, f):
                       "(tests/abi/check_man.py SYSTEM_PAGES)")
 
 
+def check_thread_safety(src, pages, f):
+    for path, page in sorted(pages.items()):
+        if page.so is not None or os.path.basename(os.path.dirname(path)) != "man3":
+            continue
+        text = " ".join(page.text_of(page.section("DESCRIPTION") or []))
+        if not re.search(r"thread-safe", text, re.I):
+            f.add(f"{os.path.relpath(path, src)}: DESCRIPTION does not say whether the functions are thread-safe "
+                  "(such as \"The function is thread-safe.\")")
+
+
+def check_rendered_marks(src, pages, f):
+    man_dir = os.path.join(src, "man")
+    for path, page in sorted(pages.items()):
+        if page.so is not None:
+            continue
+        r = subprocess.run(["mandoc", "-Tascii", os.path.relpath(path, man_dir)], cwd=man_dir, capture_output=True,
+                           text=True)
+        text = re.sub(r".\x08", "", r.stdout)  # bold and underline are overstrikes
+        for n, line in enumerate(text.splitlines(), 1):
+            for m in re.finditer(r"\S\^(?![\w(-])", line):
+                f.add(f"{os.path.relpath(path, src)}: renders {line.strip()!r} (line {n} of mandoc -Tascii): "
+                      f"the mark '^' at column {m.start() + 2} has nothing after it (write \\(haT for a transpose)")
+
+
 def check_status_tables(src, f):
     statuses = hpuabi.parse(src).statuses
     if not statuses:
@@ -177,6 +206,8 @@ def main(src):
     check_lint(src, pages, f)
     check_xrefs(src, pages, f)
     check_status_tables(src, f)
+    check_thread_safety(src, pages, f)
+    check_rendered_marks(src, pages, f)
     f.finish(f"{len(pages)} pages")
 
 

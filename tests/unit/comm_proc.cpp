@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <hpu/hpu.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,10 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -177,11 +180,130 @@ std::string init_line(const Env &env, int ndev = 1) {
   return last;
 }
 
+// The transport lines of a log file ("rank r of n: transport ...").
+std::vector<std::string> transport_lines(const std::string &log) {
+  std::ifstream in(log);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);)
+    if (l.find(": transport ") != std::string::npos) lines.push_back(l);
+  return lines;
+}
+
+// hpu(7) Transports: a group that spans processes on one host uses shm
+// between every pair, the two ranks of one process included (local serves
+// only groups within one process). `logs` are the processes' log files, each
+// of `ndev` ranks; every rank's line names all the others under shm.
+void expect_shm_between_all(const std::vector<std::string> &logs, int ndev) {
+  const int n = static_cast<int>(logs.size()) * ndev;
+  std::map<int, std::string> line_of;
+  for (const std::string &log : logs)
+    for (const std::string &l : transport_lines(log)) {
+      int rank = -1, of = -1;
+      if (sscanf(l.c_str() + l.find("rank "), "rank %d of %d", &rank, &of) == 2 && of == n) line_of[rank] = l;
+    }
+  ASSERT_EQ(line_of.size(), static_cast<size_t>(n)) << "one transport line per rank expected in the logs";
+  for (auto &[rank, l] : line_of) {
+    std::string peers;
+    for (int j = 0; j < n; ++j)
+      if (j != rank) peers += (peers.empty() ? "" : ",") + std::to_string(j);
+    EXPECT_NE(l.find("transport shm by locality (shm: ranks " + peers + ";"), std::string::npos) << l;
+  }
+}
+
 }  // namespace
 
 TEST(CommProc, TorchrunStyleOverTcpTwoProcessesTwoDevicesEach) { expect_job(torchrun(2, "tcp"), 2, 100003); }
 
-TEST(CommProc, TorchrunStyleOverShmByLocality) { expect_job(torchrun(2, ""), 2, 100003); }
+TEST(CommProc, TorchrunStyleOverShmByLocality) {
+  std::vector<Env> envs = torchrun(2, "");
+  std::vector<std::string> logs;
+  for (size_t p = 0; p < envs.size(); ++p) {
+    logs.push_back(config_home() + "/locality." + std::to_string(p) + ".log");
+    envs[p]["HPU_LOG_LEVEL"] = "info";
+    envs[p]["HPU_LOG_FILE"] = logs.back();
+  }
+  expect_job(envs, 2, 100003);
+  expect_shm_between_all(logs, 2);
+}
+
+// hpuCommInitRank(3) and hpuGetUniqueId(3): ranks of other processes join the
+// group of an id made in one process and handed to the others (here through
+// a pipe). Two forked processes of two ranks each, one thread per rank, then
+// an allreduce checked in every rank. The test process itself never calls
+// libhpu, so the children start it after the fork.
+TEST(CommProc, ForkedProcessesJoinAUniqueIdsGroup) {
+  constexpr int kProcs = 2, kPerProc = 2, kRanks = kProcs * kPerProc;
+  constexpr size_t kCount = 1000;
+  int id_pipe[2];
+  ASSERT_EQ(pipe(id_pipe), 0);
+  std::vector<std::string> logs;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p) {
+    logs.push_back(config_home() + "/unique-id." + std::to_string(p) + ".log");
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HPU_LOG_LEVEL", "info", 1);
+      setenv("HPU_LOG_FILE", logs.back().c_str(), 1);
+      setenv("HPU_COMM_TIMEOUT", "30", 1);
+      hpuUniqueId_t id;
+      if (p == 0) {
+        if (hpuGetUniqueId(&id) != HPU_SUCCESS) _exit(2);
+        for (int other = 1; other < kProcs; ++other)
+          if (write(id_pipe[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(2);
+      } else if (read(id_pipe[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
+        _exit(2);
+      }
+      std::atomic<int> failures{0};
+      std::vector<std::thread> threads;
+      for (int d = 0; d < kPerProc; ++d)
+        threads.emplace_back([&, d] {
+          const int rank = p * kPerProc + d;
+          hpuDevice_t dev = nullptr;
+          hpuComm_t comm = nullptr;
+          hpuStream_t stream;
+          void *buf;
+          std::vector<float> host(kCount);
+          for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<float>(rank * 10 + static_cast<int>(i % 7));
+          bool ok = hpuDeviceOpen(&dev, d) == HPU_SUCCESS &&
+                    hpuCommInitRank(&comm, dev, kRanks, &id, rank) == HPU_SUCCESS &&
+                    hpuDeviceGetDefaultStream(dev, &stream) == HPU_SUCCESS &&
+                    hpuMemAlloc(&buf, dev, kCount * sizeof(float)) == HPU_SUCCESS &&
+                    hpuMemcpy(buf, host.data(), kCount * sizeof(float), HPU_MEMCPY_HOST_TO_DEVICE) == HPU_SUCCESS &&
+                    hpuAllreduce(stream, comm, buf, buf, kCount, HPU_FLOAT32, HPU_SUM) == HPU_SUCCESS &&
+                    hpuStreamSynchronize(stream) == HPU_SUCCESS &&
+                    hpuMemcpy(host.data(), buf, kCount * sizeof(float), HPU_MEMCPY_DEVICE_TO_HOST) == HPU_SUCCESS;
+          if (!ok) fprintf(stderr, "rank %d: %s\n", rank, hpuGetLastErrorMessage());
+          for (size_t i = 0; ok && i < kCount; ++i) {
+            float want = 0;
+            for (int r = 0; r < kRanks; ++r) want += static_cast<float>(r * 10 + static_cast<int>(i % 7));
+            ok = host[i] == want;
+            if (!ok) fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", rank, i, host[i], want);
+          }
+          if (!ok) ++failures;
+          if (comm) hpuCommDestroy(comm);
+          if (dev) hpuDeviceClose(dev);
+        });
+      for (auto &t : threads) t.join();
+      _exit(failures == 0 ? 0 : 3);
+    }
+    pids.push_back(pid);
+  }
+  for (size_t p = 0; p < pids.size(); ++p) {
+    int st = 0;
+    for (double until = now() + 60; waitpid(pids[p], &st, WNOHANG) == 0;) {
+      if (now() > until) {  // a hung rank: the test fails instead of hanging
+        kill(pids[p], SIGKILL);
+        waitpid(pids[p], &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "process " << p << ": status " << st;
+  }
+  close(id_pipe[0]);
+  close(id_pipe[1]);
+  expect_shm_between_all(logs, kPerProc);
+}
 
 TEST(CommProc, OpenMpiStyleVariablesWithHpuCommId) {
   std::string id = "127.0.0.1:" + std::to_string(hpu_test::free_port());

@@ -27,6 +27,7 @@
 #include "kernels/dtype.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_bf16.hpp"
+#include "kernels/gemm_f32.hpp"
 #include "kernels/optim.hpp"
 
 using namespace hpu::kernels;
@@ -272,6 +273,12 @@ TEST(Gemm, Bf16PathFollowsTheCpuAndIsaKnob) {
       }
     }
   }
+}
+
+// hpuMm(3) and hpu(7) HPU_KERNEL_ISA: f32 products run on libhpu's AVX-512
+// kernel at levels amx and avx512, on OpenBLAS below (GemmFallback runs this at avx2).
+TEST(Gemm, F32PathFollowsTheIsaKnob) {
+  EXPECT_EQ(gemm_f32_native_supported(), best_isa() == Isa::avx512 || best_isa() == Isa::amx) << isa_name(best_isa());
 }
 
 TEST(Gemm, IsaKnobFallsBackToTheBestSupportedLevel) {

@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -137,6 +140,53 @@ TEST(Logging, BadLevelInEnvironmentIsAConfigError) {
     return std::string(hpuGetLastErrorMessage()).find("HPU_LOG_LEVEL=\"loud\"") != std::string::npos ? 0 : 2;
   });
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The error for a bad HPU_LOG_LEVEL lists exactly the names it accepts
+// (hpu(7): off, error, warn or warning, info, debug, trace, in any case), and
+// each name it lists sets its level.
+TEST(Logging, EveryLevelTheErrorListsIsAccepted) {
+  auto bad = run_child({{"HPU_LOG_LEVEL", "loud"}}, [] {
+    int n;
+    if (hpuDeviceCount(&n) != HPU_ERROR_CONFIG) return 1;
+    fprintf(stderr, "\nMESSAGE %s\n", hpuGetLastErrorMessage());
+    return 0;
+  });
+  ASSERT_EQ(bad.exit_code, 0) << bad.output;
+  const std::string lead = "expected one of ";
+  const size_t at = bad.output.find(lead, bad.output.find("MESSAGE "));
+  ASSERT_NE(at, std::string::npos) << bad.output;
+  std::string listing = bad.output.substr(at + lead.size());
+  listing = listing.substr(0, listing.find('\n'));
+  std::vector<std::string> listed;
+  std::istringstream words(listing);
+  for (std::string w; words >> w;) {
+    w.erase(std::remove_if(w.begin(), w.end(), [](char c) { return !std::isalpha(static_cast<unsigned char>(c)); }),
+            w.end());
+    if (!w.empty() && w != "or") listed.push_back(w);
+  }
+  const std::map<std::string, hpuLogLevel_t> accepted = {
+      {"off", HPU_LOG_OFF},   {"error", HPU_LOG_ERROR}, {"warn", HPU_LOG_WARN},   {"warning", HPU_LOG_WARN},
+      {"info", HPU_LOG_INFO}, {"debug", HPU_LOG_DEBUG}, {"trace", HPU_LOG_TRACE}};
+  std::vector<std::string> want;
+  for (auto &kv : accepted) want.push_back(kv.first);
+  std::vector<std::string> sorted = listed;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, want) << listing;
+  for (const std::string &name : listed) {
+    std::string upper = name;
+    for (char &c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (const std::string &value : {name, upper}) {
+      const hpuLogLevel_t level = accepted.count(name) ? accepted.at(name) : HPU_LOG_OFF;
+      auto r = run_child({{"HPU_LOG_LEVEL", value}}, [level] {
+        int n;
+        hpuLogLevel_t got;
+        if (hpuDeviceCount(&n) != HPU_SUCCESS || hpuGetLogLevel(&got) != HPU_SUCCESS) return 1;
+        return got == level ? 0 : 2;
+      });
+      EXPECT_EQ(r.exit_code, 0) << "HPU_LOG_LEVEL=" << value << ": " << r.output;
+    }
+  }
 }
 
 TEST(Logging, WriteGoesThroughTheSameFilterAndCallback) {

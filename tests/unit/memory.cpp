@@ -232,8 +232,9 @@ TEST_F(SmallDevice, OutOfMemoryAtExactlyTheLimit) {
   ASSERT_NE(last, nullptr);
   EXPECT_EQ(stats_of(dev).in_use, stats_of(dev).limit);
   void *p = reinterpret_cast<void *>(0x1);
-  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 1), HPU_ERROR_OUT_OF_MEMORY, "1 bytes requested", "512 B rounded",
-                  "device 0 has 64 MiB", "64 MiB in use");
+  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 1), HPU_ERROR_OUT_OF_MEMORY,
+                  "1 bytes requested (512 in the allocator's 512-byte granules)",
+                  "device 0 has 67108864 bytes (64 MiB), 67108864 in use, 0 free");
   EXPECT_EQ(p, reinterpret_cast<void *>(0x1)) << "out-pointer touched on failure";
   // The failure counts nothing.
   EXPECT_EQ(figures(dev), expected(64 * MiB, 64 * MiB, 2, 0, 2, 64 * MiB - 512, 2, 0));
@@ -243,8 +244,10 @@ TEST_F(SmallDevice, OutOfMemoryAtExactlyTheLimit) {
   free(again);
   free(big);
   // More than the limit in one piece, and more than a size_t can round.
-  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 64 * MiB + 1), HPU_ERROR_OUT_OF_MEMORY, "67108865 bytes requested",
-                  "device 0 has 64 MiB", "0 B in use");
+  // The figures are exact: one byte more than the device is not "64.0 MiB".
+  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 64 * MiB + 1), HPU_ERROR_OUT_OF_MEMORY,
+                  "67108865 bytes requested (67109376 in the allocator's 512-byte granules)",
+                  "device 0 has 67108864 bytes (64 MiB), 0 in use, 67108864 free");
   EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, SIZE_MAX), HPU_ERROR_OUT_OF_MEMORY, "18446744073709551615 bytes");
 }
 
@@ -253,12 +256,12 @@ TEST_F(SmallDevice, SmallBlocksFillTheDeviceExactly) {
   for (int i = 0; i < 64; ++i) blocks.push_back(alloc(MiB));
   EXPECT_EQ(stats_of(dev).in_use, 64 * MiB);
   void *p;
-  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 512), HPU_ERROR_OUT_OF_MEMORY, "64 MiB in use");
+  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 512), HPU_ERROR_OUT_OF_MEMORY, "67108864 in use, 0 free");
   free(blocks.back());
   blocks.pop_back();
   blocks.push_back(alloc(MiB - 512));
   blocks.push_back(alloc(512));
-  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 512), HPU_ERROR_OUT_OF_MEMORY, "64 MiB in use");
+  EXPECT_HPU_FAIL(hpuMemAlloc(&p, dev, 512), HPU_ERROR_OUT_OF_MEMORY, "67108864 in use, 0 free");
   for (void *b : blocks) free(b);
 }
 
@@ -299,7 +302,8 @@ TEST_F(Memory, WholeCapacityOnAHostWithLessRam) {
   EXPECT_TRUE(std::all_of(head, head + 4096, [](unsigned char c) { return c == 0x5A; }));
   EXPECT_TRUE(std::all_of(tail, tail + 4096, [](unsigned char c) { return c == 0xA5; }));
   void *q;
-  EXPECT_HPU_FAIL(hpuMemAlloc(&q, devs[7], 1), HPU_ERROR_OUT_OF_MEMORY, "96 GiB in use");
+  EXPECT_HPU_FAIL(hpuMemAlloc(&q, devs[7], 1), HPU_ERROR_OUT_OF_MEMORY,
+                  "device 7 has 103079215104 bytes (96 GiB), 103079215104 in use, 0 free");
   for (int i = 0; i < 8; ++i) {
     EXPECT_HPU_OK(hpuMemFree(ptrs[i]));
     EXPECT_HPU_OK(hpuMemEmptyCache(devs[i]));

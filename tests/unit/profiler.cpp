@@ -405,6 +405,98 @@ TEST(Profiler, BackwardsAndConversionsCarryTheirWork) {
 
 namespace {
 
+// The calls column of the summary's row `name` (-1 when there is none).
+long long summary_calls(const std::string &summary, const std::string &name) {
+  size_t at = summary.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(summary.c_str() + at + 1 + name.size());
+}
+
+}  // namespace
+
+// hpuProfilerGetSummary(3): the calls column counts API calls. An hpuMm under
+// autocast queues the casts of its two f32 inputs and the product: three
+// stream events under its name, one call; two such calls are two.
+TEST(Profiler, SummaryCountsAnOpAndItsCastsAsOneCall) {
+  std::string path = trace_path("calls");
+  hpuDevice_t dev;
+  ASSERT_EQ(hpuDeviceOpen(&dev, 0), HPU_SUCCESS);
+  const int64_t shape[2] = {8, 8};
+  hpuTensor_t a, b, c[2];
+  ASSERT_EQ(hpuTensorCreate(&a, dev, HPU_FLOAT32, 2, shape), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorCreate(&b, dev, HPU_FLOAT32, 2, shape), HPU_SUCCESS);
+  for (hpuTensor_t t : {a, b}) ASSERT_EQ(hpuTensorFill(nullptr, t, 1.0), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  ASSERT_EQ(hpuAutocastPush(1, HPU_BFLOAT16), HPU_SUCCESS);
+  ASSERT_EQ(hpuMm(nullptr, a, b, &c[0]), HPU_SUCCESS);
+  ASSERT_EQ(hpuAutocastPop(), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  std::vector<std::string> without_bytes;
+  EXPECT_EQ(stream_totals(path, &without_bytes)["hpuMm"].events, 3);  // two casts and the product
+  char *summary;
+  ASSERT_EQ(hpuProfilerGetSummary(&summary), HPU_SUCCESS);
+  EXPECT_EQ(summary_calls(summary, "hpuMm"), 1) << summary;
+  hpuFree(summary);
+
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  ASSERT_EQ(hpuAutocastPush(1, HPU_BFLOAT16), HPU_SUCCESS);
+  ASSERT_EQ(hpuMm(nullptr, a, b, &c[1]), HPU_SUCCESS);
+  ASSERT_EQ(hpuAutocastPop(), HPU_SUCCESS);
+  ASSERT_EQ(hpuTensorRelease(c[1]), HPU_SUCCESS);
+  ASSERT_EQ(hpuMm(nullptr, a, b, &c[1]), HPU_SUCCESS);  // f32: no casts
+  ASSERT_EQ(hpuDeviceSynchronize(dev), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerGetSummary(&summary), HPU_SUCCESS);
+  EXPECT_EQ(summary_calls(summary, "hpuMm"), 2) << summary;
+  hpuFree(summary);
+  std::remove(path.c_str());
+  for (hpuTensor_t t : {a, b, c[0], c[1]}) ASSERT_EQ(hpuTensorRelease(t), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev), HPU_SUCCESS);
+}
+
+// hpuProfilerStop(3): every device has its process "HPU n", also one whose
+// streams were made before the recording started and that ran nothing during
+// it (its tracks are named, so Perfetto shows them: under their process's name).
+TEST(Profiler, EveryNamedTrackHasANamedProcess) {
+  std::string path = trace_path("names");
+  hpuDevice_t dev0, dev1;
+  ASSERT_EQ(hpuDeviceOpen(&dev0, 0), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceOpen(&dev1, 1), HPU_SUCCESS);
+  hpuStream_t idle;
+  ASSERT_EQ(hpuStreamCreate(&idle, dev1), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStart(path.c_str()), HPU_SUCCESS);
+  void *buf;
+  ASSERT_EQ(hpuMemAlloc(&buf, dev0, 4096), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemset(buf, 1, 4096), HPU_SUCCESS);
+  ASSERT_EQ(hpuMemFree(buf), HPU_SUCCESS);
+  ASSERT_EQ(hpuProfilerStop(), HPU_SUCCESS);
+  json_t *root = load(path);
+  ASSERT_NE(root, nullptr);
+  std::map<long long, std::string> process;
+  std::vector<long long> thread_pids;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+    if (std::string(json_string_value(json_object_get(e, "ph"))) != "M") continue;
+    const std::string what = json_string_value(json_object_get(e, "name"));
+    const long long pid = json_integer_value(json_object_get(e, "pid"));
+    if (what == "process_name")
+      process[pid] = json_string_value(json_object_get(json_object_get(e, "args"), "name"));
+    else if (what == "thread_name")
+      thread_pids.push_back(pid);
+  }
+  json_decref(root);
+  std::remove(path.c_str());
+  EXPECT_TRUE(std::any_of(process.begin(), process.end(), [](auto &p) { return p.second == "HPU 1"; }));
+  for (long long pid : thread_pids) EXPECT_TRUE(process.count(pid)) << "tracks of pid " << pid << " have no process name";
+  ASSERT_EQ(hpuStreamDestroy(idle), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev1), HPU_SUCCESS);
+  ASSERT_EQ(hpuDeviceClose(dev0), HPU_SUCCESS);
+}
+
+namespace {
+
 // Host spans of one API function in a trace, by host thread (tid).
 std::map<long long, int> host_spans(const std::string &path, const char *function) {
   std::map<long long, int> out;

@@ -8,8 +8,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -40,6 +43,24 @@ long long in_use_of(pid_t pid) {
   }
   json_decref(root);
   return found;
+}
+
+// Forks a process that publishes every 20 ms and runs `body` until killed;
+// body(ready) writes a byte to `ready` once set up, or returns a failure code.
+// Returns once the byte came.
+pid_t fork_publisher(const std::function<int(int ready)> &body) {
+  int to_parent[2];
+  if (pipe(to_parent) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HPU_SMI_INTERVAL", "20ms", 1);
+    _exit(body(to_parent[1]));
+  }
+  close(to_parent[1]);  // a child that fails before writing ends the read
+  char c;
+  EXPECT_EQ(read(to_parent[0], &c, 1), 1) << "the publishing process failed to start";
+  close(to_parent[0]);
+  return pid;
 }
 
 // Polls until hpu-smi reports `want` for the child (the child publishes every 20 ms).
@@ -133,6 +154,63 @@ TEST(Smi, BadArgumentsAreRejected) {
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 }
 
+// hpu-smi(1): the table and --json list the same devices, those the process
+// has used; the table's sizes carry their unit (5120 B is "5 KiB", not
+// "0.0" MiB) and --json has the exact bytes.
+TEST(Smi, TableAndJsonListTheUsedDevicesWithUnits) {
+  pid_t pid = fork_publisher([](int ready) {
+    hpuDevice_t dev;
+    void *p;
+    if (hpuDeviceOpen(&dev, 2) != HPU_SUCCESS || hpuMemAlloc(&p, dev, 5120) != HPU_SUCCESS) return 1;
+    if (write(ready, "1", 1) != 1) return 2;
+    pause();
+    return 0;
+  });
+  ASSERT_GT(pid, 0);
+  std::vector<long long> ordinals;
+  long long in_use = -1;
+  for (int i = 0; i < 200 && in_use != 5120; ++i) {
+    std::string text = run_smi("--json");
+    json_error_t err;
+    json_t *root = json_loads(text.c_str(), 0, &err);
+    ASSERT_NE(root, nullptr) << text;
+    size_t at;
+    json_t *proc;
+    json_array_foreach(root, at, proc) {
+      if (json_integer_value(json_object_get(proc, "pid")) != pid) continue;
+      ordinals.clear();
+      size_t j;
+      json_t *dev;
+      json_array_foreach(json_object_get(proc, "devices"), j, dev) {
+        ordinals.push_back(json_integer_value(json_object_get(dev, "ordinal")));
+        in_use = json_integer_value(json_object_get(json_object_get(dev, "memory"), "InUse"));
+      }
+    }
+    json_decref(root);
+    if (in_use != 5120) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ordinals, std::vector<long long>{2});
+  EXPECT_EQ(in_use, 5120);
+  // The table's rows of this process: PID PROCESS DEV ... UTIL% InUse MaxInUse Limit NumAllocs Active.
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream table(run_smi(""));
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream in(line);
+    std::vector<std::string> cells;
+    for (std::string w; in >> w;) cells.push_back(w);
+    if (!cells.empty() && cells[0] == std::to_string(pid)) rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 1u);
+  const std::vector<std::string> &row = rows[0];
+  ASSERT_EQ(row.size(), 17u);
+  EXPECT_EQ(row[2], "2");
+  EXPECT_EQ(row[9] + " " + row[10], "5 KiB");   // InUse
+  EXPECT_EQ(row[11] + " " + row[12], "5 KiB");  // MaxInUse
+  EXPECT_EQ(row[14], "GiB");                    // Limit, whole GiB in every profile
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
 namespace {
 
 // Device 0 of process `pid` in one hpu-smi --json document; null if absent.
@@ -151,11 +229,7 @@ json_t *device0_of(json_t *root, pid_t pid) {
 // A process whose stream is kept busy and which holds a communicator shows
 // both; -l prints again and again until interrupted.
 TEST(Smi, ShowsUtilizationAndCommunicatorsAndLoops) {
-  int to_parent[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("HPU_SMI_INTERVAL", "20ms", 1);
+  pid_t pid = fork_publisher([](int ready) {
     hpuDevice_t dev;
     hpuStream_t stream;
     hpuComm_t comm;
@@ -163,15 +237,14 @@ TEST(Smi, ShowsUtilizationAndCommunicatorsAndLoops) {
     const size_t bytes = 32 << 20;
     if (hpuDeviceOpen(&dev, 0) != HPU_SUCCESS || hpuStreamCreate(&stream, dev) != HPU_SUCCESS ||
         hpuCommInitAll(&comm, 1, &dev) != HPU_SUCCESS || hpuMemAlloc(&buf, dev, bytes) != HPU_SUCCESS)
-      _exit(1);
-    if (write(to_parent[1], "1", 1) != 1) _exit(2);
+      return 1;
+    if (write(ready, "1", 1) != 1) return 2;
     for (;;) {  // the stream never idles for long: until killed
       for (int i = 0; i < 4; ++i) hpuMemsetAsync(stream, buf, i, bytes);
       hpuStreamSynchronize(stream);
     }
-  }
-  char c;
-  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  });
+  ASSERT_GT(pid, 0);
   double utilization = 0;
   long long comms = -1, streams = -1;
   for (int i = 0; i < 200 && utilization <= 0.2; ++i) {
