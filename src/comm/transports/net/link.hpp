@@ -19,6 +19,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "comm/transports/capability.hpp"
 #include "comm/wire.hpp"
@@ -52,6 +54,16 @@ class Link {
   virtual size_t max_chunk() const = 0;
   virtual const char *kind() const = 0;
 };
+
+// An engine's goodbye: a bye frame on each of `links` that is still alive
+// (not `dead`), the first step of its shutdown.
+template <class L>
+void send_bye(const std::vector<std::unique_ptr<L>> &links) {
+  Frame bye;
+  bye.type = Frame::bye;
+  for (auto &l : links)
+    if (l && !l->dead) l->send(bye, nullptr, 0, 0, nullptr);
+}
 
 // Zero copy, a capability of links that can write straight into the
 // receiver's memory (verbs), which the transport finds with dynamic_cast:

@@ -164,10 +164,7 @@ class ShmEngine final : public Engine {
 
   void shutdown() override {
     if (!thread_.joinable()) return;
-    Frame bye;
-    bye.type = Frame::bye;
-    for (auto &l : links_)
-      if (l && !l->dead) l->send(bye, nullptr, 0, 0, nullptr);
+    send_bye(links_);
     flush_until_ = Clock::now() + kFlushTime;
     closing_ = true;
     wake();

@@ -42,10 +42,7 @@ VerbsEngine::~VerbsEngine() {
 
 void VerbsEngine::shutdown() {
   if (!thread_.joinable()) return;
-  Frame bye;
-  bye.type = Frame::bye;
-  for (auto &l : links_)
-    if (l && !l->dead) l->send(bye, nullptr, 0, 0, nullptr);
+  send_bye(links_);
   flush_until_ = Clock::now() + kFlushTime;
   closing_ = true;
   thread_.join();
