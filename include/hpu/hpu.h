@@ -6,6 +6,7 @@
 #include <hpu/version.h>
 #include <hpu/types.h>
 #include <hpu/status.h>
+#include <hpu/config.h>
 #include <hpu/device.h>
 #include <hpu/memory.h>
 #include <hpu/comm.h>

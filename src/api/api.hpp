@@ -6,11 +6,22 @@
 #include <hpu/hpu.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 
 #include "core/boundary.hpp"
 
 namespace hpu::api {
+
+// A copy of `s` the caller releases with hpuFree.
+inline char *c_string(const std::string &s) {
+  char *out = static_cast<char *>(std::malloc(s.size() + 1));
+  if (!out) throw std::bad_alloc();
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
 
 // A caller's struct_size n for a struct of `size` bytes named `name`, checked
 // (more than the size field, at most 64 KiB), and capped at `size`: a caller

@@ -67,10 +67,7 @@ HPU_API hpuStatus_t hpuAutocastGetOpList(hpuAutocastList_t which, char **names) 
     HPU_CHECK_ARG(names != nullptr, "names is NULL");
     std::string text;
     for (const std::string &n : autocast::get_list(which)) text += n + "\n";
-    char *out = static_cast<char *>(std::malloc(text.size() + 1));
-    if (!out) throw std::bad_alloc();
-    std::memcpy(out, text.c_str(), text.size() + 1);
-    *names = out;
+    *names = api::c_string(text);
   HPU_API_END
 }
 

@@ -25,11 +25,7 @@ HPU_API hpuStatus_t hpuProfilerStop(void) {
 HPU_API hpuStatus_t hpuProfilerGetSummary(char **text) {
   HPU_API_BEGIN
   HPU_CHECK_ARG(text != nullptr, "text is NULL");
-  std::string s = prof::last_summary();
-  char *out = static_cast<char *>(std::malloc(s.size() + 1));
-  if (!out) throw std::bad_alloc();
-  std::memcpy(out, s.c_str(), s.size() + 1);
-  *text = out;
+  *text = api::c_string(prof::last_summary());
   HPU_API_END
 }
 

@@ -208,7 +208,10 @@ const std::vector<Setting> kSettings = {
 // where: the variable, or "<file>: <key>".
 void apply(Config &c, const Setting &s, const std::string &where, const std::string &value) {
   std::string bad = value;
-  if (s.set(c, value, where, &bad)) return;
+  if (s.set(c, value, where, &bad)) {
+    c.given[s.variable] = {value, where};
+    return;
+  }
   if (strcmp(s.type, "removed") == 0)
     fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: %s", where.c_str(), bad.c_str(), s.range);
   fail(HPU_ERROR_CONFIG, "%s=\"%s\" is invalid: expected %s", where.c_str(), bad.c_str(), s.range);
@@ -308,6 +311,12 @@ const std::vector<const char *> kForeign = {"XDG_CONFIG_HOME", "HOME", "LOWER_LI
 
 const std::vector<Setting> &settings() { return kSettings; }
 
+const Setting *find_setting(const std::string &name) {
+  for (const Setting &s : kSettings)
+    if (name == s.variable || (s.older && name == s.older) || (s.key && name == s.key)) return &s;
+  return nullptr;
+}
+
 const std::vector<const char *> &documented_foreign_variables() { return kForeign; }
 
 const char *setting_from_environment(const char *variable) { return env(variable); }
@@ -373,7 +382,10 @@ bool parse_seconds(const std::string &text, double *seconds) {
 
 Config load_config() {
   Config c;
-  if (const char *path = env("HPU_CONFIG")) apply_file(c, path);
+  if (const char *path = env("HPU_CONFIG")) {
+    apply_file(c, path);
+    c.given["HPU_CONFIG"] = {path, "HPU_CONFIG"};
+  }
   // Where the visible list came from, for the messages below.
   std::string visible = "HPU_VISIBLE_DEVICES";
   if (!c.visible_devices.empty()) visible = std::string(env("HPU_CONFIG")) + ": visible_devices";

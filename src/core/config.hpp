@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct Config {
   OpListFile lower_precision_ops;     // PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST (LOWER_LIST)
   OpListFile fp32_ops;                // PT_HPU_AUTOCAST_FP32_OPS_LIST (FP32_LIST)
   CommConfig comm;
+  // The settings given a value, by variable: {the text, where it came from
+  // (the variable, or "HPU_CONFIG=<file>: <key>")}; hpuConfigGet reports them.
+  std::map<std::string, std::pair<std::string, std::string>> given;
 
   // Capacity of one device in bytes (device_memory, or the profile's HBM size).
   uint64_t capacity() const;
@@ -98,6 +102,10 @@ struct Setting {
 
 // Every setting, in hpu(7)'s order.
 const std::vector<Setting> &settings();
+
+// The row of a setting named by its variable, its older variable or its
+// HPU_CONFIG key; nullptr when none has that name.
+const Setting *find_setting(const std::string &name);
 
 // Variables libhpu reads that are not settings: the launcher's (torchrun's,
 // Open MPI's, Slurm's RANK, MASTER_ADDR, ... read where hpuCommInitFromEnv

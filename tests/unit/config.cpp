@@ -259,3 +259,78 @@ TEST(Config, FailedInitialisationIsRetriedOnTheNextCall) {
   });
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
+
+namespace {
+
+// hpuConfigGet(name) in the child, written as "value|source" or "STATUS: message".
+int report(const char *name) {
+  char *value = nullptr, *source = nullptr;
+  hpuStatus_t s = hpuConfigGet(name, &value, &source);
+  if (s != HPU_SUCCESS) {
+    std::fprintf(stderr, "%s: %s", hpuGetErrorName(s), hpuGetLastErrorMessage());
+    return 1;
+  }
+  std::fprintf(stderr, "%s|%s", value, source);
+  hpuFree(value);
+  hpuFree(source);
+  return 0;
+}
+
+std::string config_get(const Env &given, const char *name) {
+  return run_child(with(given), [name] { return report(name); }).output;
+}
+
+}  // namespace
+
+TEST(ConfigGet, ReportsTheValueInUseAndWhereItCameFrom) {
+  ConfigFile f(R"({"num_devices": 4, "profile": "gaudi", "comm": {"ib": {"hca": "mlx5_0:1"}}})");
+  EXPECT_EQ(config_get({}, "HPU_NUM_DEVICES"), "8|default");
+  EXPECT_EQ(config_get({{"HPU_NUM_DEVICES", "3"}}, "HPU_NUM_DEVICES"), "3|HPU_NUM_DEVICES");
+  EXPECT_EQ(config_get({{"HPU_CONFIG", f.path()}}, "num_devices"), "4|HPU_CONFIG=" + f.path() + ": num_devices");
+  EXPECT_EQ(config_get({{"HPU_CONFIG", f.path()}, {"HPU_NUM_DEVICES", "2"}}, "num_devices"), "2|HPU_NUM_DEVICES");
+  EXPECT_EQ(config_get({{"HPU_CONFIG", f.path()}}, "comm.ib.hca"), "mlx5_0:1|HPU_CONFIG=" + f.path() + ": comm.ib.hca");
+  EXPECT_EQ(config_get({{"HPU_CONFIG", f.path()}}, "HPU_CONFIG"), f.path() + "|HPU_CONFIG");
+  EXPECT_EQ(config_get({}, "HPU_FAULT_INJECT"), "|default");
+  // An older name reaches the same setting.
+  ConfigFile ops("linear\n");
+  EXPECT_EQ(config_get({{"LOWER_LIST", ops.path()}}, "LOWER_LIST"), ops.path() + "|LOWER_LIST");
+}
+
+TEST(ConfigGet, SettingsReadAtInitialisationKeepThatValueAndOthersFollowTheEnvironment) {
+  auto r = run_child(with({{"HPU_NUM_DEVICES", "3"}, {"HPU_TCP_LANES", "3"}}), [] {
+    int n = 0;
+    if (hpuDeviceCount(&n) != HPU_SUCCESS) return 1;
+    setenv("HPU_NUM_DEVICES", "5", 1);
+    setenv("HPU_TCP_LANES", "4", 1);
+    if (report("HPU_NUM_DEVICES") != 0) return 2;
+    std::fputc(' ', stderr);
+    return report("HPU_TCP_LANES");
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "3|HPU_NUM_DEVICES 4|HPU_TCP_LANES");
+}
+
+TEST(ConfigGet, BadNamesAndArgumentsAreErrors) {
+  EXPECT_EQ(config_get({}, "HPU_NO_SUCH_THING"),
+            "HPU_ERROR_NOT_FOUND: hpuConfigGet: name \"HPU_NO_SUCH_THING\" is not a libhpu setting (hpu(7), "
+            "ENVIRONMENT, lists them)");
+  EXPECT_NE(config_get({}, "HPU_IB_TEST_FAULT").find("HPU_ERROR_INVALID_ARGUMENT: hpuConfigGet: name "
+                                                    "\"HPU_IB_TEST_FAULT\": the setting no longer exists"),
+            std::string::npos);
+  EXPECT_NE(config_get({{"HPU_NUM_DEVICES", "0"}}, "HPU_NUM_DEVICES").find("HPU_ERROR_CONFIG"), std::string::npos);
+  auto r = run_child(with({}), [] {
+    char *v = nullptr;
+    char sentinel = 0;
+    char *s = &sentinel;
+    if (hpuConfigGet(nullptr, &v, &s) != HPU_ERROR_INVALID_ARGUMENT || v || s != &sentinel) return 1;
+    std::fprintf(stderr, "%s;", hpuGetLastErrorMessage());
+    if (hpuConfigGet("HPU_NUM_DEVICES", nullptr, &s) != HPU_ERROR_INVALID_ARGUMENT || s != &sentinel) return 2;
+    std::fprintf(stderr, "%s;", hpuGetLastErrorMessage());
+    // source may be NULL.
+    if (hpuConfigGet("HPU_NUM_DEVICES", &v, nullptr) != HPU_SUCCESS || std::string(v) != "8") return 3;
+    hpuFree(v);
+    return 0;
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "hpuConfigGet: name is NULL;hpuConfigGet: value is NULL;");
+}

@@ -4,6 +4,7 @@
 // checkpoint every step always leaves checkpoints that load, and resuming from
 // the newest reproduces the uninterrupted run bit for bit. A few kills in the
 // default suite, 50 with HPU_TEST_FULL=1.
+#include "fault_inject.hpp"
 #include "fit_util.hpp"
 #include "test_util.hpp"
 
@@ -40,10 +41,12 @@ hpu::Checkpoint small_checkpoint(float fill) {
   return c;
 }
 
+// HPU_FAULT_INJECT's trainer faults for this test's scope (libhpu reads the
+// variable once; the trainer's own share can change while the process runs).
 class FaultEnv {
  public:
-  explicit FaultEnv(const char *spec) { setenv("HPU_FAULT_INJECT", spec, 1); }
-  ~FaultEnv() { unsetenv("HPU_FAULT_INJECT"); }
+  explicit FaultEnv(const char *spec) { hpu::detail::override_injected_faults(spec); }
+  ~FaultEnv() { hpu::detail::override_injected_faults(nullptr); }
 };
 
 }  // namespace
@@ -90,6 +93,31 @@ TEST(CheckpointFaults, TheTrainerSurvivesAShortWriteAndSavesAfterwards) {
   EXPECT_FALSE(file_exists(dir / "x.ckpt"));
   t.save_checkpoint(dir / "x.ckpt");
   EXPECT_FALSE(hpu::load_checkpoint_file(dir / "x.ckpt").tensors.empty());
+}
+
+// The trainer reads its fault as libhpu reads every setting, so the HPU_CONFIG
+// file sets it as well as the environment does.
+TEST(CheckpointFaults, TheConfigurationFileAndTheEnvironmentSetTheTrainersFault) {
+  TempDir dir;
+  spit(dir / "job.json", R"({
+  "model": {"layers": [{"type": "flatten"}, {"type": "linear", "in_features": 784, "out_features": 10}]},
+  "data": {"name": "fashion_mnist", "root": "/usr/share/datasets/fashion-mnist", "batch_size": 32, "val_size": 64},
+  "trainer": {"devices": 1, "max_epochs": 1, "limit_train_batches": 1, "limit_val_batches": 1, "seed": 7,
+              "logger": [], "enable_progress_bar": false,
+              "callbacks": [{"type": "ModelCheckpoint", "save_last": true}]},
+  "test": false
+})");
+  spit(dir / "config.json", R"({"fault_inject": "checkpoint_short_write=10"})");
+  const std::string train = std::string(HPU_TRAIN_EXE) + " " + (dir / "job.json") + " --default-root-dir ";
+  for (const std::string &how : {"HPU_CONFIG=" + (dir / "config.json"), std::string("HPU_FAULT_INJECT=checkpoint_short_write=10")}) {
+    SCOPED_TRACE(how);
+    const std::string log = dir / "out.log";
+    const int st = std::system(("env " + how + " " + train + (dir / "root") + " >" + log + " 2>&1").c_str());
+    EXPECT_NE(st, 0);
+    EXPECT_NE(slurp(log).find("injected: HPU_FAULT_INJECT checkpoint_short_write=10"), std::string::npos) << slurp(log);
+  }
+  const std::string log = dir / "ok.log";
+  EXPECT_EQ(std::system((train + (dir / "ok") + " >" + log + " 2>&1").c_str()), 0) << slurp(log);
 }
 
 // Inputs the fuzz targets found (tests/fuzz/corpus), replayed in the default build.

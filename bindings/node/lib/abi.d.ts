@@ -189,6 +189,8 @@ export interface Functions {
   hpuGetVersion(): number;
   /** void hpuFree(void *ptr); */
   hpuFree(ptr: Pointer | ArrayBufferView): void;
+  /** hpuStatus_t hpuConfigGet(const char *name, char **value, char **source); */
+  hpuConfigGet(name: string | null, value: Out<Pointer>, source: Out<Pointer>): number;
   /** hpuStatus_t hpuDeviceCount(int *count); */
   hpuDeviceCount(count: Out<number>): number;
   /** hpuStatus_t hpuDeviceOpen(hpuDevice_t *dev, int ordinal); */

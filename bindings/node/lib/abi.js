@@ -141,6 +141,9 @@ const FUNCTIONS = Object.freeze({
     []],
   hpuFree: ['hpu', 'void hpuFree(void *ptr)',
     [['ptr', 'void *']]],
+  // config.h
+  hpuConfigGet: ['hpu', 'hpuStatus_t hpuConfigGet(const char *name, _Out_ void **value, _Out_ void **source)',
+    [['name', 'const char *'], ['value', 'char **'], ['source', 'char **']]],
   // device.h
   hpuDeviceCount: ['hpu', 'hpuStatus_t hpuDeviceCount(_Out_ int *count)',
     [['count', 'int *']]],

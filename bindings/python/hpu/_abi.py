@@ -251,6 +251,8 @@ FUNCTIONS = {
     "hpuSetLastErrorMessage": ("hpu", Status, [("message", c_char_p, "const char *")]),
     "hpuGetVersion": ("hpu", c_int, []),
     "hpuFree": ("hpu", None, [("ptr", c_void_p, "void *")]),
+    # config.h
+    "hpuConfigGet": ("hpu", Status, [("name", c_char_p, "const char *"), ("value", POINTER(c_void_p), "char **"), ("source", POINTER(c_void_p), "char **")]),
     # device.h
     "hpuDeviceCount": ("hpu", Status, [("count", POINTER(c_int), "int *")]),
     "hpuDeviceOpen": ("hpu", Status, [("dev", POINTER(hpuDevice_t), "hpuDevice_t *"), ("ordinal", c_int, "int")]),
