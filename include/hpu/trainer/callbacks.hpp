@@ -45,7 +45,9 @@ class DeviceStatsMonitor : public Callback {
 // n training steps. With `monitor`, keeps the save_top_k best by that metric
 // (mode "min" or "max"); without, keeps the latest save_top_k. save_top_k -1
 // keeps all, 0 none. save_last also writes "last.ckpt". Files are written
-// atomically; `dirpath` defaults to <log_dir>/checkpoints and `filename` to
+// atomically (a temporary "<name>.ckpt.tmp.XXXXXX", renamed), and a fit starts
+// by removing such temporaries that a killed run left in the folder;
+// `dirpath` defaults to <log_dir>/checkpoints and `filename` to
 // "epoch={epoch}-step={step}" (any logged metric may appear as {name}).
 struct ModelCheckpointOptions {
   std::string dirpath;
