@@ -59,6 +59,12 @@ inline void check(hpuStatus_t s, const char *what) {
 // the children's exit codes (rows below target; a crash counts one).
 int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::function<int(int threads)> &run);
 
+// The first of `candidates` (paths relative to the folder of this executable)
+// that exists, resolved; "" when none does. `looked`, when given, receives the
+// places looked at. Programs and libraries that hpu-bench runs are found this
+// way: beside it in the build tree, under <libdir>/hpu once installed.
+std::string find_beside_self(const std::vector<std::string> &candidates, std::string *looked = nullptr);
+
 // Runs the Python program `script` (written to /tmp/hpu-bench-NAME.py) with
 // Debian's /usr/bin/python3, the interpreter that sees python3-torch, and the
 // arguments `args`; returns its standard output, or "" when python3 is missing

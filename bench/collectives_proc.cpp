@@ -29,6 +29,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -144,35 +145,81 @@ std::string size_args(const Options &o) {
          std::to_string(o.iters) + " " + std::to_string(o.warmup);
 }
 
-// Open MPI's times per size in microseconds (empty when it cannot run).
-std::map<size_t, double> mpi_times(const Options &o) {
-#ifdef HPU_BENCH_MPI
-  std::string btl = o.transport == "tcp" ? "tcp,self" : "self,vader";
-  return read_times("mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(o.np) + " --mca btl " + btl +
-                    " " HPU_BENCH_MPI " " + size_args(o) + " 2>/dev/null");
+// A peer's times per size in microseconds (empty when it did not run), and
+// what ran or why nothing did, for the table's header.
+struct Peer {
+  std::map<size_t, double> times;
+  std::string note;
+};
+
+// A peer program (bench/deps.cmake): beside hpu-bench in the build tree, in
+// <libdir>/hpu once installed with it. "" when missing; `looked` says where
+// it was looked for.
+[[maybe_unused]] std::string find_peer(const char *name, std::string *looked) {
+#ifdef HPU_BENCH_PEERS_FROM_BIN
+  return bench::find_beside_self({name, std::string(HPU_BENCH_PEERS_FROM_BIN) + "/" + name}, looked);
 #else
-  (void)o;
-  return {};
+  return bench::find_beside_self({name}, looked);
 #endif
 }
 
-// Gloo's ring allreduce times per size in microseconds (empty when it cannot run).
-std::map<size_t, double> gloo_times(const Options &o) {
+// Open MPI's MPI_Allreduce under mpirun.
+Peer mpi_peer(const Options &o) {
+  Peer p;
+  if (!o.mpi) {
+    p.note = "none (--no-mpi)";
+    return p;
+  }
+#ifdef HPU_BENCH_MPI
+  std::string looked;
+  const std::string exe = find_peer(HPU_BENCH_MPI, &looked);
+  if (exe.empty()) {
+    p.note = "Open MPI's program is missing (looked for " + looked + ")";
+    return p;
+  }
+  std::string btl = o.transport == "tcp" ? "tcp,self" : "self,vader";
+  p.times = read_times("mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(o.np) + " --mca btl " + btl +
+                       " '" + exe + "' " + size_args(o) + " 2>/dev/null");
+  p.note = p.times.empty() ? "Open MPI failed (mpirun of " + exe + ")"
+                           : "Open MPI MPI_Allreduce, --mca btl " + btl + " (" + exe + ")";
+#else
+  p.note = "Open MPI not available (this hpu-bench was built without it)";
+#endif
+  return p;
+}
+
+// Gloo's ring allreduce over its tcp transport, one process per rank.
+Peer gloo_peer(const Options &o) {
+  Peer p;
+  if (!o.gloo) {
+    p.note = "none (--no-gloo)";
+    return p;
+  }
 #ifdef HPU_BENCH_GLOO
+  std::string looked;
+  const std::string exe = find_peer(HPU_BENCH_GLOO, &looked);
+  if (exe.empty()) {
+    p.note = "Gloo's program is missing (looked for " + looked + ")";
+    return p;
+  }
   char dir[] = "/tmp/hpu-bench-gloo-XXXXXX";
-  if (!mkdtemp(dir)) return {};
+  if (!mkdtemp(dir)) {
+    p.note = std::string("Gloo did not run: cannot create a folder in /tmp: ") + std::strerror(errno);
+    return p;
+  }
   std::string cmd = "sh -c '";
   for (int r = o.np - 1; r >= 0; --r)
-    cmd += std::string(HPU_BENCH_GLOO) + " " + std::to_string(r) + " " + std::to_string(o.np) + " " + dir + " " +
-           size_args(o) + (r > 0 ? " >/dev/null & " : "; wait'");
-  auto t = read_times(cmd + " 2>/dev/null");
+    cmd += "\"" + exe + "\" " + std::to_string(r) + " " + std::to_string(o.np) + " " + dir + " " + size_args(o) +
+           (r > 0 ? " >/dev/null & " : "; wait'");
+  p.times = read_times(cmd + " 2>/dev/null");
   std::string rm = std::string("rm -rf ") + dir;
   if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "hpu-bench: cannot remove %s\n", dir);
-  return t;
+  p.note = p.times.empty() ? "Gloo failed (" + exe + ")"
+                           : "Gloo allreduce, Algorithm::RING, tcp transport on 127.0.0.1 (" + exe + ")";
 #else
-  (void)o;
-  return {};
+  p.note = "Gloo not available (this hpu-bench was built without libgloo-dev)";
 #endif
+  return p;
 }
 
 size_t parse_size(const char *s) {
@@ -300,18 +347,12 @@ int allreduce_proc_main(int argc, char **argv) {
     two_rank = job_time(*shared, 2, 0, nullptr);
   }
   if (!run_job(o, shared)) return 1;
-  std::map<size_t, double> mpi = o.mpi ? mpi_times(o) : std::map<size_t, double>();
-  std::map<size_t, double> gloo = o.gloo ? gloo_times(o) : std::map<size_t, double>();
+  const Peer mpi = mpi_peer(o), gloo = gloo_peer(o);
   double factor = 2.0 * (o.np - 1) / o.np;
   std::printf("# hpu-bench allreduce-proc: %d processes x 1 device, transport %s, float sum\n", o.np,
               o.transport.empty() ? "by locality (shm)" : o.transport.c_str());
-  std::printf("# peer mpi: %s\n", !o.mpi ? "none (--no-mpi)"
-                                  : mpi.empty() ? "Open MPI not available (not built with it, or mpirun failed)"
-                                  : o.transport == "tcp" ? "Open MPI MPI_Allreduce, --mca btl tcp,self"
-                                                         : "Open MPI MPI_Allreduce, --mca btl self,vader");
-  std::printf("# peer gloo: %s\n", !o.gloo ? "none (--no-gloo)"
-                                   : gloo.empty() ? "Gloo not available (not built with libgloo-dev, or it failed)"
-                                                  : "Gloo allreduce, Algorithm::RING, tcp transport on 127.0.0.1");
+  std::printf("# peer mpi: %s\n", mpi.note.c_str());
+  std::printf("# peer gloo: %s\n", gloo.note.c_str());
   std::printf("# binding: %s\n", o.bind ? "each rank pinned to a CPU of its own (mpirun binds each rank to a core too)"
                                   : bind_asked ? "none (more ranks than CPUs; mpirun does not bind then either)"
                                                : "none (--no-bind: the scheduler places the ranks)");
@@ -324,8 +365,8 @@ int allreduce_proc_main(int argc, char **argv) {
     double t = job_time(*shared, o.np, k, &wrong);
     double algbw = static_cast<double>(sz[k]) / t / 1e9, busbw = algbw * factor;
     std::printf("%12zu %12zu %10.2f %8.3f %8.3f %7ld", sz[k], sz[k] / 4, t * 1e6, algbw, busbw, wrong);
-    print_peer(mpi, sz[k], factor, busbw);
-    print_peer(gloo, sz[k], factor, busbw);
+    print_peer(mpi.times, sz[k], factor, busbw);
+    print_peer(gloo.times, sz[k], factor, busbw);
     std::printf("\n");
   }
   if (two_rank > 0) {

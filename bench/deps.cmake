@@ -1,21 +1,27 @@
-# Open MPI (Debian libopenmpi-dev), when present: the peer that
-# `hpu-bench allreduce-proc` measures in the same run.
+# The peers `hpu-bench allreduce-proc` measures in the same run are programs
+# of their own. hpu-bench finds them relative to itself: beside it in the
+# build tree, in <libdir>/hpu where they are installed with it.
+target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_PEERS_FROM_BIN="${_hpu_bin_to_lib}/hpu")
+
+# Open MPI (Debian libopenmpi-dev), when present: the first peer, under mpirun.
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
   add_executable(hpu-bench-mpi ${PROJECT_SOURCE_DIR}/bench/mpi/allreduce_mpi.c)
   target_link_libraries(hpu-bench-mpi PRIVATE MPI::MPI_C)
   add_dependencies(hpu-bench hpu-bench-mpi)
-  target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_MPI="$<TARGET_FILE:hpu-bench-mpi>")
+  target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_MPI="$<TARGET_FILE_NAME:hpu-bench-mpi>")
+  install(TARGETS hpu-bench-mpi RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/hpu)
 endif()
 
-# Gloo (Debian libgloo-dev), when present: the second peer of
-# `hpu-bench allreduce-proc`, its ring allreduce over tcp.
+# Gloo (Debian libgloo-dev), when present: the second peer, its ring
+# allreduce over tcp.
 find_package(Gloo CONFIG QUIET)
 if(Gloo_FOUND AND TARGET gloo)
   add_executable(hpu-bench-gloo ${PROJECT_SOURCE_DIR}/bench/gloo/allreduce_gloo.cpp)
   target_link_libraries(hpu-bench-gloo PRIVATE gloo Threads::Threads)
   add_dependencies(hpu-bench hpu-bench-gloo)
-  target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_GLOO="$<TARGET_FILE:hpu-bench-gloo>")
+  target_compile_definitions(hpu-bench PRIVATE HPU_BENCH_GLOO="$<TARGET_FILE_NAME:hpu-bench-gloo>")
+  install(TARGETS hpu-bench-gloo RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/hpu)
 endif()
 
 # OpenBLAS: the plain cblas_sgemm that `hpu-bench gemm` compares with.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "bench.hpp"
@@ -47,6 +48,18 @@ std::string python_output(const char *name, const char *script, const std::strin
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
   const int status = pclose(p);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? out : "";
+}
+
+std::string find_beside_self(const std::vector<std::string> &candidates, std::string *looked) {
+  char buf[PATH_MAX];
+  if (!realpath("/proc/self/exe", buf)) return "";
+  const std::string self(buf), dir = self.substr(0, self.rfind('/'));
+  for (const std::string &c : candidates) {
+    const std::string path = dir + "/" + c;
+    if (looked) *looked += (looked->empty() ? "" : " and ") + path;
+    if (access(path.c_str(), R_OK) == 0 && realpath(path.c_str(), buf)) return buf;
+  }
+  return "";
 }
 
 }  // namespace bench

@@ -313,12 +313,9 @@ ProfilerCost profiler_cost(const char *precision, int devices, int steps, int ro
 // it; `looked` says where it was looked for.
 std::string find_noprof_dir(std::string *looked) {
 #if defined(HPU_BENCH_NOPROF_FROM_BIN) && defined(HPU_BENCH_NOPROF_SONAME)
-  const std::string bin = real_dir("/proc/self/exe");
-  for (const char *rel : {"bench-noprof", HPU_BENCH_NOPROF_FROM_BIN}) {
-    const std::string dir = bin + "/" + rel;
-    *looked += (looked->empty() ? "" : " and ") + dir;
-    if (access((dir + "/" HPU_BENCH_NOPROF_SONAME).c_str(), R_OK) == 0) return real_path(dir);
-  }
+  const std::string lib = bench::find_beside_self(
+      {"bench-noprof/" HPU_BENCH_NOPROF_SONAME, HPU_BENCH_NOPROF_FROM_BIN "/" HPU_BENCH_NOPROF_SONAME}, looked);
+  if (!lib.empty()) return real_dir(lib);
 #endif
   if (looked->empty()) *looked = "nowhere: this hpu-bench was built without it";
   return "";

@@ -23,13 +23,13 @@ HPU_EXTERN_C_BEGIN
  * hpuTrainerCancelJob stopped it. */
 HPU_API hpuStatus_t hpuTrainerRunJob(const char *job_json, const char *job_name, char **result_json);
 
-/* Asks the job hpuTrainerRunJob is running in this process to stop: it stops
- * before its next training, validation or test batch (a checkpoint being
- * written is finished first, so only whole checkpoint files remain), and
- * hpuTrainerRunJob returns HPU_ERROR_ABORTED. Returns at once. Safe from any
- * thread (from a SIGINT handler, call it on a thread that waits for the
- * signal: it sets the last error message). HPU_ERROR_INVALID_USAGE when no job
- * is running. */
+/* Asks the job hpuTrainerRunJob (or hpu::run_job, as hpu-train does on
+ * Ctrl-C) is running in this process to stop: it stops before its next
+ * training, validation or test batch (a checkpoint being written is finished
+ * first, so only whole checkpoint files remain), and hpuTrainerRunJob returns
+ * HPU_ERROR_ABORTED. Returns at once. Safe from any thread (from a SIGINT
+ * handler, call it on a thread that waits for the signal: it sets the last
+ * error message). HPU_ERROR_INVALID_USAGE when no job is running. */
 HPU_API hpuStatus_t hpuTrainerCancelJob(void);
 
 HPU_EXTERN_C_END

@@ -1,11 +1,12 @@
 #!/bin/sh
 # Installs the build into a temporary prefix, then, with no LD_LIBRARY_PATH
 # and no HPU_LIBRARY, runs what the README promises of an installed tree: the
-# installed programs (their RUNPATH finds libhpu), a C program via pkg-config
-# linked with the README's rpath, C++ programs of hpu::hpu and hpu::trainer via
-# find_package(hpu), a program that only dlopen()s libhpu.so.<major>, the
-# Python package from the prefix's site directory, the Node package installed
-# with npm from the prefix; and checks that man finds the installed pages.
+# installed programs (their RUNPATH finds libhpu; hpu-bench finds its
+# installed helpers), a C program via pkg-config linked with the README's
+# rpath, C++ programs of hpu::hpu and hpu::trainer via find_package(hpu), a
+# program that only dlopen()s libhpu.so.<major>, the Python package from the
+# prefix's site directory, the Node package installed with npm from the
+# prefix; and checks that man finds the installed pages.
 #   usage: check_consumers.sh <build dir> <tests/abi dir> <cc> <c++> <version> <major>
 set -eu
 build=$1 here=$2 cc=$3 cxx=$4 version=$5 major=$6
@@ -58,6 +59,21 @@ if [ -x "$prefix/bin/hpu-bench" ]; then
     >"$tmp/bench.txt" 2>&1 || true  # its status counts the limits missed, noise in 2 steps
   grep -q "compiled out ($noprof)" "$tmp/bench.txt" ||
     { cat "$tmp/bench.txt"; fail "the installed hpu-bench train --profile does not use $noprof"; }
+  # hpu-bench allreduce-proc runs the peers installed in <libdir>/hpu (the
+  # header names each peer's program, whether it ran or failed), for those
+  # this build made.
+  "$prefix/bin/hpu-bench" allreduce-proc -np 2 -b 4 -e 4 -n 1 -w 0 --no-bind >"$tmp/proc.txt" 2>&1 ||
+    { cat "$tmp/proc.txt"; fail "the installed hpu-bench allreduce-proc failed"; }
+  for peer in mpi gloo; do
+    if [ ! -x "$build/hpu-bench-$peer" ]; then
+      echo "(hpu-bench-$peer is not built here: its installed lookup is not checked)"
+      continue
+    fi
+    [ -x "$libdir/hpu/hpu-bench-$peer" ] || fail "hpu-bench-$peer is built but not installed in $libdir/hpu"
+    installed=$(realpath "$libdir/hpu/hpu-bench-$peer")
+    grep "^# peer $peer: " "$tmp/proc.txt" | grep -qF "($installed)" ||
+      { cat "$tmp/proc.txt"; fail "the installed hpu-bench allreduce-proc does not run $installed"; }
+  done
 fi
 
 echo "== find_package(hpu)"

@@ -7,9 +7,9 @@
 #include <hpu/trainer/trainer.hpp>
 
 #include "error.hpp"
+#include "job_control.hpp"
 #include "json.hpp"
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -48,51 +48,20 @@ hpuStatus_t failed(hpuStatus_t status, const std::string &why, const char *fn = 
   return status;
 }
 
-// The process's job: none, running, or running with a cancel asked for.
-enum JobState { kIdle, kRunning, kCancelled };
-std::atomic<int> g_job{kIdle};
-
-// Stops the job before its next batch once hpuTrainerCancelJob was called.
-// Batches start between whole steps, and checkpoints are written inside a
-// hook that runs to its end, so the job leaves only whole checkpoint files.
-class Cancellation : public hpu::Callback {
- public:
-  std::string state_key() const override { return "Cancellation"; }
-  void on_train_batch_start(hpu::Trainer &t, int64_t batch) override { check(t, "training", batch); }
-  void on_validation_batch_start(hpu::Trainer &t, int64_t batch) override { check(t, "validation", batch); }
-  void on_test_batch_start(hpu::Trainer &t, int64_t batch) override { check(t, "test", batch); }
-
- private:
-  static void check(const hpu::Trainer &t, const char *stage, int64_t batch) {
-    if (g_job.load(std::memory_order_relaxed) != kCancelled) return;
-    hpu::detail::fail(HPU_ERROR_ABORTED,
-                      "cancelled by hpuTrainerCancelJob before %s batch %lld (epoch %lld, global step %lld)", stage,
-                      static_cast<long long>(batch), static_cast<long long>(t.current_epoch()),
-                      static_cast<long long>(t.global_step()));
-  }
-};
-
 }  // namespace
 
 extern "C" HPU_API hpuStatus_t hpuTrainerCancelJob(void) {
-  int state = kRunning;
-  if (g_job.compare_exchange_strong(state, kCancelled) || state == kCancelled) return HPU_SUCCESS;
+  if (hpu::detail::cancel_job()) return HPU_SUCCESS;
   return failed(HPU_ERROR_INVALID_USAGE, "no job is running in this process", "hpuTrainerCancelJob");
 }
 
 extern "C" HPU_API hpuStatus_t hpuTrainerRunJob(const char *job_json, const char *job_name, char **result_json) {
   if (!result_json) return failed(HPU_ERROR_INVALID_ARGUMENT, "result_json is NULL");
   if (!job_json) return failed(HPU_ERROR_INVALID_ARGUMENT, "job_json is NULL");
-  int idle = kIdle;
-  if (!g_job.compare_exchange_strong(idle, kRunning))
-    return failed(HPU_ERROR_INVALID_USAGE, "another job is running in this process; one runs at a time");
-  struct Done {
-    ~Done() { g_job.store(kIdle); }
-  } done;
   try {
+    // run_job refuses a second job and stops when hpuTrainerCancelJob asks.
     const hpu::Job job = hpu::parse_job(job_json, job_name ? job_name : "<job>");
-    const auto cancellable = [](hpu::Trainer &t) { t.callbacks().emplace_back(Cancellation{}); };
-    const std::string text = result_text(hpu::run_job(job, cancellable));
+    const std::string text = result_text(hpu::run_job(job));
     char *out = static_cast<char *>(std::malloc(text.size() + 1));  // hpuFree releases it
     if (!out) throw std::bad_alloc();
     std::memcpy(out, text.c_str(), text.size() + 1);

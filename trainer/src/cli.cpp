@@ -75,7 +75,7 @@ Cli parse_cli(int argc, const char *const *argv) {
       const Flag *flag = nullptr;
       for (const Flag &f : flags())
         if (name == f.name) flag = &f;
-      if (!flag) detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown option %s; see hpu-train --help", name.c_str());
+      if (!flag) detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown option %s", name.c_str());
       if (!inline_value) {
         if (i + 1 >= argc) detail::fail(HPU_ERROR_INVALID_ARGUMENT, "option %s needs a value (%s)", name.c_str(),
                                  flag->help.c_str());
@@ -83,7 +83,7 @@ Cli parse_cli(int argc, const char *const *argv) {
       }
       cli.overrides.push_back({flag->key, value, name});
     } else if (arg.size() > 1 && arg[0] == '-') {
-      detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown option %s; see hpu-train --help", arg.c_str());
+      detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown option %s", arg.c_str());
     } else if (cli.config.empty()) {
       cli.config = arg;
     } else {

@@ -23,6 +23,18 @@ Metrics DeviceStatsMonitor::device_stats(Trainer &t, const std::string &hook) {
   return m;
 }
 
+// The batch's optimizer step advances global_step between the two training
+// hooks: its end is logged under the step and the decision its start took.
+void DeviceStatsMonitor::on_train_batch_start(Trainer &t, int64_t) {
+  batch_step_ = t.global_step();
+  batch_logs_ = t.should_update_logs();
+  if (batch_logs_) t.log_metrics(device_stats(t, "on_train_batch_start"), batch_step_);
+}
+
+void DeviceStatsMonitor::on_train_batch_end(Trainer &t, const Metrics &, int64_t) {
+  if (batch_logs_ || t.state().should_stop) t.log_metrics(device_stats(t, "on_train_batch_end"), batch_step_);
+}
+
 void DeviceStatsMonitor::log(Trainer &t, const char *hook) {
   if (!t.should_update_logs()) return;
   t.log_metrics(device_stats(t, hook), t.global_step());

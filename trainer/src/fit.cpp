@@ -312,6 +312,11 @@ void Trainer::train_epoch(int64_t skip) {
   for (int64_t b = skip; b < nb; ++b) {
     if (config_.max_steps >= 0 && state_.global_step >= config_.max_steps) break;
     const bool step_now = (b + 1) % accum == 0 || b + 1 == nb;
+    // The rate this batch's optimizer step uses, set before the hooks read it
+    // (LearningRateMonitor). The batch logs under the step it starts at, as
+    // Lightning's _batches_that_stepped: its optimizer step advances global_step.
+    set_lr(r, step_lr(r));
+    const int64_t batch_step = state_.global_step;
     each(callbacks_, [&](Callback &c) { c.on_train_batch_start(*this, b); });
     std::vector<Metrics> logs(r.reps.size());
     std::vector<float> losses(r.reps.size());
@@ -338,7 +343,7 @@ void Trainer::train_epoch(int64_t skip) {
     if (log_now) {
       Metrics m = logs[0];
       m["train_loss"] = losses[0];
-      log_metrics(m, state_.global_step);
+      log_metrics(m, batch_step);
     }
     logs[0]["loss"] = losses[0];
     each(callbacks_, [&](Callback &c) { c.on_train_batch_end(*this, logs[0], b); });

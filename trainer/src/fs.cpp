@@ -3,8 +3,10 @@
 #include "error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,10 +33,18 @@ void make_dirs(const std::string &path) {
     fail(HPU_ERROR_IO, "cannot create folder %s: %s", path.c_str(), std::strerror(errno));
 }
 
+namespace {
+
+// write_file_atomic's temporary file: "<path>.tmp." and mkstemp's six letters.
+constexpr char kTempMark[] = ".tmp.";
+constexpr size_t kTempLetters = 6;
+
+}  // namespace
+
 void write_file_atomic(const std::string &path, const void *data, size_t size, size_t fail_after) {
   const std::string dir = parent_dir(path);
   make_dirs(dir);
-  std::string tmp = path + ".tmp.XXXXXX";
+  std::string tmp = path + kTempMark + std::string(kTempLetters, 'X');
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) fail(HPU_ERROR_IO, "cannot create a temporary file next to %s: %s", path.c_str(), std::strerror(errno));
   const char *p = static_cast<const char *>(data);
@@ -73,6 +83,26 @@ void write_file_atomic(const std::string &path, const void *data, size_t size, s
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string &dir, const std::string &ext) {
+  std::vector<std::string> removed;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d) return removed;
+  const std::string mark = ext + kTempMark;
+  while (dirent *e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    const size_t at = name.size() >= mark.size() + kTempLetters ? name.size() - mark.size() - kTempLetters : 0;
+    if (at == 0 || name.compare(at, mark.size(), mark) != 0) continue;
+    const std::string letters = name.substr(at + mark.size());
+    if (!std::all_of(letters.begin(), letters.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
+      continue;
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(path.c_str()) == 0) removed.push_back(name);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 std::string read_file(const std::string &path) {

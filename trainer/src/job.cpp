@@ -326,9 +326,7 @@ void apply_override(json_t *root, const Override &ov) {
 }  // namespace
 
 Job parse_job(const std::string &text, const std::string &source, const std::vector<Override> &overrides) {
-  json_error_t err;
-  detail::Json root(json_loadb(text.data(), text.size(), 0, &err));
-  if (!root) fail(HPU_ERROR_CONFIG, "%s:%d: JSON syntax error: %s", source.c_str(), err.line, err.text);
+  detail::Json root = detail::parse_document(text, source);
   Ctx c{source, detail::json_key_lines(text), {}};
   if (!json_is_object(root.get())) c.error("(document)", std::string("expected an object, found ") + type_name(root.get()));
   for (const auto &ov : overrides) {

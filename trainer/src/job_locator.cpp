@@ -6,6 +6,7 @@ namespace {
 struct Scanner {
   const std::string &s;
   std::map<std::string, int> &out;
+  DuplicateKey *dup = nullptr;  // the first key given twice in one object
   size_t i = 0;
   int line = 1;
 
@@ -30,6 +31,7 @@ struct Scanner {
     if (i >= s.size() || depth > 512) return;
     if (s[i] == '{') {
       ++i;
+      std::map<std::string, int> seen;  // this object's keys and their lines
       for (;;) {
         ws();
         if (i >= s.size() || s[i] == '}') break;
@@ -41,6 +43,8 @@ struct Scanner {
         std::string key = string();
         std::string child = path.empty() ? key : path + "." + key;
         out.emplace(child, at);
+        auto first = seen.emplace(key, at);
+        if (!first.second && dup && dup->path.empty()) *dup = {child, at, first.first->second};
         ws();
         if (i < s.size() && s[i] == ':') ++i;
         value(child, depth + 1);
@@ -77,6 +81,14 @@ std::map<std::string, int> json_key_lines(const std::string &text) {
   Scanner sc{text, out};
   sc.value("", 0);
   return out;
+}
+
+DuplicateKey json_duplicate_key(const std::string &text) {
+  std::map<std::string, int> lines;
+  DuplicateKey d;
+  Scanner sc{text, lines, &d};
+  sc.value("", 0);
+  return d;
 }
 
 }  // namespace hpu::detail

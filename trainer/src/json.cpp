@@ -1,5 +1,7 @@
 #include "json.hpp"
 
+#include "job_locator.hpp"
+
 #include <cstdlib>
 
 namespace hpu::detail {
@@ -10,6 +12,20 @@ Json parse_object(const std::string &text, const char *what, hpuStatus_t status)
   if (!j) fail(status, "%s: line %d: %s", what, err.line, err.text);
   if (!json_is_object(j.get())) fail(status, "%s: expected a JSON object", what);
   return j;
+}
+
+Json parse_document(const std::string &text, const std::string &source) {
+  json_error_t err;
+  Json j(json_loadb(text.data(), text.size(), JSON_REJECT_DUPLICATES, &err));
+  if (j) return j;
+  if (json_error_code(&err) == json_error_duplicate_key) {
+    const DuplicateKey d = json_duplicate_key(text);
+    if (!d.path.empty())
+      fail(HPU_ERROR_CONFIG, "%s:%d: %s: duplicate key, first given at line %d; give each key once", source.c_str(),
+           d.line, d.path.c_str(), d.first_line);
+    fail(HPU_ERROR_CONFIG, "%s:%d: duplicate key: %s", source.c_str(), err.line, err.text);
+  }
+  fail(HPU_ERROR_CONFIG, "%s:%d: JSON syntax error: %s", source.c_str(), err.line, err.text);
 }
 
 std::string dump(const json_t *j, size_t flags) {

@@ -21,6 +21,10 @@ using Json = std::unique_ptr<json_t, JsonDeleter>;
 
 // Parses text that must be a JSON object; hpu::Error (`status`) naming `what`.
 Json parse_object(const std::string &text, const char *what, hpuStatus_t status);
+// Parses a document a user wrote (a job); hpu::Error (HPU_ERROR_CONFIG)
+// "<source>:<line>: ..." for a syntax error or a key given twice in one object
+// (which jansson would otherwise resolve silently to the last value).
+Json parse_document(const std::string &text, const std::string &source);
 std::string dump(const json_t *j, size_t flags);
 
 // "an object", "a string", ...: a value's type for messages.

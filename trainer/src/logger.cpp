@@ -2,11 +2,13 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "json.hpp"
 
 #include <jansson.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -61,12 +63,15 @@ std::string csv_field(const std::string &s) {
   return out + "\"";
 }
 
+// A metric as text that parses back to the same double: integers (counts,
+// the memory figures) in full digits, other values in the shortest form that
+// round-trips.
 std::string number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::trunc(v) && std::fabs(v) < 0x1p63) return std::to_string(static_cast<long long>(v));
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 }  // namespace
@@ -141,22 +146,20 @@ void CSVLogger::finalize() {
 JsonLinesLogger::JsonLinesLogger(std::string save_dir, std::string name, std::optional<int> version)
     : FolderLogger(std::move(save_dir), std::move(name), version) {}
 
+// The values are written by number() (jansson's reals have a fixed
+// precision); a value that is not finite is null.
 void JsonLinesLogger::log_metrics(const Metrics &metrics, int64_t step) {
-  json_t *o = json_object();
-  json_object_set_new(o, "step", json_integer(json_int_t(step)));
-  for (const auto &[k, v] : metrics) json_object_set_new(o, k.c_str(), std::isfinite(v) ? json_real(v) : json_null());
-  char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-  json_decref(o);
-  if (!text) fail(HPU_ERROR_OUT_OF_MEMORY, "cannot encode metrics as JSON");
+  std::string line = "{\"step\":" + std::to_string(step);
+  for (const auto &[k, v] : metrics) {
+    detail::Json key(json_string(k.c_str()));
+    if (!key) fail(HPU_ERROR_INVALID_ARGUMENT, "metric name \"%s\" is not UTF-8", k.c_str());
+    line += "," + detail::dump(key.get(), JSON_ENCODE_ANY) + ":" + (std::isfinite(v) ? number(v) : "null");
+  }
+  line += "}\n";
   const std::string path = metrics_path();
   FILE *f = std::fopen(path.c_str(), "a");
-  if (!f) {
-    std::free(text);
-    fail(HPU_ERROR_IO, "cannot open %s: %s", path.c_str(), std::strerror(errno));
-  }
-  std::fputs(text, f);
-  std::fputc('\n', f);
-  std::free(text);
+  if (!f) fail(HPU_ERROR_IO, "cannot open %s: %s", path.c_str(), std::strerror(errno));
+  std::fputs(line.c_str(), f);
   if (std::fclose(f) != 0) fail(HPU_ERROR_IO, "writing %s: %s", path.c_str(), std::strerror(errno));
 }
 

@@ -51,8 +51,14 @@ std::string ModelCheckpoint::state_key() const {
          ",every_n_epochs=" + std::to_string(o_.every_n_epochs) + "}";
 }
 
-void ModelCheckpoint::setup(Trainer &t, Stage) {
+void ModelCheckpoint::setup(Trainer &t, Stage stage) {
   if (dir_.empty()) dir_ = o_.dirpath.empty() ? t.log_dir() + "/checkpoints" : o_.dirpath;
+  // A run killed while it wrote a checkpoint left that file's temporary
+  // ("<name>.ckpt.tmp.XXXXXX"); the next fit into the folder removes them.
+  if (stage == Stage::fit && t.is_global_zero())
+    for (const std::string &name : detail::remove_stale_temporaries(dir_, ".ckpt"))
+      detail::log(HPU_LOG_INFO, "ModelCheckpoint removed %s/%s, left by a run stopped while writing it", dir_.c_str(),
+                  name.c_str());
 }
 
 std::optional<double> ModelCheckpoint::best_model_score() const {

@@ -1,16 +1,65 @@
 // run_job: a job's data, model and Trainer, fitted and tested, as hpu-train and
-// hpuTrainerRunJob run it.
+// hpuTrainerRunJob run it; one at a time in a process, and cancellable
+// (hpuTrainerCancelJob, hpu-train's Ctrl-C).
 #include <hpu/trainer/job.hpp>
 #include <hpu/trainer/trainer.hpp>
 
+#include "error.hpp"
+#include "job_control.hpp"
 #include "log.hpp"
+
+#include <atomic>
 
 namespace hpu {
 
+namespace {
+
+// The process's job: none, running, or running with a cancel asked for.
+enum JobState { kIdle, kRunning, kCancelled };
+std::atomic<int> g_job{kIdle};
+
+// Stops the job before its next batch once a cancel was asked for. Batches
+// start between whole steps, and checkpoints are written inside a hook that
+// runs to its end, so the job leaves only whole checkpoint files.
+class Cancellation : public Callback {
+ public:
+  std::string state_key() const override { return "Cancellation"; }
+  CallbackNeeds needs() const override { return CallbackNeeds::none(); }
+  void on_train_batch_start(Trainer &t, int64_t batch) override { check(t, "training", batch); }
+  void on_validation_batch_start(Trainer &t, int64_t batch) override { check(t, "validation", batch); }
+  void on_test_batch_start(Trainer &t, int64_t batch) override { check(t, "test", batch); }
+
+ private:
+  static void check(const Trainer &t, const char *stage, int64_t batch) {
+    if (g_job.load(std::memory_order_relaxed) != kCancelled) return;
+    detail::fail(HPU_ERROR_ABORTED, "cancelled by hpuTrainerCancelJob before %s batch %lld (epoch %lld, global step %lld)",
+                 stage, static_cast<long long>(batch), static_cast<long long>(t.current_epoch()),
+                 static_cast<long long>(t.global_step()));
+  }
+};
+
+}  // namespace
+
+namespace detail {
+
+bool cancel_job() {
+  int state = kRunning;
+  return g_job.compare_exchange_strong(state, kCancelled) || state == kCancelled;
+}
+
+}  // namespace detail
+
 JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_fit) {
+  int idle = kIdle;
+  if (!g_job.compare_exchange_strong(idle, kRunning))
+    detail::fail(HPU_ERROR_INVALID_USAGE, "another job is running in this process; one runs at a time");
+  struct Done {
+    ~Done() { g_job.store(kIdle); }
+  } done;
   FashionMNIST data(job.data.batch_size, job.data.root, size_t(job.data.val_size));
   Classifier model(Classifier::build(job.layers), job.optimizer, job.scheduler);
   Trainer trainer(job.trainer);
+  trainer.callbacks().emplace_back(Cancellation{});
   const TrainerConfig &c = trainer.config();
   detail::log(HPU_LOG_INFO, "job: %d device(s) per process, world size %d, strategy %s, precision %s, seed %llu, logs in %s",
               c.devices, c.world_size, c.strategy.c_str(), c.precision.c_str(), (unsigned long long)c.seed,

@@ -255,10 +255,14 @@ TEST(DeviceStatsMonitor, LogsOnlyOnLoggingSteps) {
   o.log_every_n_steps = 50;
   hpu::Trainer t(o);
   t.state().global_step = 10;
+  dsm->on_train_batch_start(t, 10);
   dsm->on_train_batch_end(t, {}, 10);
   EXPECT_TRUE(t.state().callback_metrics.empty());
   t.state().global_step = 49;
+  dsm->on_train_batch_start(t, 49);
+  t.state().global_step = 50;  // the batch's optimizer step: its end still logs
   dsm->on_train_batch_end(t, {}, 49);
+  EXPECT_EQ(t.state().callback_metrics.count("DeviceStatsMonitor.on_train_batch_start/InUse"), 1u);
   EXPECT_EQ(t.state().callback_metrics.count("DeviceStatsMonitor.on_train_batch_end/InUse"), 1u);
 }
 

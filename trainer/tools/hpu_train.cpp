@@ -1,14 +1,84 @@
 // hpu-train: runs a JSON-described training job on emulated HPUs.
+#include <hpu/trainer.h>
 #include <hpu/trainer.hpp>
 
 #include "default_job.hpp"
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <pthread.h>
+#include <semaphore.h>
+#include <thread>
+#include <unistd.h>
 
 namespace {
 
+std::atomic<bool> g_interrupted{false};
+
+void say(const char *text) {
+  for (size_t n = std::strlen(text); n > 0;) {
+    const ssize_t w = ::write(2, text, n);
+    if (w <= 0) return;
+    text += w, n -= size_t(w);
+  }
+}
+
+sem_t g_sigint;  // posted by the signal handler, waited for by watch_sigint
+
+void on_sigint(int) { sem_post(&g_sigint); }
+
+// Ctrl-C. The first asks the job to stop before its next batch
+// (hpuTrainerCancelJob, which is not for a signal handler: the handler only
+// wakes this thread): the step in progress and a checkpoint being written end
+// whole, the loggers write their last rows, and main() exits 130. A second
+// one, or one while no job runs, exits at once.
+void watch_sigint() {
+  for (;;) {
+    while (sem_wait(&g_sigint) != 0) {
+    }
+    if (g_interrupted.exchange(true) || hpuTrainerCancelJob() != HPU_SUCCESS) {
+      say("\nhpu-train: interrupted\n");
+      ::_exit(130);
+    }
+    say("\nhpu-train: interrupted; stopping before the next batch (Ctrl-C again to exit at once)\n");
+  }
+}
+
+// Installs the handler unless SIGINT is ignored (a background job of a shell
+// without job control). The threads this process starts from here on block
+// SIGINT, so that the handler interrupts none of the run's system calls; it
+// runs on the watching thread, or on a thread a library started before main
+// (OpenBLAS's).
+void handle_sigint() {
+  struct sigaction sa {};
+  if (sigaction(SIGINT, nullptr, &sa) != 0 || sa.sa_handler == SIG_IGN) return;
+  if (sem_init(&g_sigint, 0, 0) != 0) return;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  std::thread([set] {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    watch_sigint();
+  }).detach();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  sa = {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
 int run(int argc, char **argv) {
-  hpu::Cli cli = hpu::parse_cli(argc, argv);
+  hpu::Cli cli;
+  try {
+    cli = hpu::parse_cli(argc, argv);
+  } catch (const hpu::Error &e) {
+    // A bad command line: the problem, then the usage.
+    std::fprintf(stderr, "hpu-train: %s\n\n%s", e.what(), hpu::cli_usage().c_str());
+    return 2;
+  }
   if (cli.help) {
     std::fputs(hpu::cli_usage().c_str(), stdout);
     return 0;
@@ -47,9 +117,17 @@ int run(int argc, char **argv) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  handle_sigint();
   try {
-    return run(argc, argv);
+    const int status = run(argc, argv);
+    return g_interrupted ? 130 : status;
   } catch (const hpu::Error &e) {
+    if (g_interrupted) {
+      // As Lightning on KeyboardInterrupt: the run ended early, its logs
+      // finalized (the Trainer's loggers, as it unwound); 128 + SIGINT.
+      std::fprintf(stderr, "hpu-train: interrupted: %s\n", e.what());
+      return 130;
+    }
     std::fprintf(stderr, "hpu-train: %s\n", e.what());
     return e.status() == HPU_ERROR_INVALID_ARGUMENT || e.status() == HPU_ERROR_CONFIG ? 2 : 1;
   } catch (const std::exception &e) {

@@ -17,13 +17,15 @@ namespace hpu {
 // logging steps (every log_every_n_steps), under Lightning's names:
 // "DeviceStatsMonitor.on_train_batch_start/InUse" for the trainer's first
 // device, "DeviceStatsMonitor.on_train_batch_start/hpu1/InUse" for local device
-// 1 and so on.
+// 1 and so on. As Lightning's, the start and the end of a training batch are
+// logged under that batch's step (global_step as the batch starts, before its
+// optimizer step), so one row holds both.
 class DeviceStatsMonitor : public Callback {
  public:
   std::string state_key() const override { return "DeviceStatsMonitor"; }
   CallbackNeeds needs() const override { return CallbackNeeds::none(); }
-  void on_train_batch_start(Trainer &t, int64_t) override { log(t, "on_train_batch_start"); }
-  void on_train_batch_end(Trainer &t, const Metrics &, int64_t) override { log(t, "on_train_batch_end"); }
+  void on_train_batch_start(Trainer &t, int64_t) override;
+  void on_train_batch_end(Trainer &t, const Metrics &, int64_t) override;
   void on_validation_batch_start(Trainer &t, int64_t) override { log(t, "on_validation_batch_start"); }
   void on_validation_batch_end(Trainer &t, int64_t) override { log(t, "on_validation_batch_end"); }
   void on_test_batch_start(Trainer &t, int64_t) override { log(t, "on_test_batch_start"); }
@@ -34,13 +36,18 @@ class DeviceStatsMonitor : public Callback {
 
  private:
   void log(Trainer &t, const char *hook);
+  // The training batch in progress: its step and whether it logs.
+  int64_t batch_step_ = 0;
+  bool batch_logs_ = false;
 };
 
 // Saves checkpoints at the end of training epochs (after validation) or every
 // n training steps. With `monitor`, keeps the save_top_k best by that metric
 // (mode "min" or "max"); without, keeps the latest save_top_k. save_top_k -1
 // keeps all, 0 none. save_last also writes "last.ckpt". Files are written
-// atomically; `dirpath` defaults to <log_dir>/checkpoints and `filename` to
+// atomically (a temporary "<name>.ckpt.tmp.XXXXXX", renamed), and a fit starts
+// by removing such temporaries that a killed run left in the folder;
+// `dirpath` defaults to <log_dir>/checkpoints and `filename` to
 // "epoch={epoch}-step={step}" (any logged metric may appear as {name}).
 struct ModelCheckpointOptions {
   std::string dirpath;

@@ -108,6 +108,9 @@ struct JobResult {
 // Runs a job as hpu-train does: its data, model and Trainer; fit (resuming
 // from ckpt_path when set), then the test set when job.test. `before_fit`
 // sees the Trainer once its devices are open. hpu::Error for any failure.
+// One job runs at a time in a process (HPU_ERROR_INVALID_USAGE while another
+// runs); hpuTrainerCancelJob (<hpu/trainer.h>) stops it before its next
+// batch, with HPU_ERROR_ABORTED.
 JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_fit = {});
 
 }  // namespace hpu
