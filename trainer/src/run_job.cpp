@@ -3,13 +3,24 @@
 #include <hpu/trainer/job.hpp>
 #include <hpu/trainer/trainer.hpp>
 
+#include "error.hpp"
 #include "log.hpp"
 
 namespace hpu {
 
 JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_fit) {
-  FashionMNIST data(job.data.batch_size, job.data.root, size_t(job.data.val_size));
-  Classifier model(Classifier::build(job.layers), job.optimizer, job.scheduler);
+  // The data first: the model is checked against what it holds.
+  std::unique_ptr<DataModule> data_module = make_data(job.data);
+  DataModule &data = *data_module;
+  data.setup();
+  std::vector<LayerSpec> layers = job.layers;
+  check_layers(layers, data.train_data().sample_shape(), data.num_classes(),
+               detail::format("the data has %d classes, so cross-entropy needs %d class scores%s", data.num_classes(),
+                              data.num_classes(),
+                              job.data.name == "fashion_mnist" || job.data.files.num_classes
+                                  ? ""
+                                  : " (the largest label + 1; set data.num_classes when a class has no samples)"));
+  Classifier model(Classifier::build(layers), job.optimizer, job.scheduler);
   Trainer trainer(job.trainer);
   const TrainerConfig &c = trainer.config();
   detail::log(HPU_LOG_INFO, "job: %d device(s) per process, world size %d, strategy %s, precision %s, seed %llu, logs in %s",
