@@ -154,10 +154,9 @@ void check_model(std::vector<LayerSpec> &layers, const std::vector<int64_t> &sam
   }
   walk_layers(layers, "model.layers", f, complain);
   const std::string last = format("model.layers[%zu]", layers.size() - 1);
-  if (f.rank == Flow::nested)
-    complain(last, "the model ends with more than one dimension per sample; cross-entropy needs [N, classes]: "
-                   "put a \"flatten\" layer before the last linear layer");
-  if (num_classes && f.width && f.width != num_classes)
+  // Samples still of several dimensions (no flatten yet) have no class
+  // scores to count; the loss reports their shape when the model runs.
+  if (num_classes && f.width && f.rank != Flow::nested && f.width != num_classes)
     complain(last, format("the model ends with %lld features; %s", (long long)f.width, classes.c_str()));
 }
 
