@@ -12,6 +12,7 @@
 namespace hpu {
 
 using detail::fail;
+using detail::shape_text;
 
 std::vector<int64_t> Batch::x_shape() const {
   std::vector<int64_t> s{int64_t(size)};
@@ -173,12 +174,6 @@ RawArray read_array(const std::string &format, const std::string &path) {
   r.type = npy_type_name(a.dtype);
   r.kind = a.dtype == NpyType::f32 || a.dtype == NpyType::f64 ? 'f' : a.dtype == NpyType::u8 ? 'u' : 'i';
   return r;
-}
-
-std::string shape_text(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 }  // namespace

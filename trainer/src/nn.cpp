@@ -10,6 +10,7 @@
 namespace hpu {
 
 using detail::fail;
+using detail::shape_text;
 
 namespace {
 
@@ -342,16 +343,6 @@ std::unique_ptr<Module> Sequential::clone() const {
 }
 
 // ---- Residual ---------------------------------------------------------------------
-
-namespace {
-
-std::string shape_text(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-}  // namespace
 
 Tensor Residual::forward(Context &ctx, const Tensor &x) {
   hpuStream_t s = ctx.stream;

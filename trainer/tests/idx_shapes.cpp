@@ -4,6 +4,7 @@
 #include <hpu/trainer.hpp>
 
 #include "fit_util.hpp"
+#include "job_util.hpp"
 #include "npy.hpp"
 #include "test_util.hpp"
 
@@ -30,16 +31,6 @@ hpu::IdxArray idx_of(hpu::IdxType type, std::vector<uint32_t> shape, const std::
 // Labels 0, 1, 2, 0, 1, 2, ... as IDX u8 [n].
 void write_idx_labels(const std::string &path, uint32_t n) {
   hpu::write_idx(path, idx_of<uint8_t>(hpu::IdxType::u8, {n}, {0, 1, 2}), false);
-}
-
-std::string job_error(const std::string &text) {
-  try {
-    hpu::parse_job(text, "job.json");
-  } catch (const hpu::Error &e) {
-    EXPECT_EQ(e.status(), HPU_ERROR_CONFIG) << e.what();
-    return e.what();
-  }
-  return "";
 }
 
 const char *kModel = R"("model": {"layers": [{"type": "linear", "in_features": 16, "out_features": 4}]})";
@@ -134,6 +125,13 @@ TEST(FileData, SplitsChecksAndCountsClasses) {
   EXPECT_EQ(d.num_classes(), 4);
   EXPECT_EQ(d.val_data().labels(), std::vector<int32_t>(train.labels().begin() + 32, train.labels().end()));
   EXPECT_EQ(d.train_data().sample_shape(), std::vector<int64_t>{16});
+
+  // No val_size and no val files: no validation set.
+  o.val_size = 0;
+  hpu::FileData no_val(o, 4);
+  no_val.setup();
+  EXPECT_EQ(no_val.train_data().size(), 40u);
+  EXPECT_EQ(no_val.val_data().size(), 0u);
 
   // Val and test files; num_classes given.
   o.val_size = 0;

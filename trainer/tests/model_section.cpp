@@ -5,6 +5,7 @@
 #include <hpu/trainer.hpp>
 
 #include "fit_util.hpp"
+#include "job_util.hpp"
 #include "npy.hpp"
 #include "test_util.hpp"
 
@@ -45,17 +46,6 @@ double mean(const std::vector<double> &v, size_t from, size_t to) {
   double s = 0;
   for (size_t i = from; i < to; ++i) s += v[i];
   return s / double(to - from);
-}
-
-// The error parse_job gives for `text`, or "" when it parses.
-std::string error_of(const std::string &text) {
-  try {
-    hpu::parse_job(text, "job.json");
-  } catch (const hpu::Error &e) {
-    EXPECT_EQ(e.status(), HPU_ERROR_CONFIG) << e.what();
-    return e.what();
-  }
-  return "";
 }
 
 // A Fashion-MNIST job (the data section's default) with these layers, one a line.
@@ -153,39 +143,42 @@ TEST(ModelSection, BadSpecsNameTheKeyPathAndValue) {
 {"type": "linear", "in_features": 32, "out_features": 10})";
   auto with = [&](const std::string &layer) { return fashion_job(head + "\n" + layer + tail); };
   // A block whose layers change the width, also one inside another.
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": [{"type": "linear", "in_features": 32, "out_features": 16}]})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "linear", "in_features": 32, "out_features": 16}]})")),
             "job.json:4: model.layers[2]: the residual block's layers end with 16 features, but its input has 32; "
             "x + layers(x) needs layers that keep the width");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": [{"type": "relu"},
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "relu"},
   {"type": "residual", "layers": [{"type": "linear", "in_features": 32, "out_features": 31}]}]})")),
             "job.json:5: model.layers[2].layers[1]: the residual block's layers end with 31 features, but its input "
             "has 32; x + layers(x) needs layers that keep the width");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": [{"type": "linear", "in_features": 16, "out_features": 32}]})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "linear", "in_features": 16, "out_features": 32}]})")),
             "job.json:4: model.layers[2].layers[0].in_features: 16, but the previous layer gives 32 features");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": [{"type": "layernorm", "normalized_shape": 64}]})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "layernorm", "normalized_shape": 64}]})")),
             "job.json:4: model.layers[2].layers[0].normalized_shape: 64, but the previous layer gives 32 features");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": []})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": []})")),
             "job.json:4: model.layers[2].layers: expected a non-empty array of layers");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": {"type": "relu"}})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": {"type": "relu"}})")),
             "job.json:4: model.layers[2].layers: expected a non-empty array of layers");
-  EXPECT_EQ(error_of(with(R"({"type": "residual"})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual"})")),
             "job.json:4: model.layers[2]: missing key \"layers\" (the block's layers: x + layers(x))");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": [{"type": "flatten"}]})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "flatten"}]})")),
             "job.json:4: model.layers[2].layers[0].type: \"flatten\" cannot be inside a residual block: x + layers(x) "
             "needs layers that keep x's shape");
-  EXPECT_EQ(error_of(with(R"({"type": "residual", "layers": [{"type": "relu"}], "p": 0.5})")),
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "embedding", "num_embeddings": 4, "embedding_dim": 32}]})")),
+            "job.json:4: model.layers[2].layers[0].type: \"embedding\" cannot be inside a residual block: "
+            "x + layers(x) needs layers that keep x's shape");
+  EXPECT_EQ(job_error(with(R"({"type": "residual", "layers": [{"type": "relu"}], "p": 0.5})")),
             "job.json:4: model.layers[2].p: unknown key; known keys: layers, type");
-  EXPECT_EQ(error_of(with(R"({"type": "tanh", "inplace": true})")),
+  EXPECT_EQ(job_error(with(R"({"type": "tanh", "inplace": true})")),
             "job.json:4: model.layers[2].inplace: unknown key; known keys: type");
-  EXPECT_EQ(error_of(with(R"({"type": "dropout", "p": 1})")),
+  EXPECT_EQ(job_error(with(R"({"type": "dropout", "p": 1})")),
             "job.json:4: model.layers[2].p: 1 is out of range [0, 0.999999]");
-  EXPECT_EQ(error_of(with(R"({"type": "layernorm", "normalized_shape": 0})")),
+  EXPECT_EQ(job_error(with(R"({"type": "layernorm", "normalized_shape": 0})")),
             "job.json:4: model.layers[2].normalized_shape: 0 is out of range [1, 2147483647]");
-  EXPECT_EQ(error_of(with(R"({"type": "sigmoid"})")),
+  EXPECT_EQ(job_error(with(R"({"type": "sigmoid"})")),
             "job.json:4: model.layers[2].type: \"sigmoid\" is not one of \"linear\", \"relu\", \"gelu\", \"tanh\", "
             "\"dropout\", \"layernorm\", \"embedding\", \"flatten\", \"residual\"");
   // Images need a flatten before a linear layer, also inside a block.
-  EXPECT_EQ(error_of(fashion_job(R"({"type": "residual", "layers": [{"type": "linear", "in_features": 28, "out_features": 28}]},
+  EXPECT_EQ(job_error(fashion_job(R"({"type": "residual", "layers": [{"type": "linear", "in_features": 28, "out_features": 28}]},
 {"type": "flatten"}, {"type": "linear", "in_features": 784, "out_features": 10})")),
             "job.json:2: model.layers[0].layers[0]: a linear layer on unflattened samples; put a \"flatten\" layer first");
 }
@@ -196,7 +189,7 @@ TEST(ModelSection, LayersAreCheckedAgainstTheFilesData) {
   write_blobs(dir.path(), "val", 32, 2);
   // Unknown at parse time (the files are read when the job runs): a
   // layernorm first needs its width.
-  EXPECT_EQ(error_of(job_text(dir.path(), R"([{"type": "layernorm"}, {"type": "linear", "in_features": 16, "out_features": 4}])")),
+  EXPECT_EQ(job_error(job_text(dir.path(), R"([{"type": "layernorm"}, {"type": "linear", "in_features": 16, "out_features": 4}])")),
             "job.json:2: model.layers[0]: missing key \"normalized_shape\" (the width before it is not known)");
   // Known when the job runs: 16 features, 4 classes.
   auto run_error = [&](const std::string &layers, const std::string &needle) {
@@ -214,8 +207,25 @@ TEST(ModelSection, LayersAreCheckedAgainstTheFilesData) {
   // With num_classes set, the parser checks the model's end.
   std::string text = job_text(dir.path(), R"([{"type": "linear", "in_features": 16, "out_features": 5}])");
   text.replace(text.find("\"batch_size\""), 0, "\"num_classes\": 4, ");
-  EXPECT_EQ(error_of(text), "job.json:2: model.layers[0]: the model ends with 5 features; the data has 4 classes "
+  EXPECT_EQ(job_error(text), "job.json:2: model.layers[0]: the model ends with 5 features; the data has 4 classes "
                             "(data.num_classes), so cross-entropy needs 4 class scores");
+}
+
+// examples/npy_residual.json trains on x.npy and y.npy as hpu-train(1) shows.
+TEST(ModelSection, TheNpyResidualExampleTrains) {
+  TempDir dir;
+  const hpu::TensorDataset d = blobs(400, 1);
+  hpu::write_npy(dir / "x.npy", {400, 16}, d.features());
+  hpu::write_npy(dir / "y.npy", {400}, d.labels());
+  hpu::Job job = hpu::load_job(std::string(HPU_SOURCE_DIR) + "/examples/npy_residual.json",
+                               {{"data.root", dir.path(), "--data-root"},
+                                {"trainer.default_root_dir", dir.path(), "--default-root-dir"},
+                                {"trainer.max_epochs", "2", "--max-epochs"}});
+  ASSERT_EQ(job.layers.size(), 4u);
+  EXPECT_EQ(job.layers[1].layers[0].normalized_shape, 64);
+  const hpu::JobResult r = hpu::run_job(job);
+  EXPECT_EQ(r.global_step, 2 * 7);
+  EXPECT_GT(r.metrics.at("val_acc"), 0.8);
 }
 
 // Residual: x + body(x), its backward the sum of both paths, checked against
