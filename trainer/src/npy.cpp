@@ -156,7 +156,8 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
-std::string shape_text(const std::vector<int64_t> &shape) {
+// A shape as numpy writes it: "(2, 3)", "(4,)", "()".
+std::string tuple_text(const std::vector<int64_t> &shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + (shape.size() == 1 ? ",)" : ")");
@@ -183,9 +184,9 @@ namespace detail {
 size_t npy_count(const std::vector<int64_t> &shape, const char *what) {
   size_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) fail(HPU_ERROR_INVALID_ARGUMENT, "%s: shape %s has a negative dimension", what, shape_text(shape).c_str());
+    if (d < 0) fail(HPU_ERROR_INVALID_ARGUMENT, "%s: shape %s has a negative dimension", what, tuple_text(shape).c_str());
     if (d && n > SIZE_MAX / size_t(d))
-      fail(HPU_ERROR_INVALID_ARGUMENT, "%s: shape %s overflows", what, shape_text(shape).c_str());
+      fail(HPU_ERROR_INVALID_ARGUMENT, "%s: shape %s overflows", what, tuple_text(shape).c_str());
     n *= size_t(d);
   }
   return n;
@@ -195,7 +196,7 @@ void npy_check_size(const std::string &path, const std::vector<int64_t> &shape, 
   const size_t n = npy_count(shape, "write_npy");
   if (n != values)
     fail(HPU_ERROR_INVALID_ARGUMENT, "write_npy: %s: shape %s holds %zu elements, but %zu values were given",
-         path.c_str(), shape_text(shape).c_str(), n, values);
+         path.c_str(), tuple_text(shape).c_str(), n, values);
 }
 
 }  // namespace detail
@@ -248,20 +249,20 @@ NpyArray read_npy(const std::string &path) {
   for (int64_t d : a.shape) {
     if (d && count > SIZE_MAX / size_t(d))
       fail(HPU_ERROR_IO, "%s: shape %s declares more elements than memory can hold", path.c_str(),
-           shape_text(a.shape).c_str());
+           tuple_text(a.shape).c_str());
     count *= size_t(d);
   }
   const uint64_t file_bytes = uint64_t(st.st_size) > offset ? uint64_t(st.st_size) - offset : 0;
   if (count > file_bytes / type->size)
     fail(HPU_ERROR_IO, "%s: truncated .npy data: shape %s needs %zu elements of %s (%zu bytes each), the file has %llu "
-         "bytes after its header", path.c_str(), shape_text(a.shape).c_str(), count, type->name, type->size,
+         "bytes after its header", path.c_str(), tuple_text(a.shape).c_str(), count, type->name, type->size,
          (unsigned long long)file_bytes);
   if (file_bytes != count * type->size)
     fail(HPU_ERROR_IO, "%s: %llu bytes after the %zu data bytes that shape %s of %s declares", path.c_str(),
-         (unsigned long long)(file_bytes - count * type->size), count * type->size, shape_text(a.shape).c_str(),
+         (unsigned long long)(file_bytes - count * type->size), count * type->size, tuple_text(a.shape).c_str(),
          type->name);
   a.data.resize(count * type->size);
-  read_exact(f.get(), a.data.data(), a.data.size(), path, "data");
+  if (count) read_exact(f.get(), a.data.data(), a.data.size(), path, "data");
   if (!host_is_little_endian()) swap_bytes(a.data.data(), a.data.size(), type->size);
   return a;
 }
@@ -273,7 +274,7 @@ void write_npy(const std::string &path, const std::vector<int64_t> &shape, NpyTy
     fail(HPU_ERROR_INVALID_ARGUMENT, "write_npy: %s: shape has %zu dimensions; at most %zu are supported", path.c_str(),
          shape.size(), kMaxDims);
   std::string header = format("{'descr': '%c%s', 'fortran_order': False, 'shape': %s, }",
-                              type.size == 1 ? '|' : '<', type.code, shape_text(shape).c_str());
+                              type.size == 1 ? '|' : '<', type.code, tuple_text(shape).c_str());
   // Padded with spaces and a newline so that the data starts 64-byte
   // aligned; at most 32 dimensions keep it within version 1.0's 65535 bytes.
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
