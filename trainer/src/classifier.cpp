@@ -13,10 +13,12 @@ Sequential Classifier::build(const std::vector<LayerSpec> &layers) {
     if (l.type == "linear") s.add(Linear(l.in_features, l.out_features, l.bias));
     else if (l.type == "relu") s.add(ReLU());
     else if (l.type == "gelu") s.add(GELU());
+    else if (l.type == "tanh") s.add(Tanh());
     else if (l.type == "dropout") s.add(Dropout(l.p));
     else if (l.type == "layernorm") s.add(LayerNorm(l.normalized_shape, l.eps));
     else if (l.type == "embedding") s.add(Embedding(l.num_embeddings, l.embedding_dim));
     else if (l.type == "flatten") s.add(Flatten());
+    else if (l.type == "residual") s.add(Residual(build(l.layers)));
     else detail::fail(HPU_ERROR_INVALID_ARGUMENT, "unknown layer type \"%s\"", l.type.c_str());
   }
   return s;

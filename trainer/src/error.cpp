@@ -24,6 +24,12 @@ std::string format(const char *fmt, ...) {
   return s;
 }
 
+std::string shape_text(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 void fail(hpuStatus_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

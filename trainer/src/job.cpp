@@ -10,6 +10,8 @@
 
 #include <climits>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <type_traits>
 #include <variant>
 
@@ -30,58 +32,145 @@ BatchCount batch_count(const Ctx &c, json_t *v, const std::string &path) {
   c.error(path, std::string("expected a number of batches (integer) or a fraction (number), found ") + type_name(v));
 }
 
-std::vector<LayerSpec> read_layers(const Ctx &c, json_t *model, const DataSpec &data) {
-  Obj m(c, model, "model");
-  json_t *arr = m.get("layers");
-  if (!arr) c.error("model", "missing key \"layers\"");
-  if (!json_is_array(arr) || json_array_size(arr) == 0) c.error("model.layers", "expected a non-empty array of layers");
+// Reads a list of layers (model.layers, or a residual block's "layers") at
+// `path`: each layer's own keys. check_layers relates them to each other.
+std::vector<LayerSpec> read_layer_list(const Ctx &c, json_t *arr, const std::string &path, bool in_residual) {
+  if (!json_is_array(arr) || json_array_size(arr) == 0) c.error(path, "expected a non-empty array of layers");
   std::vector<LayerSpec> layers;
-  // The feature width flowing between layers, when known (Fashion-MNIST: 28x28).
-  int64_t width = 0;
-  bool flat = false;
-  const int64_t sample = data.name == "fashion_mnist" ? 784 : 0;
   for (size_t i = 0; i < json_array_size(arr); ++i) {
-    const std::string path = format("model.layers[%zu]", i);
-    Obj o(c, json_array_get(arr, i), path);
+    const std::string lpath = format("%s[%zu]", path.c_str(), i);
+    Obj o(c, json_array_get(arr, i), lpath);
     LayerSpec l;
-    o.string("type", l.type, {"linear", "relu", "gelu", "dropout", "layernorm", "embedding", "flatten"});
-    if (l.type.empty()) c.error(path, "missing key \"type\"");
+    o.string("type", l.type,
+             {"linear", "relu", "gelu", "tanh", "dropout", "layernorm", "embedding", "flatten", "residual"});
+    if (l.type.empty()) c.error(lpath, "missing key \"type\"");
+    if (in_residual && (l.type == "flatten" || l.type == "embedding"))
+      c.error(o.key("type"), "\"" + l.type + "\" cannot be inside a residual block: x + layers(x) needs layers that keep x's shape");
     if (l.type == "linear") {
       o.integer("in_features", l.in_features, 1, INT32_MAX);
       o.integer("out_features", l.out_features, 1, INT32_MAX);
       o.boolean("bias", l.bias);
-      if (!l.in_features) c.error(path, "missing key \"in_features\"");
-      if (!l.out_features) c.error(path, "missing key \"out_features\"");
-      if (!flat && sample) c.error(path, "a linear layer on unflattened images; put a \"flatten\" layer first");
-      if (width && l.in_features != width)
-        c.error(o.key("in_features"),
-                format("%lld, but the previous layer gives %lld features", (long long)l.in_features, (long long)width));
-      width = l.out_features;
+      if (!l.in_features) c.error(lpath, "missing key \"in_features\"");
+      if (!l.out_features) c.error(lpath, "missing key \"out_features\"");
     } else if (l.type == "dropout") {
       o.number("p", l.p, 0.0, 0.999999);
     } else if (l.type == "layernorm") {
       o.integer("normalized_shape", l.normalized_shape, 1, INT32_MAX);
       o.number("eps", l.eps, 1e-30, 1.0);
-      if (!l.normalized_shape) c.error(path, "missing key \"normalized_shape\"");
-      if (width && l.normalized_shape != width)
-        c.error(o.key("normalized_shape"), format("%lld, but the previous layer gives %lld features",
-                                                  (long long)l.normalized_shape, (long long)width));
     } else if (l.type == "embedding") {
       o.integer("num_embeddings", l.num_embeddings, 1, INT32_MAX);
       o.integer("embedding_dim", l.embedding_dim, 1, INT32_MAX);
-      if (!l.num_embeddings || !l.embedding_dim) c.error(path, "needs \"num_embeddings\" and \"embedding_dim\"");
-      width = l.embedding_dim;
-    } else if (l.type == "flatten") {
-      flat = true;
-      if (sample && !width) width = sample;
+      if (!l.num_embeddings || !l.embedding_dim) c.error(lpath, "needs \"num_embeddings\" and \"embedding_dim\"");
+    } else if (l.type == "residual") {
+      json_t *inner = o.get("layers");
+      if (!inner) c.error(lpath, "missing key \"layers\" (the block's layers: x + layers(x))");
+      l.layers = read_layer_list(c, inner, o.key("layers"), true);
     }
     o.finish();
-    layers.push_back(l);
+    layers.push_back(std::move(l));
   }
-  if (width && data.name == "fashion_mnist" && width != 10)
-    c.error(format("model.layers[%zu]", layers.size() - 1),
-            format("the model ends with %lld features; Fashion-MNIST's cross-entropy needs 10 class scores",
-                   (long long)width));
+  return layers;
+}
+
+// What flows between layers, as far as the data tells: the last dimension of
+// a sample (0: not known), the values a sample holds when flattened, whether
+// samples are flat (rank 1), and who gives them (for messages).
+struct Flow {
+  int64_t width = 0, flat_width = 0;
+  enum { unknown, flat, nested } rank = unknown;
+  std::string from = "the data's samples have";
+};
+
+using Complain = std::function<void(const std::string &path, const std::string &problem)>;
+
+// The width a block's input must have, from its first layer that names one.
+int64_t input_width(const std::vector<LayerSpec> &layers) {
+  for (const LayerSpec &l : layers) {
+    if (l.type == "linear") return l.in_features;
+    if (l.type == "layernorm" && l.normalized_shape) return l.normalized_shape;
+    if (l.type == "residual") return input_width(l.layers);
+    if (l.type == "embedding" || l.type == "flatten") return 0;
+  }
+  return 0;
+}
+
+// Follows the widths through `layers`; `complain` throws.
+void walk_layers(std::vector<LayerSpec> &layers, const std::string &path, Flow &f, const Complain &complain) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerSpec &l = layers[i];
+    const std::string lpath = format("%s[%zu]", path.c_str(), i);
+    auto mismatch = [&](const char *key, int64_t v) {
+      complain(lpath + "." + key,
+               format("%lld, but %s %lld features", (long long)v, f.from.c_str(), (long long)f.width));
+    };
+    if (l.type == "linear") {
+      if (f.rank == Flow::nested)
+        complain(lpath, "a linear layer on unflattened samples; put a \"flatten\" layer first");
+      if (f.width && l.in_features != f.width) mismatch("in_features", l.in_features);
+      f.width = f.flat_width = l.out_features;
+    } else if (l.type == "layernorm") {
+      if (!l.normalized_shape && !f.width)
+        complain(lpath, "missing key \"normalized_shape\" (the width before it is not known)");
+      if (!l.normalized_shape) l.normalized_shape = f.width;
+      if (f.width && l.normalized_shape != f.width) mismatch("normalized_shape", l.normalized_shape);
+      f.width = l.normalized_shape;
+    } else if (l.type == "embedding") {
+      f.width = l.embedding_dim;
+      f.flat_width = 0;
+      f.rank = Flow::nested;
+    } else if (l.type == "flatten") {
+      f.width = f.flat_width;
+      f.rank = Flow::flat;
+    } else if (l.type == "residual") {
+      Flow in = f;
+      if (!in.width) in.width = in.flat_width = input_width(l.layers);
+      Flow body = in;
+      walk_layers(l.layers, lpath + ".layers", body, complain);
+      if (in.width && body.width && body.width != in.width)
+        complain(lpath, format("the residual block's layers end with %lld features, but its input has %lld; "
+                               "x + layers(x) needs layers that keep the width",
+                               (long long)body.width, (long long)in.width));
+      f = in;
+    } else {
+      continue;  // elementwise: the width passes through
+    }
+    f.from = "the previous layer gives";
+  }
+}
+
+std::string num_classes_text(int classes) {
+  return format("the data has %d classes (data.num_classes), so cross-entropy needs %d class scores", classes, classes);
+}
+
+// check_layers, with `complain` (which throws) reporting each problem.
+void check_model(std::vector<LayerSpec> &layers, const std::vector<int64_t> &sample_shape, int num_classes,
+                 const std::string &classes, const Complain &complain) {
+  Flow f;
+  if (!sample_shape.empty()) {
+    f.width = sample_shape.back();
+    f.flat_width = 1;
+    for (int64_t d : sample_shape) f.flat_width *= d;
+    f.rank = sample_shape.size() == 1 ? Flow::flat : Flow::nested;
+  }
+  walk_layers(layers, "model.layers", f, complain);
+  const std::string last = format("model.layers[%zu]", layers.size() - 1);
+  // Samples still of several dimensions (no flatten yet) have no class
+  // scores to count; the loss reports their shape when the model runs.
+  if (num_classes && f.width && f.rank != Flow::nested && f.width != num_classes)
+    complain(last, format("the model ends with %lld features; %s", (long long)f.width, classes.c_str()));
+}
+
+
+std::vector<LayerSpec> read_layers(const Ctx &c, json_t *model, const DataSpec &data) {
+  Obj m(c, model, "model");
+  json_t *arr = m.get("layers");
+  if (!arr) c.error("model", "missing key \"layers\"");
+  std::vector<LayerSpec> layers = read_layer_list(c, arr, "model.layers", false);
+  const bool fashion = data.name == "fashion_mnist";
+  const int classes = fashion ? 10 : data.files.num_classes;
+  check_model(layers, fashion ? std::vector<int64_t>{28, 28} : std::vector<int64_t>{}, classes,
+                       fashion ? "Fashion-MNIST's cross-entropy needs 10 class scores" : num_classes_text(classes),
+                       [&](const std::string &path, const std::string &problem) { c.error(path, problem); });
   m.finish();
   return layers;
 }
@@ -323,7 +412,86 @@ void apply_override(json_t *root, const Override &ov) {
   }
 }
 
+// The data section; the keys of idx and npy data only with those.
+DataSpec read_data(const Ctx &c, json_t *d) {
+  DataSpec s;
+  Obj o(c, d, "data");
+  o.string("name", s.name, {"fashion_mnist", "idx", "npy"});
+  const bool files = s.name != "fashion_mnist";
+  if (files) s.root.clear(), s.val_size = 0;
+  o.string("root", s.root);
+  o.integer("batch_size", s.batch_size, 1, INT32_MAX);
+  o.integer("val_size", s.val_size, 0, files ? INT64_MAX : 59999);
+  FileDataOptions &f = s.files;
+  f.format = s.name;
+  const std::pair<const char *, std::string *> paths[] = {
+      {"train_features", &f.train_features}, {"train_labels", &f.train_labels}, {"val_features", &f.val_features},
+      {"val_labels", &f.val_labels},         {"test_features", &f.test_features}, {"test_labels", &f.test_labels}};
+  const char *const file_keys[] = {"train_features", "train_labels", "val_features", "val_labels", "test_features",
+                                   "test_labels", "normalize", "flatten", "num_classes"};
+  for (const char *k : file_keys)
+    if (!files && json_object_get(d, k)) c.error(o.key(k), "only for \"idx\" and \"npy\" data (data.name)");
+  for (const auto &[k, out] : paths) o.string(k, *out);
+  if (json_t *n = o.get("normalize")) {
+    Obj r(c, n, "data.normalize");
+    r.number("scale", f.normalize.scale, -1e30, 1e30);
+    r.number("mean", f.normalize.mean, -1e30, 1e30);
+    r.number("std", f.normalize.std, 1e-30, 1e30);
+    r.finish();
+  }
+  o.boolean("flatten", f.flatten);
+  o.integer("num_classes", f.num_classes, 0, INT32_MAX);
+  if (files) {
+    for (const char *k : {"train_features", "train_labels"})
+      if (!json_object_get(d, k)) c.error("data", format("missing key \"%s\" (%s data)", k, s.name.c_str()));
+    for (const char *split : {"val", "test"}) {
+      const std::string fk = std::string(split) + "_features", lk = std::string(split) + "_labels";
+      if (!json_object_get(d, fk.c_str()) != !json_object_get(d, lk.c_str()))
+        c.error(o.key(json_object_get(d, fk.c_str()) ? fk : lk),
+                format("%s and %s go together; give both or neither", fk.c_str(), lk.c_str()));
+    }
+    if (!f.val_features.empty() && s.val_size)
+      c.error(o.key("val_size"), format("%lld beside val_features; the validation set comes from one or the other",
+                                        (long long)s.val_size));
+  }
+  f.val_size = size_t(s.val_size);
+  o.finish();
+  return s;
+}
+
+json_t *layers_json(const std::vector<LayerSpec> &layers) {
+  json_t *out = json_array();
+  for (const auto &l : layers) {
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string(l.type.c_str()));
+    if (l.type == "linear") {
+      json_object_set_new(o, "in_features", json_integer(l.in_features));
+      json_object_set_new(o, "out_features", json_integer(l.out_features));
+      json_object_set_new(o, "bias", json_boolean(l.bias));
+    } else if (l.type == "dropout") {
+      json_object_set_new(o, "p", json_real(l.p));
+    } else if (l.type == "layernorm") {
+      if (l.normalized_shape) json_object_set_new(o, "normalized_shape", json_integer(l.normalized_shape));
+      json_object_set_new(o, "eps", json_real(l.eps));
+    } else if (l.type == "embedding") {
+      json_object_set_new(o, "num_embeddings", json_integer(l.num_embeddings));
+      json_object_set_new(o, "embedding_dim", json_integer(l.embedding_dim));
+    } else if (l.type == "residual") {
+      json_object_set_new(o, "layers", layers_json(l.layers));
+    }
+    json_array_append_new(out, o);
+  }
+  return out;
+}
+
 }  // namespace
+
+void check_layers(std::vector<LayerSpec> &layers, const std::vector<int64_t> &sample_shape, int num_classes,
+                  const std::string &classes) {
+  check_model(layers, sample_shape, num_classes, classes, [](const std::string &path, const std::string &problem) {
+    fail(HPU_ERROR_CONFIG, "%s: %s", path.c_str(), problem.c_str());
+  });
+}
 
 Job parse_job(const std::string &text, const std::string &source, const std::vector<Override> &overrides) {
   detail::Json root = detail::parse_document(text, source);
@@ -336,14 +504,7 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
 
   Job job;
   Obj top(c, root.get(), "");
-  if (json_t *d = top.get("data")) {
-    Obj o(c, d, "data");
-    o.string("name", job.data.name, {"fashion_mnist"});
-    o.string("root", job.data.root);
-    o.integer("batch_size", job.data.batch_size, 1, INT32_MAX);
-    o.integer("val_size", job.data.val_size, 0, 59999);
-    o.finish();
-  }
+  if (json_t *d = top.get("data")) job.data = read_data(c, d);
   json_t *model = top.get("model");
   if (!model) c.error("(document)", "missing key \"model\"");
   job.layers = read_layers(c, model, job.data);
@@ -388,36 +549,46 @@ Job load_job(const std::string &path, const std::vector<Override> &overrides) {
   return parse_job(detail::read_file(path), path, overrides);
 }
 
+std::unique_ptr<DataModule> make_data(const DataSpec &spec) {
+  if (spec.name == "fashion_mnist")
+    return std::make_unique<FashionMNIST>(spec.batch_size, spec.root, size_t(spec.val_size));
+  FileDataOptions o = spec.files;
+  o.format = spec.name;
+  o.val_size = size_t(spec.val_size);
+  // Relative names are under root when it is set.
+  for (std::string *p : {&o.train_features, &o.train_labels, &o.val_features, &o.val_labels, &o.test_features,
+                         &o.test_labels})
+    if (!spec.root.empty() && !p->empty() && (*p)[0] != '/') *p = spec.root + "/" + *p;
+  return std::make_unique<FileData>(std::move(o), spec.batch_size);
+}
+
 std::string job_to_json(const Job &job) {
   detail::Json root(json_object());
-  json_t *layers = json_array();
-  for (const auto &l : job.layers) {
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string(l.type.c_str()));
-    if (l.type == "linear") {
-      json_object_set_new(o, "in_features", json_integer(l.in_features));
-      json_object_set_new(o, "out_features", json_integer(l.out_features));
-      json_object_set_new(o, "bias", json_boolean(l.bias));
-    } else if (l.type == "dropout") {
-      json_object_set_new(o, "p", json_real(l.p));
-    } else if (l.type == "layernorm") {
-      json_object_set_new(o, "normalized_shape", json_integer(l.normalized_shape));
-      json_object_set_new(o, "eps", json_real(l.eps));
-    } else if (l.type == "embedding") {
-      json_object_set_new(o, "num_embeddings", json_integer(l.num_embeddings));
-      json_object_set_new(o, "embedding_dim", json_integer(l.embedding_dim));
-    }
-    json_array_append_new(layers, o);
-  }
   json_t *model = json_object();
-  json_object_set_new(model, "layers", layers);
+  json_object_set_new(model, "layers", layers_json(job.layers));
   json_object_set_new(root.get(), "model", model);
 
+  const DataSpec &ds = job.data;
   json_t *data = json_object();
-  json_object_set_new(data, "name", json_string(job.data.name.c_str()));
-  json_object_set_new(data, "root", json_string(job.data.root.c_str()));
-  json_object_set_new(data, "batch_size", json_integer(job.data.batch_size));
-  json_object_set_new(data, "val_size", json_integer(job.data.val_size));
+  json_object_set_new(data, "name", json_string(ds.name.c_str()));
+  json_object_set_new(data, "root", json_string(ds.root.c_str()));
+  json_object_set_new(data, "batch_size", json_integer(ds.batch_size));
+  json_object_set_new(data, "val_size", json_integer(ds.val_size));
+  if (ds.name != "fashion_mnist") {
+    const FileDataOptions &f = ds.files;
+    for (const auto &[k, v] : {std::pair<const char *, const std::string &>{"train_features", f.train_features},
+                               {"train_labels", f.train_labels}, {"val_features", f.val_features},
+                               {"val_labels", f.val_labels}, {"test_features", f.test_features},
+                               {"test_labels", f.test_labels}})
+      if (!v.empty()) json_object_set_new(data, k, json_string(v.c_str()));
+    json_t *n = json_object();
+    json_object_set_new(n, "scale", json_real(f.normalize.scale));
+    json_object_set_new(n, "mean", json_real(f.normalize.mean));
+    json_object_set_new(n, "std", json_real(f.normalize.std));
+    json_object_set_new(data, "normalize", n);
+    json_object_set_new(data, "flatten", json_boolean(f.flatten));
+    json_object_set_new(data, "num_classes", json_integer(f.num_classes));
+  }
   json_object_set_new(root.get(), "data", data);
 
   const OptimizerSpec &os = job.optimizer;

@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <memory>
 
 namespace hpu {
 
 using detail::fail;
+using detail::shape_text;
 
 namespace {
 
@@ -212,6 +214,7 @@ Tensor elementwise(Context &ctx, const Tensor &x) {
 
 Tensor ReLU::forward(Context &ctx, const Tensor &x) { return elementwise<hpuRelu, hpuReluBackward>(ctx, x); }
 Tensor GELU::forward(Context &ctx, const Tensor &x) { return elementwise<hpuGelu, hpuGeluBackward>(ctx, x); }
+Tensor Tanh::forward(Context &ctx, const Tensor &x) { return elementwise<hpuTanh, hpuTanhBackward>(ctx, x); }
 
 Dropout::Dropout(double p) : p_(p) {
   if (!(p >= 0.0 && p < 1.0)) fail(HPU_ERROR_INVALID_ARGUMENT, "Dropout p is %g; expected 0 <= p < 1", p);
@@ -337,6 +340,42 @@ std::unique_ptr<Module> Sequential::clone() const {
   auto s = std::make_unique<Sequential>();
   for (const auto &l : layers_) s->add(l->clone());
   return s;
+}
+
+// ---- Residual ---------------------------------------------------------------------
+
+Tensor Residual::forward(Context &ctx, const Tensor &x) {
+  hpuStream_t s = ctx.stream;
+  // The body records on a tape of its own, replayed by one step of ctx's.
+  Context body_ctx;
+  body_ctx.stream = s;
+  body_ctx.training = ctx.training;
+  body_ctx.plan = ctx.plan;
+  const bool input_grad = ctx.training && ctx.tape.needs_input_grad();
+  if (input_grad) body_ctx.tape.require_input_grad();
+  const Tensor h = body_.forward(body_ctx, x);
+  if (h.shape() != x.shape())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "Residual: its body maps shape %s to %s; x + body(x) needs the same shape",
+         shape_text(x.shape()).c_str(), shape_text(h.shape()).c_str());
+  Tensor y = op([&](hpuTensor_t *o) { return hpuAdd(s, x.get(), h.get(), o); });
+  if (ctx.training && (input_grad || body_ctx.tape.size() > 0)) {
+    auto tape = std::make_shared<Tape>(std::move(body_ctx.tape));
+    ctx.tape.push([s, x, h, tape, input_grad](const Tensor &g) {
+      hpuTensor_t gx = nullptr, gh = nullptr;
+      check(hpuAddBackward(s, g.get(), x.get(), h.get(), input_grad ? &gx : nullptr, &gh));
+      Tensor skip(gx);
+      const Tensor through = tape->backward(Tensor(gh));
+      if (!input_grad || !through) return skip;
+      const Tensor sum = op([&](hpuTensor_t *o) { return hpuAdd(s, skip.get(), through.get(), o); });
+      return cast(s, sum, x.dtype());
+    });
+  }
+  return y;
+}
+
+std::unique_ptr<Module> Residual::clone() const {
+  auto body = body_.clone();
+  return std::make_unique<Residual>(std::move(*static_cast<Sequential *>(body.get())));
 }
 
 Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {

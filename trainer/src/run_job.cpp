@@ -56,8 +56,18 @@ JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_f
   struct Done {
     ~Done() { g_job.store(kIdle); }
   } done;
-  FashionMNIST data(job.data.batch_size, job.data.root, size_t(job.data.val_size));
-  Classifier model(Classifier::build(job.layers), job.optimizer, job.scheduler);
+  // The data first: the model is checked against what it holds.
+  std::unique_ptr<DataModule> data_module = make_data(job.data);
+  DataModule &data = *data_module;
+  data.setup();
+  std::vector<LayerSpec> layers = job.layers;
+  check_layers(layers, data.train_data().sample_shape(), data.num_classes(),
+               detail::format("the data has %d classes, so cross-entropy needs %d class scores%s", data.num_classes(),
+                              data.num_classes(),
+                              job.data.name == "fashion_mnist" || job.data.files.num_classes
+                                  ? ""
+                                  : " (the largest label + 1; set data.num_classes when a class has no samples)"));
+  Classifier model(Classifier::build(layers), job.optimizer, job.scheduler);
   Trainer trainer(job.trainer);
   trainer.callbacks().emplace_back(Cancellation{});
   const TrainerConfig &c = trainer.config();

@@ -95,8 +95,8 @@ TEST(Job, ErrorsNameTheKeyAndTheLine) {
   EXPECT_EQ(error_of(replace(kJob, "\"out_features\": 10", "\"out_features\": 11")),
             "job.json:8: model.layers[5]: the model ends with 11 features; Fashion-MNIST's cross-entropy needs 10 class scores");
   EXPECT_EQ(error_of(replace(kJob, "\"gelu\"", "\"swish\"")),
-            "job.json:5: model.layers[2].type: \"swish\" is not one of \"linear\", \"relu\", \"gelu\", \"dropout\", "
-            "\"layernorm\", \"embedding\", \"flatten\"");
+            "job.json:5: model.layers[2].type: \"swish\" is not one of \"linear\", \"relu\", \"gelu\", \"tanh\", "
+            "\"dropout\", \"layernorm\", \"embedding\", \"flatten\", \"residual\"");
   EXPECT_EQ(error_of(replace(kJob, "\"patience\": 1", "\"patience\": -1")),
             "job.json:19: trainer.callbacks[0].patience: -1 is out of range [0, 2147483647]");
   EXPECT_EQ(error_of(replace(kJob, "\"monitor\": \"val_loss\", ", "")),

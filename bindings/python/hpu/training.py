@@ -71,6 +71,14 @@ def train(config: JobLike) -> Dict[str, Any]:
     processes) every process calls it with the same job. It blocks until the job ends
     (other Python threads keep running); one job runs at a time in a process.
 
+    The model section stacks ``linear``, ``relu``, ``gelu``, ``tanh``, ``dropout``,
+    ``layernorm``, ``embedding``, ``flatten`` and ``residual`` layers (``{"type": "residual",
+    "layers": [...]}`` gives x + layers(x)). Besides Fashion-MNIST, the data section reads
+    arrays saved with ``numpy.save`` (``{"name": "npy", "train_features": "x.npy",
+    "train_labels": "y.npy"}``, optional ``val_*``/``test_*`` pairs) or IDX files of any shape
+    and element type (``"name": "idx"``), with ``normalize`` (``scale``, ``mean``, ``std``),
+    ``flatten`` and ``num_classes``; ``man hpu-train`` describes every key.
+
     Ctrl-C (:class:`KeyboardInterrupt`, or any exception a signal handler raises) stops
     the job before its next batch through ``hpuTrainerCancelJob``: the step in progress
     ends, a checkpoint being written is finished, so only whole checkpoint files remain,
@@ -89,7 +97,11 @@ def train(config: JobLike) -> Dict[str, Any]:
     Raises :class:`hpu.HpuError` with libhpu's message: :class:`hpu.ConfigError` for a bad
     job (naming the key and its line), :class:`hpu.InvalidArgumentError` for an option this
     machine cannot satisfy, :class:`hpu.NotFoundError` for a missing job, data set or
-    checkpoint file, :class:`hpu.NotAvailableError` when libhpu-trainer cannot be found,
+    checkpoint file, :class:`hpu.IoError` for a data file that is not a readable .npy or IDX
+    file (Fortran order, big-endian, another dtype, truncated) and
+    :class:`hpu.InvalidArgumentError` for data files that do not fit together (float labels,
+    features and labels of different lengths), :class:`hpu.NotAvailableError` when
+    libhpu-trainer cannot be found,
     :class:`hpu.InvalidUsageError` while another job runs in this process;
     :class:`TypeError` when `config` is none of the accepted kinds.
 

@@ -1,4 +1,5 @@
-// Datasets, batches and data modules; Fashion-MNIST from Debian's package.
+// Datasets, batches and data modules; Fashion-MNIST from Debian's package,
+// and features and labels from IDX or .npy files of any shape.
 #pragma once
 
 #include <cstddef>
@@ -100,5 +101,57 @@ class FashionMNIST : public DataModule {
 // Reads an MNIST-format pair of IDX files (images u8 [n, h, w], labels u8 [n])
 // into a dataset normalised with (x / 255 - mean) / std.
 TensorDataset load_idx_pair(const std::string &images, const std::string &labels, float mean, float std);
+
+// What is done to feature values as they are loaded: x' = (x * scale - mean) / std
+// (the identity by default; {1 / 255.0, 0, 1} scales bytes to [0, 1]).
+struct Normalize {
+  double scale = 1.0, mean = 0.0, std = 1.0;
+};
+
+// Features and labels from files: `format` "idx" (IDX, plain or gzip, any
+// element type: u8, i8, i16, i32, f32, f64) or "npy" (uint8, int8, int16,
+// int32, int64, float32, float64). Features are an array [N, ...] of any rank
+// (a 1-D file is one value per sample) and any of those types; labels an
+// integer array [N] of class indices >= 0.
+struct FileDataOptions {
+  std::string format = "npy";                  // "npy" | "idx"
+  std::string train_features, train_labels;    // required
+  std::string val_features, val_labels;        // optional, both or neither
+  std::string test_features, test_labels;      // optional, both or neither
+  size_t val_size = 0;  // without val files: the last val_size training samples validate
+  Normalize normalize;
+  bool flatten = false;  // samples as [prod(...)] rather than their shape
+  int num_classes = 0;   // 0: the largest label + 1
+};
+
+// A data module over FileDataOptions. setup() reads the files; hpu::Error
+// naming the file for what read_idx and read_npy refuse (HPU_ERROR_NOT_FOUND,
+// HPU_ERROR_IO), and HPU_ERROR_INVALID_ARGUMENT naming the files for features
+// and labels of different lengths, labels that are not integers of shape [N]
+// or are negative or >= num_classes, samples whose shape differs between the
+// files, a val_size that leaves no training samples, or val_size beside val
+// files.
+class FileData : public DataModule {
+ public:
+  FileData(FileDataOptions options, int batch_size);
+  void setup() override;
+  const TensorDataset &train_data() const override { return train_; }
+  const TensorDataset &val_data() const override { return val_; }
+  const TensorDataset &test_data() const override { return test_; }
+  // options().num_classes when set, else the largest label + 1 (after setup).
+  int num_classes() const override { return num_classes_; }
+  const FileDataOptions &options() const { return o_; }
+
+ private:
+  FileDataOptions o_;
+  bool loaded_ = false;
+  int num_classes_ = 0;
+  TensorDataset train_, val_, test_;
+};
+
+// Loads one features file and one labels file as FileData does (format "idx"
+// or "npy"); the labels' values are not checked against any class count.
+TensorDataset load_feature_files(const std::string &format, const std::string &features, const std::string &labels,
+                                 const Normalize &normalize, bool flatten);
 
 }  // namespace hpu

@@ -10,27 +10,34 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace hpu {
 
+// One entry of the model section's "layers" (hpu-train(1) describes each).
 struct LayerSpec {
-  std::string type;  // linear relu gelu dropout layernorm embedding flatten
+  std::string type;  // linear relu gelu tanh dropout layernorm embedding flatten residual
   int64_t in_features = 0, out_features = 0;       // linear
   bool bias = true;                                 // linear
   double p = 0.5;                                   // dropout
-  int64_t normalized_shape = 0;                     // layernorm
+  int64_t normalized_shape = 0;                     // layernorm; 0: the width before it
   double eps = 1e-5;                                // layernorm
   int64_t num_embeddings = 0, embedding_dim = 0;    // embedding
+  std::vector<LayerSpec> layers;                    // residual: x + layers(x)
 };
 
+// The data section. "fashion_mnist" reads Debian's Fashion-MNIST from `root`;
+// "idx" and "npy" read features and integer labels from the files named
+// (relative names under `root` when it is set), as FileData does.
 struct DataSpec {
-  std::string name = "fashion_mnist";
-  std::string root = FashionMNIST::kDefaultRoot;
+  std::string name = "fashion_mnist";  // "fashion_mnist" | "idx" | "npy"
+  std::string root = FashionMNIST::kDefaultRoot;  // "" by default for idx and npy
   int batch_size = 64;
-  int64_t val_size = 5000;
+  int64_t val_size = 5000;              // 0 by default for idx and npy
+  FileDataOptions files;                // idx and npy (its val_size is val_size)
 };
 
 struct OptimizerSpec {
@@ -90,6 +97,20 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
 Job load_job(const std::string &path, const std::vector<Override> &overrides = {});
 // The job as JSON text with every default filled in (hpu-train --check).
 std::string job_to_json(const Job &job);
+
+// The data module a data section describes (not yet set up).
+std::unique_ptr<DataModule> make_data(const DataSpec &spec);
+
+// Checks a model's layers against the data they will see, samples of
+// `sample_shape` ({}: not known) in `num_classes` classes (0: not known;
+// `classes` says where that number comes from), and fills in what the data
+// decides (a layernorm's normalized_shape of 0). hpu::Error
+// (HPU_ERROR_CONFIG) naming the layer's key path and both widths:
+// "model.layers[1].in_features: 20, but the data's samples have 16 features".
+// parse_job runs it with what the data section tells; run_job again with the
+// loaded data.
+void check_layers(std::vector<LayerSpec> &layers, const std::vector<int64_t> &sample_shape, int num_classes,
+                  const std::string &classes);
 
 class Trainer;
 

@@ -57,6 +57,9 @@ class Tape {
   // data) skips its input gradient, as autograd does for inputs that do not
   // require grad.
   bool needs_input_grad() const { return grads_flow_; }
+  // Makes needs_input_grad() true from the start: a tape for the layers inside
+  // a block (Residual) whose own input needs its gradient.
+  void require_input_grad() { grads_flow_ = true; }
   // Runs the steps in reverse from `grad`; returns the gradient of the input
   // (empty when nothing needed it). Clears the tape.
   Tensor backward(Tensor grad);
@@ -140,6 +143,13 @@ class GELU : public Module {
   std::unique_ptr<Module> clone() const override { return std::make_unique<GELU>(); }
 };
 
+class Tanh : public Module {
+ public:
+  std::string name() const override { return "Tanh"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  std::unique_ptr<Module> clone() const override { return std::make_unique<Tanh>(); }
+};
+
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
@@ -207,6 +217,28 @@ class Sequential : public Module {
 
  private:
   std::vector<std::unique_ptr<Module>> layers_;
+};
+
+// x + body(x), a residual (skip) connection: the body's layers run on x and
+// their output, which must have x's shape, is added to it (an
+// HPU_ERROR_INVALID_ARGUMENT naming both shapes otherwise). The backward sends
+// the output's gradient both through the body and straight to x, and sums the
+// two. The body's parameters are named "body.<i>.": "net.2.body.0.weight".
+class Residual : public Module {
+ public:
+  Residual() = default;
+  explicit Residual(Sequential body) : body_(std::move(body)) {}
+  std::string name() const override { return "Residual"; }
+  Tensor forward(Context &ctx, const Tensor &x) override;
+  void init(hpuDevice_t dev, Rng &rng) override { body_.init(dev, rng); }
+  void parameters(std::vector<Parameter *> &out, const std::string &prefix) override {
+    body_.parameters(out, prefix + "body.");
+  }
+  std::unique_ptr<Module> clone() const override;
+  Sequential &body() { return body_; }
+
+ private:
+  Sequential body_;
 };
 
 // Mean cross-entropy of logits [N, C] against labels [N] (i32); records its
