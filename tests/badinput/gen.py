@@ -47,6 +47,7 @@ PLAUSIBLE = [
     ("hpuMemFree", "ptr", "fx.fresh_allocation()"),
     ("hpuAutocastPush", "dtype", "HPU_BFLOAT16"),
     ("hpuAutocastSetOpList", "names", "fx.op_names"), ("hpuAutocastGetOpDtype", "op", '"mm"'),
+    ("hpuConfigGet", "name", '"HPU_NUM_DEVICES"'),
     ("hpuTensorCopy*Host", "bytes", "16"), ("hpuTensorReshape", "shape", "fx.shape4"),
     ("hpuTensorFillUniform", "low", "0.0"),
     ("hpuBmm*", "[!s]*", "fx.t3"),
