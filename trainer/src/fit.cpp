@@ -183,9 +183,9 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
     run_ = std::make_unique<Run>();
     Run &r = *run_;
     r.model = &model;
+    r.comms = comms_.get();
     std::vector<hpuDevice_t> devs;
     for (const Device &d : devices_) devs.push_back(d.get());
-    if (config_.strategy == "hpu_ddp") share_seed(devs);
     r.reps.resize(devs.size());
     r.threads = std::make_unique<ReplicaThreads>(devs.size());
     for (size_t i = 0; i < devs.size(); ++i) {
@@ -208,24 +208,6 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
   run_->bf16 = config_.precision == "bf16-mixed";
   for (Replica &p : run_->reps) p.plan.values_changed();  // the caller may have written the weights
   each(callbacks_, [&](Callback &c) { c.setup(*this, stage); });
-}
-
-// hpu_ddp: joins the group (this process's devices, and the launcher's
-// processes when its environment is present); every rank takes rank 0's seed.
-void Trainer::share_seed(const std::vector<hpuDevice_t> &devs) {
-  Run &r = *run_;
-  r.comms = std::make_unique<Comms>(devs);
-  const int world = r.comms->size(), first = r.comms->rank(0);
-  config_.world_size = world;
-  config_.node_rank = first / config_.devices;
-  std::vector<Tensor> seeds;
-  for (size_t i = 0; i < devs.size(); ++i) {
-    seeds.push_back(Tensor::from_host(devs[i], HPU_UINT64, {1}, &config_.seed));
-    void *p = nullptr;
-    check(hpuTensorGetData(seeds[i].get(), &p));
-    check(hpuBroadcast(devices_[i].default_stream(), (*r.comms)[i], p, p, 1, HPU_UINT64, 0));
-  }
-  for (auto &t : seeds) config_.seed = t.to_vector<uint64_t>(nullptr)[0];
 }
 
 void Trainer::finish(Stage stage) {
