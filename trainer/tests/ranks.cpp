@@ -2,15 +2,18 @@
 // and alone creates log folders, writes logs and says where the best
 // checkpoint is; WORLD_SIZE counts ranks and must be num_nodes x devices; a
 // failed start leaves no version folder; a device count beyond the visible
-// ones names its key.
+// ones names its key; callbacks see every step's logged values, and
+// LightningModule::log(..., {.sync_dist = true}) averages over the ranks.
 #include <hpu/trainer.hpp>
 
+#include "fit_util.hpp"
 #include "launch_util.hpp"
 #include "test_util.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -233,4 +236,112 @@ TEST(Ranks, TooManyDevicesNameTheKey) {
   EXPECT_NE(slurp(out).find("command line --devices: trainer.devices: devices is 99, but only 4 HPUs are visible"),
             std::string::npos)
       << slurp(out);
+}
+
+// ---- item 6: callbacks see every step's values; sync_dist averages over ranks -----
+
+namespace {
+
+// Logs a value that differs per replica (rank r logs r + 1), synced and not.
+class RankLogging : public hpu::Classifier {
+ public:
+  explicit RankLogging(int replica = 0) : Classifier(mlp(), adamw()), replica_(replica) {}
+  hpu::Tensor training_step(hpu::Context &ctx, const hpu::Tensor &x, const hpu::Tensor &y,
+                            hpu::Metrics &out) override {
+    log("rank_mean", replica_ + 1.0, {.sync_dist = true});
+    log("rank_own", replica_ + 1.0);
+    out["via_map"] = 10.0 * (replica_ + 1);
+    return Classifier::training_step(ctx, x, y, out);
+  }
+  std::unique_ptr<hpu::LightningModule> clone() const override { return std::make_unique<RankLogging>(replica_ + 1); }
+
+ private:
+  int replica_;
+};
+
+// The callback metrics and the step's outputs at every on_train_batch_end.
+struct MetricsSeen : hpu::Callback {
+  std::string state_key() const override { return "MetricsSeen"; }
+  void on_train_batch_end(hpu::Trainer &t, const hpu::Metrics &outputs, int64_t) override {
+    metrics.push_back(t.state().callback_metrics);
+    losses.push_back(outputs.at("loss"));
+  }
+  std::vector<hpu::Metrics> metrics;
+  std::vector<double> losses;
+};
+
+}  // namespace
+
+TEST(Ranks, CallbacksSeeEveryStepsValuesAndSyncDistAveragesOverRanks) {
+  for (int devices : {1, 2}) {
+    SCOPED_TRACE(std::to_string(devices) + " device(s)");
+    TempDir dir;
+    hpu::TrainerOptions o;
+    o.devices = devices;
+    o.max_epochs = 1;
+    o.log_every_n_steps = 5;
+    o.seed = 3;
+    o.default_root_dir = dir.path();
+    o.enable_progress_bar = false;
+    o.enable_checkpointing = false;
+    auto seen = std::make_shared<MetricsSeen>();
+    o.callbacks = {seen};
+    hpu::Trainer t(o);
+    hpu::InMemoryData data = blob_data(32 / devices);
+    RankLogging model;
+    t.fit(model, data);
+    ASSERT_EQ(seen->metrics.size(), 16u);  // 512 samples, global batch 32
+    const double mean = devices == 1 ? 1.0 : 1.5;  // (1 + 2) / 2 over two ranks
+    for (size_t s = 0; s < seen->metrics.size(); ++s) {
+      SCOPED_TRACE("step " + std::to_string(s));
+      const hpu::Metrics &m = seen->metrics[s];
+      ASSERT_TRUE(m.count("train_loss"));
+      EXPECT_EQ(m.at("train_loss"), seen->losses[s]);  // this step's, not the last logging step's
+      EXPECT_EQ(m.at("rank_mean"), mean);
+      EXPECT_EQ(m.at("rank_own"), 1.0);  // global rank 0's
+      EXPECT_EQ(m.at("via_map"), 10.0);
+    }
+    // The loggers still get every log_every_n_steps-th step, with the mean.
+    std::istringstream csv(slurp(t.log_dir() + "/metrics.csv"));
+    std::vector<std::vector<std::string>> rows;
+    for (std::string line; std::getline(csv, line);) {
+      rows.emplace_back();
+      std::istringstream fields(line);
+      for (std::string f; std::getline(fields, f, ',');) rows.back().push_back(f);
+    }
+    ASSERT_FALSE(rows.empty());
+    const auto column = std::find(rows[0].begin(), rows[0].end(), "rank_mean") - rows[0].begin();
+    std::vector<std::string> logged;
+    for (size_t i = 1; i < rows.size(); ++i)
+      if (size_t(column) < rows[i].size() && !rows[i][size_t(column)].empty())
+        logged.push_back(rows[i][0] + ":" + rows[i][size_t(column)]);
+    const std::string v = devices == 1 ? "1" : "1.5";
+    // Batches 4, 9 and 14, each under the step its optimizer step ends.
+    EXPECT_EQ(logged, std::vector<std::string>({"5:" + v, "10:" + v, "15:" + v}));
+  }
+}
+
+TEST(Ranks, SyncDistNamesMustBeTheSameOnEveryRank) {
+  struct OddOneOut : hpu::Classifier {
+    explicit OddOneOut(int replica = 0) : Classifier(mlp(), adamw()), replica(replica) {}
+    hpu::Tensor training_step(hpu::Context &ctx, const hpu::Tensor &x, const hpu::Tensor &y,
+                              hpu::Metrics &out) override {
+      if (replica == 1) log("only_rank_1", 1.0, {.sync_dist = true});
+      return Classifier::training_step(ctx, x, y, out);
+    }
+    std::unique_ptr<hpu::LightningModule> clone() const override { return std::make_unique<OddOneOut>(replica + 1); }
+    int replica;
+  };
+  TempDir dir;
+  hpu::TrainerOptions o;
+  o.devices = 2;
+  o.max_epochs = 1;
+  o.default_root_dir = dir.path();
+  o.enable_progress_bar = false;
+  o.enable_checkpointing = false;
+  hpu::Trainer t(o);
+  hpu::InMemoryData data = blob_data(16);
+  OddOneOut model;
+  EXPECT_HPU_ERROR(t.fit(model, data), HPU_ERROR_INVALID_ARGUMENT,
+                   "LightningModule::log: rank 1 logged 1 sync_dist metrics and rank 0 0");
 }

@@ -32,7 +32,7 @@ struct TrainerState {
   int64_t num_test_batches = 0;
   bool should_stop = false;
   bool validation_ran = false;        // a validation has run during this fit
-  Metrics callback_metrics;           // the latest value of every logged metric
+  Metrics callback_metrics;           // the latest value of every logged metric, after every step
   std::vector<Optimizer *> optimizers;
 };
 
@@ -78,7 +78,8 @@ class Trainer {
   // Whether this step is a logging step (every log_every_n_steps, and when stopping).
   bool should_update_logs() const;
   // Sends metrics to every logger (global rank 0 only) and records them in the
-  // callback metrics.
+  // callback metrics. (The training loop records each step's metrics in the
+  // callback metrics and calls this every log_every_n_steps.)
   void log_metrics(const Metrics &metrics, int64_t step);
 
   // Lightning's fit: trains `model` on `data` for max_epochs / max_steps,
