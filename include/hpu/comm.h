@@ -158,9 +158,10 @@ HPU_API hpuStatus_t hpuGroupEnd(void);
  * launcher: the process with launch rank p hosts ranks p * ndev + i (bound to
  * devs[i]) of a group of (process count) * ndev ranks. The process rank and
  * count come from HPU_RANK/HPU_WORLD_SIZE/HPU_LOCAL_RANK, else torchrun or
- * Lightning (RANK or NODE_RANK, WORLD_SIZE, LOCAL_RANK), Open MPI
- * (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK) or Slurm (SLURM_PROCID, SLURM_NTASKS,
- * SLURM_LOCALID); the rendezvous from HPU_COMM_ID=host:port, else MASTER_ADDR
+ * Lightning (RANK or NODE_RANK, WORLD_SIZE, LOCAL_RANK; WORLD_SIZE and
+ * LOCAL_WORLD_SIZE count ranks, as there, so the process count is WORLD_SIZE /
+ * ndev), Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK) or Slurm
+ * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID); the rendezvous from HPU_COMM_ID=host:port, else MASTER_ADDR
  * and MASTER_PORT, where the process of rank 0 listens. Processes may start in
  * any order within the deadline (HPU_COMM_TIMEOUT). Connections prove they
  * know the secret: HPU_COMM_SECRET, else the user's file

@@ -162,7 +162,7 @@ HPU_API hpuStatus_t hpuCommInitFromEnv(hpuComm_t *comms, int ndev, const hpuDevi
   const Config config = config_now();
   LaunchEnv env = read_launch_env([&config](const char *name) {
     return strncmp(name, "HPU_", 4) == 0 ? config.launch_value(name) : getenv(name);
-  });
+  }, ndev);
   long long world = static_cast<long long>(env.size) * ndev;
   if (world > INT_MAX) fail(HPU_ERROR_CONFIG, "%d processes x %d devices is too many ranks", env.size, ndev);
   HPU_LOG(info, "comm", "launch environment: %s, process %d of %d (local %d), %d device(s) each: ranks %d..%d of %lld%s",

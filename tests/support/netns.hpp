@@ -59,11 +59,12 @@ struct Hosts {
     a.insert(a.end(), argv.begin(), argv.end());
     return a;
   }
-  // The launch variables of the process on `host` (one per host, rank = host), plus `extra`.
+  // The launch variables of the process on `host` (one per host, rank = host,
+  // one device each), with `extra` added or replacing them.
   std::map<std::string, std::string> env(int host, const std::map<std::string, std::string> &extra = {}) const {
     std::map<std::string, std::string> e = {
         {"RANK", std::to_string(host)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", addr[0]}, {"MASTER_PORT", "29500"}};
-    e.insert(extra.begin(), extra.end());
+    for (const auto &[k, v] : extra) e[k] = v;
     return e;
   }
   // Takes host `host` off the network: its end of the veth pair goes down.

@@ -161,11 +161,14 @@ void expect_job(const std::vector<Env> &envs, int ndev, size_t count, const std:
   }
 }
 
-std::vector<Env> torchrun(int nproc, const std::string &transport) {
+// torchrun's variables for `nproc` processes of `ndev` devices each
+// (WORLD_SIZE counts ranks, as torchrun and Lightning mean it).
+std::vector<Env> torchrun(int nproc, const std::string &transport, int ndev = 1) {
   std::string port = std::to_string(hpu_test::free_port());
   std::vector<Env> envs;
   for (int p = 0; p < nproc; ++p) {
-    Env e = {{"RANK", std::to_string(p)}, {"WORLD_SIZE", std::to_string(nproc)}, {"LOCAL_RANK", std::to_string(p)},
+    Env e = {{"RANK", std::to_string(p)}, {"WORLD_SIZE", std::to_string(nproc * ndev)},
+             {"LOCAL_RANK", std::to_string(p)},
              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
     if (!transport.empty()) e["HPU_TRANSPORT"] = transport;
     envs.push_back(e);
@@ -212,10 +215,21 @@ void expect_shm_between_all(const std::vector<std::string> &logs, int ndev) {
 
 }  // namespace
 
-TEST(CommProc, TorchrunStyleOverTcpTwoProcessesTwoDevicesEach) { expect_job(torchrun(2, "tcp"), 2, 100003); }
+TEST(CommProc, TorchrunStyleOverTcpTwoProcessesTwoDevicesEach) { expect_job(torchrun(2, "tcp", 2), 2, 100003); }
+
+// Lightning's variables for 2 nodes of 2 devices (one process each): NODE_RANK
+// numbers the processes and WORLD_SIZE counts the 4 ranks.
+TEST(CommProc, LightningsWorldSizeCountsRanks) {
+  std::string port = std::to_string(hpu_test::free_port());
+  std::vector<Env> envs;
+  for (int node = 0; node < 2; ++node)
+    envs.push_back({{"NODE_RANK", std::to_string(node)}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
+                    {"MASTER_PORT", port}});
+  expect_job(envs, 2, 1000);
+}
 
 TEST(CommProc, TorchrunStyleOverShmByLocality) {
-  std::vector<Env> envs = torchrun(2, "");
+  std::vector<Env> envs = torchrun(2, "", 2);
   std::vector<std::string> logs;
   for (size_t p = 0; p < envs.size(); ++p) {
     logs.push_back(config_home() + "/locality." + std::to_string(p) + ".log");
@@ -344,6 +358,10 @@ TEST(CommProc, MissingVariablesAreNamed) {
   EXPECT_NE(l.find("MASTER_PORT"), std::string::npos) << l;
   l = init_line({{"RANK", "1"}});
   EXPECT_NE(l.find("WORLD_SIZE"), std::string::npos) << l;
+  // WORLD_SIZE counts ranks: 3 cannot be processes of 2 devices.
+  l = init_line({{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}}, 2);
+  EXPECT_NE(l.find("INIT HPU_ERROR_CONFIG"), std::string::npos) << l;
+  EXPECT_NE(l.find("WORLD_SIZE is 3, not a multiple of the 2 devices"), std::string::npos) << l;
   l = init_line({{"OMPI_COMM_WORLD_RANK", "0"}});
   EXPECT_NE(l.find("OMPI_COMM_WORLD_SIZE"), std::string::npos) << l;
   l = init_line({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}});
@@ -459,7 +477,8 @@ TEST(CommHosts, TwoHostsTwoDevicesEachOverTcp) {
   Hosts h;
   ASSERT_TRUE(h.ok) << h.why;
   std::vector<Proc> procs;
-  for (int i = 0; i < 2; ++i) procs.push_back(spawn(h.in(i, job(2, 300007)), h.env(i, {{"HPU_LOG_LEVEL", "info"}})));
+  for (int i = 0; i < 2; ++i)
+    procs.push_back(spawn(h.in(i, job(2, 300007)), h.env(i, {{"HPU_LOG_LEVEL", "info"}, {"WORLD_SIZE", "4"}})));
   for (int i = 0; i < 2; ++i) {
     std::string last = finish(procs[static_cast<size_t>(i)]);
     EXPECT_EQ(procs[static_cast<size_t>(i)].code, 0) << "host " << i << ": " << last;

@@ -11,7 +11,8 @@ using detail::fail;
 
 // ---- Comms ----------------------------------------------------------------------
 
-Comms::Comms(const std::vector<hpuDevice_t> &devs) : comms_(devs.size(), nullptr) {
+Comms::Comms(const std::vector<hpuDevice_t> &devs, const std::vector<hpuStream_t> &streams)
+    : comms_(devs.size(), nullptr), devs_(devs), streams_(streams) {
   check(hpuCommInitFromEnv(comms_.data(), int(devs.size()), devs.data()));
 }
 
@@ -29,6 +30,19 @@ int Comms::size() const {
   int n = 0;
   check(hpuCommCount(comms_[0], &n));
   return n;
+}
+
+std::vector<uint64_t> Comms::broadcast(std::vector<uint64_t> values) const {
+  if (values.empty()) return values;
+  std::vector<Tensor> t;
+  for (size_t i = 0; i < comms_.size(); ++i) {
+    t.push_back(Tensor::from_host(devs_[i], HPU_UINT64, {int64_t(values.size())}, values.data()));
+    void *p = nullptr;
+    check(hpuTensorGetData(t[i].get(), &p));
+    check(hpuBroadcast(streams_[i], comms_[i], p, p, values.size(), HPU_UINT64, 0));
+  }
+  for (size_t i = 0; i < t.size(); ++i) values = t[i].to_vector<uint64_t>(streams_[i]);
+  return values;
 }
 
 void Comms::abort() {

@@ -15,22 +15,28 @@ namespace hpu {
 
 // One communicator per device of this process (hpuCommInitFromEnv: a launcher's
 // environment makes processes and nodes ranks of one group; without one, the
-// devices of this process form the group).
+// devices of this process form the group). streams[i], on devs[i], carries the
+// trainer's own collectives (broadcast).
 class Comms {
  public:
-  explicit Comms(const std::vector<hpuDevice_t> &devs);
+  Comms(const std::vector<hpuDevice_t> &devs, const std::vector<hpuStream_t> &streams);
   ~Comms();
   Comms(const Comms &) = delete;
   Comms &operator=(const Comms &) = delete;
   hpuComm_t operator[](size_t i) const { return comms_[i]; }
   int rank(size_t i) const;  // global rank of this process's device i
   int size() const;          // ranks in the group
+  // Global rank 0's `values` on every rank (every rank calls it); returns
+  // once they have arrived.
+  std::vector<uint64_t> broadcast(std::vector<uint64_t> values) const;
   // Fails every pending and later operation on every rank (peers get
   // HPU_ERROR_REMOTE): a failing replica makes the others fail, not hang.
   void abort();
 
  private:
   std::vector<hpuComm_t> comms_;
+  std::vector<hpuDevice_t> devs_;
+  std::vector<hpuStream_t> streams_;
 };
 
 // A replica's parameters and gradients as windows of two flat f32 buffers of

@@ -148,6 +148,28 @@ void sum_over_ranks(Trainer::Run &r, std::vector<Metrics> &sums) {
   });
 }
 
+// Adds to `m` what the replicas' training_step logged with
+// LightningModule::log: replica 0's values, and for sync_dist names the mean
+// over every rank (each logs the same names).
+void add_logged(Trainer::Run &r, int world_size, Metrics &m) {
+  std::vector<Metrics> synced(r.reps.size());
+  for (size_t i = 0; i < r.reps.size(); ++i)
+    for (const LightningModule::Logged &l : r.reps[i].model->take_logged()) {
+      if (l.sync_dist) synced[i][l.name] = l.value;
+      else if (i == 0) m[l.name] = l.value;
+    }
+  for (size_t i = 1; i < synced.size(); ++i)
+    if (!std::equal(synced[i].begin(), synced[i].end(), synced[0].begin(), synced[0].end(),
+                    [](const auto &a, const auto &b) { return a.first == b.first; }))
+      fail(HPU_ERROR_INVALID_ARGUMENT,
+           "LightningModule::log: rank %d logged %zu sync_dist metrics and rank %d %zu, or other names; every rank "
+           "must log the same ones",
+           r.reps[i].rank, synced[i].size(), r.reps[0].rank, synced[0].size());
+  if (synced[0].empty()) return;
+  if (r.comms) sum_over_ranks(r, synced);
+  for (const auto &[k, v] : synced[0]) m[k] = v / world_size;
+}
+
 void set_lr(Trainer::Run &r, double lr) {
   for (Replica &p : r.reps) p.opt->set_lr(lr);
 }
@@ -183,9 +205,9 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
     run_ = std::make_unique<Run>();
     Run &r = *run_;
     r.model = &model;
+    r.comms = comms_.get();
     std::vector<hpuDevice_t> devs;
     for (const Device &d : devices_) devs.push_back(d.get());
-    if (config_.strategy == "hpu_ddp") share_seed(devs);
     r.reps.resize(devs.size());
     r.threads = std::make_unique<ReplicaThreads>(devs.size());
     for (size_t i = 0; i < devs.size(); ++i) {
@@ -208,24 +230,6 @@ void Trainer::start(LightningModule &model, DataModule &data, Stage stage) {
   run_->bf16 = config_.precision == "bf16-mixed";
   for (Replica &p : run_->reps) p.plan.values_changed();  // the caller may have written the weights
   each(callbacks_, [&](Callback &c) { c.setup(*this, stage); });
-}
-
-// hpu_ddp: joins the group (this process's devices, and the launcher's
-// processes when its environment is present); every rank takes rank 0's seed.
-void Trainer::share_seed(const std::vector<hpuDevice_t> &devs) {
-  Run &r = *run_;
-  r.comms = std::make_unique<Comms>(devs);
-  const int world = r.comms->size(), first = r.comms->rank(0);
-  config_.world_size = world;
-  config_.node_rank = first / config_.devices;
-  std::vector<Tensor> seeds;
-  for (size_t i = 0; i < devs.size(); ++i) {
-    seeds.push_back(Tensor::from_host(devs[i], HPU_UINT64, {1}, &config_.seed));
-    void *p = nullptr;
-    check(hpuTensorGetData(seeds[i].get(), &p));
-    check(hpuBroadcast(devices_[i].default_stream(), (*r.comms)[i], p, p, 1, HPU_UINT64, 0));
-  }
-  for (auto &t : seeds) config_.seed = t.to_vector<uint64_t>(nullptr)[0];
 }
 
 void Trainer::finish(Stage stage) {
@@ -340,11 +344,12 @@ void Trainer::train_epoch(int64_t skip) {
     const bool log_now = should_update_logs();
     if (step_now) optimizer_step();
     for (size_t i = 0; i < r.reps.size(); ++i) losses[i] = r.reps[i].loss.wait();
-    if (log_now) {
-      Metrics m = logs[0];
-      m["train_loss"] = losses[0];
-      log_metrics(m, batch_step);
-    }
+    // Callbacks see every step's values; the loggers get every n-th.
+    Metrics m = logs[0];
+    m["train_loss"] = losses[0];
+    add_logged(r, config_.world_size, m);
+    for (const auto &[k, v] : m) state_.callback_metrics[k] = v;
+    if (log_now) log_metrics(m, batch_step);
     logs[0]["loss"] = losses[0];
     each(callbacks_, [&](Callback &c) { c.on_train_batch_end(*this, logs[0], b); });
     if (val_epoch && ((b + 1) % every == 0 || (vci.fraction && b + 1 == nb)) &&
@@ -403,7 +408,10 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
     });
     each(callbacks_, [&](Callback &c) { val ? c.on_validation_batch_end(*this, b) : c.on_test_batch_end(*this, b); });
   }
-  for (Replica &p : r.reps) p.ctx.training = true;
+  for (Replica &p : r.reps) {
+    p.ctx.training = true;
+    p.model->take_logged();  // LightningModule::log is for training_step (module.hpp)
+  }
   if (val && outer == Stage::fit) state_.validation_ran = true;
   // Sums and sample counts of every rank (the keys are the same on every rank).
   for (size_t i = 0; i < r.reps.size(); ++i) sums[i]["\x01seen"] = seen[i];

@@ -380,6 +380,14 @@ TrainerOptions read_trainer(const Ctx &c, json_t *t, std::vector<std::string> &s
     std::string msg = e.what(), option = msg.substr(0, msg.find(' '));
     c.error(json_object_get(t, option.c_str()) ? "trainer." + option : "trainer", msg);
   }
+  // More devices than are visible is out of range for this machine, not a bad
+  // job: HPU_ERROR_INVALID_ARGUMENT as when the trainer starts, named where the
+  // count was given.
+  try {
+    resolve_devices(o.devices, device_count());
+  } catch (const Error &e) {
+    fail(e.status(), "%s: %s", c.where("trainer.devices").c_str(), e.what());
+  }
   r.finish();
   return o;
 }

@@ -44,8 +44,12 @@ std::string FolderLogger::log_dir() {
     std::string base = name_.empty() ? save_dir_ : save_dir_ + "/" + name_;
     if (!version_) version_ = next_version(base);
     dir_ = base + "/version_" + std::to_string(*version_);
-    detail::make_dirs(dir_);
   }
+  return dir_;
+}
+
+std::string FolderLogger::writable_dir() {
+  detail::make_dirs(log_dir());
   return dir_;
 }
 
@@ -98,7 +102,7 @@ void CSVLogger::log_metrics(const Metrics &metrics, int64_t step) {
 }
 
 void CSVLogger::flush(size_t upto) {
-  const std::string path = metrics_path();
+  const std::string path = writable_dir() + "/metrics.csv";
   auto row_text = [&](const std::pair<int64_t, Metrics> &row) {
     std::string line = std::to_string(row.first);
     for (const auto &k : keys_) {
@@ -133,7 +137,7 @@ void CSVLogger::log_hyperparams(const std::map<std::string, std::string> &params
     std::free(quoted);
     json_decref(s);
   }
-  const std::string path = log_dir() + "/hparams.yaml";
+  const std::string path = writable_dir() + "/hparams.yaml";
   detail::write_file_atomic(path, text.data(), text.size());
 }
 
@@ -156,7 +160,7 @@ void JsonLinesLogger::log_metrics(const Metrics &metrics, int64_t step) {
     line += "," + detail::dump(key.get(), JSON_ENCODE_ANY) + ":" + (std::isfinite(v) ? number(v) : "null");
   }
   line += "}\n";
-  const std::string path = metrics_path();
+  const std::string path = writable_dir() + "/metrics.jsonl";
   FILE *f = std::fopen(path.c_str(), "a");
   if (!f) fail(HPU_ERROR_IO, "cannot open %s: %s", path.c_str(), std::strerror(errno));
   std::fputs(line.c_str(), f);
@@ -170,7 +174,7 @@ void JsonLinesLogger::log_hyperparams(const std::map<std::string, std::string> &
   json_decref(o);
   std::string s = text ? std::string(text) + "\n" : "{}\n";
   std::free(text);
-  detail::write_file_atomic(log_dir() + "/hparams.json", s.data(), s.size());
+  detail::write_file_atomic(writable_dir() + "/hparams.json", s.data(), s.size());
 }
 
 }  // namespace hpu

@@ -168,8 +168,9 @@ void ModelCheckpoint::save(Trainer &t) {
   }
   if (!path.empty()) {
     t.save_checkpoint(path);
-    detail::log(HPU_LOG_INFO, "ModelCheckpoint saved %s (%s = %g)", path.c_str(),
-                o_.monitor.empty() ? "step" : o_.monitor.c_str(), score);
+    if (t.is_global_zero())
+      detail::log(HPU_LOG_INFO, "ModelCheckpoint saved %s (%s = %g)", path.c_str(),
+                  o_.monitor.empty() ? "step" : o_.monitor.c_str(), score);
   }
   if (!dropped.empty() && t.is_global_zero()) ::unlink(dropped.c_str());
   if (o_.save_last) t.save_checkpoint(last_path_);

@@ -4,9 +4,11 @@
 #include "option_fields.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 namespace hpu {
 
@@ -14,7 +16,34 @@ using detail::fail;
 
 namespace {
 
-int parse_devices(const Devices &d, int visible) {
+// The ranks a launcher started, by the first of its variables that is set:
+// WORLD_SIZE counts ranks (as Lightning and torchrun mean it, and the
+// collectives read it); Open MPI and Slurm count processes, each of `devices`
+// ranks. HPU_WORLD_SIZE is the collectives' own (from the environment or the
+// configuration file): the trainer checks the group they make instead.
+struct LaunchedRanks {
+  const char *name = nullptr;  // nullptr: no launcher variable
+  int value = 0;
+  int ranks = 0;
+};
+
+LaunchedRanks launched_ranks(int devices) {
+  for (const char *name : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}) {
+    const char *v = std::getenv(name);
+    if (!v || *v == '\0') continue;
+    char *end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > (1 << 20))
+      fail(HPU_ERROR_INVALID_ARGUMENT, "%s is \"%s\"; expected a number >= 1", name, v);
+    const bool counts_ranks = std::string(name) == "WORLD_SIZE";
+    return {name, int(n), counts_ranks ? int(n) : int(n) * devices};
+  }
+  return {};
+}
+
+}  // namespace
+
+int resolve_devices(const Devices &d, int visible) {
   int n = d.count;
   if (!d.text.empty()) {
     if (d.text == "auto") return visible;
@@ -32,37 +61,6 @@ int parse_devices(const Devices &d, int visible) {
   return n;
 }
 
-// NODE_RANK as Lightning reads it, or a launcher's equivalent.
-int node_rank_from_env() {
-  for (const char *name : {"NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_NODEID"}) {
-    if (const char *v = std::getenv(name)) {
-      char *end = nullptr;
-      long r = std::strtol(v, &end, 10);
-      if (*v == '\0' || *end != '\0' || r < 0)
-        fail(HPU_ERROR_INVALID_ARGUMENT, "%s is \"%s\"; expected a number >= 0", name, v);
-      return int(r);
-    }
-  }
-  return 0;
-}
-
-// The number of processes a launcher started (HPU_WORLD_SIZE, torchrun's
-// WORLD_SIZE, Open MPI's, Slurm's), else 0: the collectives read the same.
-int processes_from_env() {
-  for (const char *name : {"HPU_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}) {
-    if (const char *v = std::getenv(name)) {
-      char *end = nullptr;
-      long n = std::strtol(v, &end, 10);
-      if (*v == '\0' || *end != '\0' || n < 1)
-        fail(HPU_ERROR_INVALID_ARGUMENT, "%s is \"%s\"; expected a number >= 1", name, v);
-      return int(n);
-    }
-  }
-  return 0;
-}
-
-}  // namespace
-
 int64_t limit_batches(const BatchCount &limit, int64_t total) {
   if (!limit.fraction) return std::min(limit.batches, total);
   double f = *limit.fraction;
@@ -78,15 +76,21 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
   for (const detail::OptionField &f : detail::trainer_option_fields()) detail::check_option(f, o);
   c.accelerator = "hpu";
   if (visible < 1) fail(HPU_ERROR_INVALID_ARGUMENT, "no HPUs are visible (HPU_NUM_DEVICES, HPU_VISIBLE_DEVICES)");
-  c.devices = parse_devices(o.devices, visible);
+  c.devices = resolve_devices(o.devices, visible);
   c.num_nodes = o.num_nodes;
-  c.node_rank = node_rank_from_env();
-  // Under a launcher each process is a node of `devices` ranks (its exact rank
-  // comes from the collectives when hpu_ddp starts).
-  const int processes = processes_from_env();
-  if (processes == 0 && c.node_rank >= c.num_nodes)
-    fail(HPU_ERROR_INVALID_ARGUMENT, "NODE_RANK is %d, but num_nodes is %d", c.node_rank, c.num_nodes);
-  c.world_size = std::max(processes, c.num_nodes) * c.devices;
+  // (Clamped: the job reader checks the options against INT_MAX / 2 devices.)
+  c.world_size = int(std::min<int64_t>(int64_t(c.num_nodes) * c.devices, INT_MAX));
+  // Each process is a node of `devices` ranks: a launcher starts num_nodes of
+  // them. Its count must agree before the processes wait for each other.
+  const LaunchedRanks l = launched_ranks(c.devices);
+  if (l.name && l.ranks != c.world_size) {
+    const std::string counted =
+        l.ranks == l.value ? "" : detail::format(" processes of %d devices, %d ranks", c.devices, l.ranks);
+    fail(HPU_ERROR_INVALID_ARGUMENT,
+         "%s is %d%s, but num_nodes x devices is %d x %d = %d; start num_nodes processes of `devices` devices each "
+         "(WORLD_SIZE counts ranks, as in Lightning: num_nodes x devices)",
+         l.name, l.value, counted.c_str(), c.num_nodes, c.devices, c.world_size);
+  }
 
   if (o.strategy == "hpu_single" && c.world_size > 1)
     fail(HPU_ERROR_INVALID_ARGUMENT,

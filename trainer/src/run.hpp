@@ -34,7 +34,7 @@ struct Trainer::Run {
   LightningModule *model = nullptr;
   DataModule *data = nullptr;
   bool bf16 = false;
-  std::unique_ptr<Comms> comms;  // hpu_ddp only; outlives the replicas' GradSyncs
+  Comms *comms = nullptr;        // hpu_ddp only: the trainer's, which outlive the replicas' GradSyncs
   std::vector<Replica> reps;     // one per device of this process; reps[0] runs callbacks
   std::unique_ptr<ReplicaThreads> threads;
   std::unique_ptr<LRScheduler> sched;

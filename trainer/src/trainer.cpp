@@ -4,6 +4,7 @@
 #include "json.hpp"
 #include "run.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace hpu {
@@ -22,6 +23,7 @@ const char *stage_name(Stage s) {
 Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   config_ = resolve_options(options_, device_count());
   for (int i = 0; i < config_.devices; ++i) devices_.emplace_back(i);
+  if (config_.strategy == "hpu_ddp") join_ranks();
 
   callbacks_ = options_.callbacks;
   bool has_bar = false, has_ckpt = false;
@@ -46,16 +48,46 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   if (options_.logger.enabled) {
     loggers_ = options_.logger.list;
     if (loggers_.empty()) loggers_.emplace_back(CSVLogger(config_.default_root_dir));
-    // Loggers writing to the same <save_dir>/<name> share one version.
-    std::map<std::string, int> versions;
-    for (auto &l : loggers_)
-      if (auto *f = dynamic_cast<FolderLogger *>(l.get())) {
-        std::string base = f->save_dir() + "/" + f->name();
-        auto it = versions.find(base);
-        if (it == versions.end()) it = versions.emplace(base, next_version(base)).first;
-        f->default_version(it->second);
-      }
+    resolve_versions();
   }
+}
+
+// hpu_ddp: joins the group (this process's devices, and the launcher's
+// processes when its environment is present); every rank takes rank 0's seed.
+void Trainer::join_ranks() {
+  std::vector<hpuDevice_t> devs;
+  std::vector<hpuStream_t> streams;
+  for (const Device &d : devices_) devs.push_back(d.get()), streams.push_back(d.default_stream());
+  comms_ = std::make_unique<Comms>(devs, streams);
+  const int world = comms_->size();
+  if (world != config_.world_size)
+    fail(HPU_ERROR_INVALID_ARGUMENT,
+         "num_nodes x devices is %d x %d = %d, but the launch environment makes %d rank(s) of %d device(s) per "
+         "process: start num_nodes processes with a launcher (torchrun, mpirun, srun; see hpuCommInitFromEnv(3))",
+         config_.num_nodes, config_.devices, config_.world_size, world, config_.devices);
+  config_.node_rank = comms_->rank(0) / config_.devices;
+  config_.seed = comms_->broadcast({config_.seed})[0];
+}
+
+// Loggers writing to the same <save_dir>/<name> share one version, the first
+// free one there as global rank 0 sees it (as Lightning, which resolves it on
+// rank 0 and broadcasts it): the other ranks never look, so they cannot pick
+// another one while rank 0 starts writing.
+void Trainer::resolve_versions() {
+  std::vector<std::string> bases;
+  for (auto &l : loggers_)
+    if (auto *f = dynamic_cast<FolderLogger *>(l.get())) {
+      const std::string base = f->save_dir() + "/" + f->name();
+      if (std::find(bases.begin(), bases.end(), base) == bases.end()) bases.push_back(base);
+    }
+  std::vector<uint64_t> versions;
+  for (const std::string &b : bases) versions.push_back(is_global_zero() ? uint64_t(next_version(b)) : 0);
+  if (comms_) versions = comms_->broadcast(versions);
+  for (auto &l : loggers_)
+    if (auto *f = dynamic_cast<FolderLogger *>(l.get())) {
+      const auto at = std::find(bases.begin(), bases.end(), f->save_dir() + "/" + f->name()) - bases.begin();
+      f->default_version(int(versions[size_t(at)]));
+    }
 }
 
 Trainer::~Trainer() {

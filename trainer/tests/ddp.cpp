@@ -227,7 +227,7 @@ TEST(Ddp, TwoProcessesReachTheWeightsOfTwoDevicesInOneProcess) {
   const std::string port = std::to_string(free_port());
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r)
-    pids.push_back(spawn({procs, "--devices", "1"},
+    pids.push_back(spawn({procs, "--devices", "1", "--num-nodes", "2"},
                          {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", "2"},
                           {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}},
                          dir / (r ? "procs1.out" : "procs.out")));
@@ -243,7 +243,8 @@ TEST(Ddp, AKilledProcessFailsItsPeerInsteadOfHanging) {
   const std::string port = std::to_string(free_port());
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r)
-    pids.push_back(spawn({job, "--devices", "1", "--max-epochs", "-1", "--limit-train-batches", "1.0"},
+    pids.push_back(spawn({job, "--devices", "1", "--num-nodes", "2", "--max-epochs", "-1", "--limit-train-batches",
+                          "1.0"},
                          {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", "2"},
                           {"RANK", std::to_string(r)}, {"HPU_COMM_TIMEOUT", "20"}},
                          dir / ("killed" + std::to_string(r) + ".out")));

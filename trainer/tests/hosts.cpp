@@ -28,7 +28,7 @@ std::vector<pid_t> launch_on_hosts(const Hosts &h, const TempDir &dir, const std
                                    const std::vector<std::string> &args = {},
                                    const std::map<std::string, std::string> &env = {}) {
   std::vector<pid_t> pids;
-  std::vector<std::string> argv = {job, "--devices", "1"};
+  std::vector<std::string> argv = {job, "--devices", "1", "--num-nodes", "2"};
   argv.insert(argv.end(), args.begin(), args.end());
   for (int host = 0; host < 2; ++host) {
     auto e = h.env(host, env);

@@ -39,7 +39,7 @@ void expect_same_weights_in_both_layouts(const TempDir &dir, const std::string &
   std::vector<pid_t> pids;
   auto out = [&](int r) { return dir / (name + "_procs" + (r ? std::to_string(r) : "") + ".out"); };
   for (int r = 0; r < ranks; ++r)
-    pids.push_back(spawn({procs, "--devices", "1"},
+    pids.push_back(spawn({procs, "--devices", "1", "--num-nodes", std::to_string(ranks)},
                          {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", std::to_string(ranks)},
                           {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}},
                          out(r)));

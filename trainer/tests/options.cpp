@@ -127,20 +127,6 @@ TEST(Options, SeedIsKeptOrDrawn) {
   EXPECT_NE(resolve(o).seed, resolve(o).seed);  // drawn afresh (64 random bits)
 }
 
-TEST(Options, NodeRankComesFromTheEnvironment) {
-  setenv("NODE_RANK", "1", 1);
-  TrainerOptions o;
-  o.devices = 2;
-  o.num_nodes = 2;
-  auto c = resolve(o);
-  EXPECT_EQ(c.node_rank, 1);
-  EXPECT_EQ(c.world_size, 4);
-  o.num_nodes = 1;
-  EXPECT_HPU_ERROR(resolve(o), HPU_ERROR_INVALID_ARGUMENT, "NODE_RANK is 1, but num_nodes is 1");
-  setenv("NODE_RANK", "x", 1);
-  EXPECT_HPU_ERROR(resolve(o), HPU_ERROR_INVALID_ARGUMENT, "NODE_RANK is \"x\"");
-}
-
 TEST(Trainer, TheIssuesExampleCompilesAndResolves) {
   trainer_test::TempDir dir;
   hpu::Trainer trainer({.accelerator = "hpu", .devices = 2, .strategy = "auto", .precision = "bf16-mixed",

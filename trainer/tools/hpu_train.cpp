@@ -102,7 +102,9 @@ int run(int argc, char **argv) {
     std::fprintf(stderr, "hpu-train: %d device(s), strategy %s, precision %s, seed %llu, logs in %s\n", c.devices,
                  c.strategy.c_str(), c.precision.c_str(), (unsigned long long)c.seed, trainer.log_dir().c_str());
   });
-  if (!r.best_model_path.empty()) std::fprintf(stderr, "hpu-train: best checkpoint %s\n", r.best_model_path.c_str());
+  // Global rank 0 writes the checkpoints and says so.
+  if (r.global_rank == 0 && !r.best_model_path.empty())
+    std::fprintf(stderr, "hpu-train: best checkpoint %s\n", r.best_model_path.c_str());
   if (r.global_rank == 0)
     for (const auto &[k, v] : r.test) std::printf("%s %.4f\n", k.c_str(), v);
   for (size_t i = 0; i < r.memory.size(); ++i) {

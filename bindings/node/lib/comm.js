@@ -64,7 +64,9 @@ class Comm {
    * MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK or NODE_RANK; Open MPI's
    * OMPI_COMM_WORLD_*; Slurm's SLURM_*; HPU_* variables win): with P processes
    * of devices.length devices each, launch rank p hosts ranks
-   * p * devices.length + i. Without a launcher it is initAll. Blocks until every
+   * p * devices.length + i. WORLD_SIZE counts ranks, as in torchrun and
+   * Lightning (P * devices.length); the other counts are processes. Without a
+   * launcher it is initAll. Blocks until every
    * rank of the job has joined (one call per process joins all its ranks), so a
    * failure carries libhpu's message, e.g. the launcher variable that is missing.
    */

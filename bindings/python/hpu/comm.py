@@ -90,8 +90,9 @@ class Comm:
         """The ranks of this process in the job its launcher describes (torchrun/Lightning's
         MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK or NODE_RANK; Open MPI's OMPI_COMM_WORLD_*;
         Slurm's SLURM_*; HPU_* variables win): with P processes of len(devices) devices each,
-        this process's launch rank p hosts ranks p * len(devices) + i. Without a launcher it is
-        :meth:`init_all`. Blocks until every rank of the job has joined."""
+        this process's launch rank p hosts ranks p * len(devices) + i. WORLD_SIZE counts ranks,
+        as in torchrun and Lightning (P * len(devices)); the other counts are processes.
+        Without a launcher it is :meth:`init_all`. Blocks until every rank of the job has joined."""
         from .device import device_count
         devs = [resolve(d) for d in (devices if devices is not None else range(device_count()))]
         if not devs:

@@ -22,7 +22,8 @@ class Logger {
   virtual void log_hyperparams(const std::map<std::string, std::string> &params) { (void)params; }
   virtual void finalize() {}
   // The run's folder; resolving it picks the version (the first free
-  // version_<n> unless one was given) and creates the folder.
+  // version_<n> unless one was given). The folder is created when the logger
+  // first writes there, so a run that fails before logging leaves none.
   virtual std::string log_dir() = 0;
 };
 
@@ -33,7 +34,8 @@ class FolderLogger : public Logger {
   std::string name() const override { return name_; }
   std::string log_dir() override;
   const std::string &save_dir() const { return save_dir_; }
-  // Sets the version when none was given (the trainer gives all its loggers one).
+  // Sets the version when none was given (the trainer gives all its loggers
+  // one, picked by global rank 0).
   void default_version(int v) {
     if (!version_) version_ = v;
   }
@@ -42,6 +44,8 @@ class FolderLogger : public Logger {
   std::string save_dir_, name_;
   std::optional<int> version_;
   std::string dir_;  // resolved
+  // log_dir(), created (with its parents) if need be: for writing.
+  std::string writable_dir();
 };
 
 // metrics.csv: one row per step, a "step" column then one column per metric in

@@ -37,7 +37,7 @@ struct TrainerOptions {
   Devices devices = "auto";              // per process (per node)
   std::string strategy = "auto";         // "auto" | "hpu_single" | "hpu_ddp"
   std::string precision = "32-true";     // "32-true" | "bf16-mixed"
-  int num_nodes = 1;
+  int num_nodes = 1;                     // processes a launcher starts, each of `devices`
   std::optional<int64_t> max_epochs;     // none and max_steps == -1: 1000; -1: no limit
   int64_t max_steps = -1;                // -1: no limit
   BatchCount limit_train_batches = 1.0;
@@ -62,7 +62,7 @@ struct TrainerConfig {
   std::string accelerator;    // "hpu"
   int devices = 1;            // devices of this process
   int num_nodes = 1;
-  int node_rank = 0;          // NODE_RANK (or the launcher's equivalents), else 0
+  int node_rank = 0;          // this process among the num_nodes (the Trainer's, from the collectives)
   int world_size = 1;         // num_nodes x devices
   std::string strategy;       // "hpu_single" | "hpu_ddp"
   std::string precision;      // "32-true" | "bf16-mixed"
@@ -78,7 +78,18 @@ struct TrainerConfig {
 // visible device; strategy "auto" is "hpu_ddp" when devices x num_nodes > 1,
 // else "hpu_single". Throws hpu::Error (HPU_ERROR_INVALID_ARGUMENT) naming the
 // option, its value and the accepted values.
+//
+// Under a launcher each process is one node of `devices` ranks, and the world
+// size is num_nodes x devices. A launcher's count must agree, else the error
+// names both: WORLD_SIZE counts ranks (Lightning's and torchrun's meaning, as
+// hpuCommInitFromEnv(3) reads it), OMPI_COMM_WORLD_SIZE and SLURM_NTASKS count
+// processes. The Trainer checks the group the collectives make too (this
+// covers HPU_WORLD_SIZE, and num_nodes > 1 without any launcher).
 TrainerConfig resolve_options(const TrainerOptions &o, int visible);
+
+// The devices per process `d` asks for, of `visible` ones ("auto" and -1: all);
+// throws as resolve_options does ("devices is 99, but only 8 HPUs are visible").
+int resolve_devices(const Devices &d, int visible);
 
 // How many of `total` batches a limit lets run (Lightning's rules: a fraction
 // rounds down but keeps at least one batch when the fraction is > 0).

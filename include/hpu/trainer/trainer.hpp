@@ -20,6 +20,8 @@ struct json_t;  // jansson's, for a private member
 
 namespace hpu {
 
+class Comms;  // hpu_ddp's communicators (trainer/src/ddp.hpp)
+
 // Where the loop is; what callbacks read (and EarlyStopping's should_stop).
 struct TrainerState {
   Stage stage = Stage::fit;
@@ -30,13 +32,17 @@ struct TrainerState {
   int64_t num_test_batches = 0;
   bool should_stop = false;
   bool validation_ran = false;        // a validation has run during this fit
-  Metrics callback_metrics;           // the latest value of every logged metric
+  Metrics callback_metrics;           // the latest value of every logged metric, after every step
   std::vector<Optimizer *> optimizers;
 };
 
 class Trainer {
  public:
   // Resolves the options (hpu::Error for a bad one) and opens the devices.
+  // With hpu_ddp it joins the group of every rank (hpuCommInitFromEnv(3); under
+  // a launcher, the call returns once every process has joined), checks that it
+  // has num_nodes x devices ranks, and takes global rank 0's seed and log
+  // version: the ranks agree on both before anything is written.
   explicit Trainer(TrainerOptions options = {});
   ~Trainer();
   Trainer(const Trainer &) = delete;
@@ -48,8 +54,8 @@ class Trainer {
   const TrainerState &state() const { return state_; }
   int64_t current_epoch() const { return state_.current_epoch; }
   int64_t global_step() const { return state_.global_step; }
-  // Of this process's first device; with hpu_ddp under a launcher, node_rank is
-  // the process's rank among the launched processes once fitting has started.
+  // Of this process's first device; with hpu_ddp under a launcher node_rank is
+  // the process's rank among the launched processes (from the collectives).
   int global_rank() const { return config_.node_rank * config_.devices; }
   bool is_global_zero() const { return global_rank() == 0; }
 
@@ -65,12 +71,15 @@ class Trainer {
     return nullptr;
   }
 
-  // The first logger's folder, else default_root_dir.
+  // The first logger's folder, else default_root_dir. The same on every rank
+  // (global rank 0 picks the version); only global rank 0 creates it, when it
+  // first writes there.
   std::string log_dir();
   // Whether this step is a logging step (every log_every_n_steps, and when stopping).
   bool should_update_logs() const;
   // Sends metrics to every logger (global rank 0 only) and records them in the
-  // callback metrics.
+  // callback metrics. (The training loop records each step's metrics in the
+  // callback metrics and calls this every log_every_n_steps.)
   void log_metrics(const Metrics &metrics, int64_t step);
 
   // Lightning's fit: trains `model` on `data` for max_epochs / max_steps,
@@ -98,7 +107,9 @@ class Trainer {
   std::vector<Device> devices_;
   std::vector<Ref<Callback>> callbacks_;
   std::vector<Ref<Logger>> loggers_;
-  void share_seed(const std::vector<hpuDevice_t> &devs);
+  std::unique_ptr<Comms> comms_;  // hpu_ddp
+  void join_ranks();
+  void resolve_versions();
 
  public:
   struct Run;  // what a fit, validate or test holds (run.hpp)

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "comm/bootstrap/socket.hpp"
@@ -99,10 +100,12 @@ void read_secret(const GetEnv &get, LaunchEnv &env) {
 
 // The launcher's word that every process of the job runs on this host: its
 // count of processes on this host equals the job's.
-void read_locality(const GetEnv &get, LaunchEnv &env) {
-  for (const char *name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+// LOCAL_WORLD_SIZE counts ranks (ndev per process), Open MPI's processes.
+void read_locality(const GetEnv &get, LaunchEnv &env, int ndev) {
+  const std::pair<const char *, int> counts[] = {{"LOCAL_WORLD_SIZE", ndev}, {"OMPI_COMM_WORLD_LOCAL_SIZE", 1}};
+  for (const auto &[name, per_process] : counts)
     if (const char *v = value(get, name))
-      if (parse_int(name, v, 1, 1 << 20) == env.size) {
+      if (parse_int(name, v, 1, 1 << 20) == env.size * per_process) {
         env.local_source = strf("%s=%s", name, v);
         return;
       }
@@ -118,7 +121,7 @@ bool is_loopback(const Address &a) {
 
 }  // namespace
 
-LaunchEnv read_launch_env(const GetEnv &get) {
+LaunchEnv read_launch_env(const GetEnv &get, int ndev) {
   LaunchEnv env;
   const Scheme *found = nullptr;
   for (const Scheme &s : kSchemes) {
@@ -137,14 +140,26 @@ LaunchEnv read_launch_env(const GetEnv &get) {
       fail(HPU_ERROR_CONFIG, "%s is not set (the %s launch environment sets %s=%s)", found->size, found->source,
            rank ? found->rank : "NODE_RANK", rank ? rank : value(get, "NODE_RANK"));
     if (size) env.size = parse_int(found->size, size, 1, 1 << 20);
+    if (size && found == &kSchemes[0] && !value(get, "HPU_WORLD_SIZE")) {
+      // torchrun's and Lightning's WORLD_SIZE counts ranks: ndev per process.
+      if (env.size % ndev != 0)
+        fail(HPU_ERROR_CONFIG, "WORLD_SIZE is %d, not a multiple of the %d devices of this process (WORLD_SIZE "
+             "counts ranks: processes x devices)", env.size, ndev);
+      env.size /= ndev;
+    }
     if (const char *lr = value(get, found->local_rank)) env.local_rank = parse_int(found->local_rank, lr, 0, 1 << 20);
     if (rank) {
       env.rank = parse_int(found->rank, rank, 0, INT_MAX);
     } else if (const char *node = value(get, "NODE_RANK")) {
       // Lightning's multi-node variables: processes per node from LOCAL_WORLD_SIZE.
       int node_rank = parse_int("NODE_RANK", node, 0, 1 << 20);
+      // LOCAL_WORLD_SIZE counts ranks too.
       const char *lws = value(get, "LOCAL_WORLD_SIZE");
-      int per_node = lws ? parse_int("LOCAL_WORLD_SIZE", lws, 1, 1 << 20) : 1;
+      int per_node = lws ? parse_int("LOCAL_WORLD_SIZE", lws, 1, 1 << 20) : ndev;
+      if (per_node % ndev != 0)
+        fail(HPU_ERROR_CONFIG, "LOCAL_WORLD_SIZE is %d, not a multiple of the %d devices of this process "
+             "(LOCAL_WORLD_SIZE counts ranks: processes x devices)", per_node, ndev);
+      per_node /= ndev;
       env.rank = node_rank * per_node + env.local_rank;
     } else if (!value(get, "HPU_RANK")) {
       fail(HPU_ERROR_CONFIG, "%s is not set (the %s launch environment sets %s=%s)", found->rank, found->source,
@@ -174,7 +189,7 @@ LaunchEnv read_launch_env(const GetEnv &get) {
          env.source.c_str(), env.size);
   read_rendezvous(get, env);
   if (env.host.empty()) return env;  // one process alone: no rendezvous, no secret
-  read_locality(get, env);
+  read_locality(get, env, ndev);
   if (const char *v = value(get, "HPU_COMM_LISTEN")) env.listen = v;
   read_secret(get, env);
   return env;

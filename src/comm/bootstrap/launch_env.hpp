@@ -7,6 +7,9 @@
 //     RANK or NODE_RANK, WORLD_SIZE, LOCAL_RANK          (torchrun, Lightning)
 //     OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK           (Open MPI's mpirun)
 //     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID          (Slurm's srun)
+//   WORLD_SIZE and LOCAL_WORLD_SIZE count ranks, as torchrun and Lightning
+//   mean them (one device per process there): with ndev devices per process
+//   they are divided by ndev; every other count and rank counts processes.
 //   rendezvous: HPU_COMM_ID=host:port, else MASTER_ADDR + MASTER_PORT; where
 //   launch rank 0 listens: that address, or loopback when the launcher says
 //   every process is on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE
@@ -42,9 +45,9 @@ struct LaunchEnv {
 
 using GetEnv = std::function<const char *(const char *)>;
 
-// Reads the environment; throws HPU_ERROR_CONFIG naming a missing or malformed
-// variable and its value.
-LaunchEnv read_launch_env(const GetEnv &get);
+// Reads the environment of a process of `ndev` devices; throws
+// HPU_ERROR_CONFIG naming a missing or malformed variable and its value.
+LaunchEnv read_launch_env(const GetEnv &get, int ndev);
 
 // The unique id every process of the job derives alike: the secret and the
 // rendezvous address (resolved; loopback when every process is on this host
