@@ -20,6 +20,9 @@ JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_f
   JobResult r;
   r.command = job.command;
   if (job.command == "fit") {
+    // Found out before training rather than after.
+    if (job.test && job.test_ckpt_path == "best" && !trainer.callback<ModelCheckpoint>())
+      trainer.checkpoint_file("best", Stage::test);
     trainer.fit(model, data, job.ckpt_path);
     if (auto *ck = trainer.callback<ModelCheckpoint>()) r.best_model_path = ck->best_model_path();
     if (job.test) r.test = trainer.test(model, data, job.test_ckpt_path);

@@ -97,19 +97,17 @@ void flatten(const std::string &key, json_t *v, std::map<std::string, std::strin
     json_object_foreach(v, k, item) flatten(key.empty() ? k : key + "." + k, item, out);
   } else if (json_is_array(v)) {
     for (size_t i = 0; i < json_array_size(v); ++i) flatten(key + "." + std::to_string(i), json_array_get(v, i), out);
-  } else {
-    if (json_is_string(v)) {
-      out[key] = json_string_value(v);
-    } else if (json_is_real(v)) {
-      // The fewest digits that read back as the same double.
-      const double x = json_real_value(v);
-      for (int digits = 1; digits <= 17; ++digits) {
-        out[key] = detail::format("%.*g", digits, x);
-        if (std::strtod(out[key].c_str(), nullptr) == x) break;
-      }
-    } else {
-      out[key] = detail::dump(v, JSON_ENCODE_ANY);
+  } else if (json_is_string(v)) {
+    out[key] = json_string_value(v);
+  } else if (json_is_real(v)) {
+    // The fewest digits that read back as the same double.
+    const double x = json_real_value(v);
+    for (int digits = 1; digits <= 17; ++digits) {
+      out[key] = detail::format("%.*g", digits, x);
+      if (std::strtod(out[key].c_str(), nullptr) == x) break;
     }
+  } else {
+    out[key] = detail::dump(v, JSON_ENCODE_ANY);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <hpu/trainer.hpp>
 
 #include "fit_util.hpp"
+#include "launch_util.hpp"
 #include "test_util.hpp"
 
 #include <jansson.h>
@@ -46,6 +47,11 @@ std::vector<std::string> lines(const std::string &text) {
   std::stringstream ss(text);
   for (std::string l; std::getline(ss, l);) out.push_back(l);
   return out;
+}
+
+std::string replace_all(std::string s, const std::string &from, const std::string &to) {
+  for (size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size())) s.replace(i, from.size(), to);
+  return s;
 }
 
 std::string tiny_job(const std::string &root, const std::string &top = "") {
@@ -231,4 +237,45 @@ TEST(HpuTrainPredict, CommandsWithoutACheckpointOrWithABadOutputFailBeforeWorkin
   EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("\".json\" is not a supported format"), std::string::npos)
       << hpuGetLastErrorMessage();
   EXPECT_TRUE(list_dir(dir.path()).empty());
+  // "best" with no ModelCheckpoint to have saved one: before training.
+  const std::string no_ckpt = replace_all(tiny_job(dir.path(), R"(, "test_ckpt_path": "best")"),
+                                          R"("logger": false)", R"("logger": false, "enable_checkpointing": false)");
+  EXPECT_EQ(hpuTrainerRunJob(no_ckpt.c_str(), "j.json", &result), HPU_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hpuGetLastErrorMessage()).find("test: ckpt_path is \"best\", but the trainer has no ModelCheckpoint"),
+            std::string::npos)
+      << hpuGetLastErrorMessage();
+  EXPECT_TRUE(list_dir(dir.path()).empty());
+}
+
+// The promise of hpu-train(1): the predictions file is the same whatever the
+// layout: one device, or three processes (devices of one process:
+// TrainerPredict.TheSameRowsWhateverTheLayout...).
+TEST(HpuTrainPredict, TheFileIsTheSameOnOneDeviceAndOnThreeProcesses) {
+  TempDir dir;
+  std::string job = tiny_job(dir.path(), R"(, "test": false)");
+  job.replace(job.find(R"("limit_predict_batches": 3, )"), 28, "");  // every sample
+  spit(dir / "job.json", job);
+  char *result = nullptr;
+  ASSERT_EQ(hpuTrainerRunJob(job.c_str(), "job.json", &result), HPU_SUCCESS) << hpuGetLastErrorMessage();
+  hpuFree(result);
+  const std::vector<std::string> ckpts = list_dir(dir / "checkpoints");
+  ASSERT_EQ(ckpts.size(), 1u);
+  auto args = [&](const std::string &name, int devices) {
+    return std::vector<std::string>{"predict", dir / "job.json", "--ckpt-path", dir / ("checkpoints/" + ckpts[0]),
+                                    "--output", dir / (name + ".csv"), "--devices", std::to_string(devices)};
+  };
+  const auto limit = std::chrono::seconds(300);
+  ASSERT_EQ(wait_for(spawn(args("one", 1), {}, dir / "one.out"), limit), 0) << slurp(dir / "one.out");
+  const std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 3; ++r)
+    pids.push_back(spawn(args("procs", 1),
+                         {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", "3"},
+                          {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}},
+                         dir / ("procs" + std::to_string(r) + ".out")));
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(wait_for(pids[size_t(r)], limit), 0) << slurp(dir / ("procs" + std::to_string(r) + ".out"));
+  const std::string one = slurp(dir / "one.csv");
+  EXPECT_EQ(lines(one).size(), 1u + 10000);
+  EXPECT_EQ(slurp(dir / "procs.csv"), one);
 }
