@@ -10,7 +10,10 @@
 
 #include <jansson.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <thread>
 
 using namespace trainer_test;
 
@@ -310,4 +313,53 @@ TEST(TrainerPredictCApi, BadArgumentsAreNamed) {
   ASSERT_EQ(hpuTrainerPredict(c, x, 2, shape, &o, &out), HPU_SUCCESS) << hpuGetLastErrorMessage();
   EXPECT_NE(std::string(out).find("\"columns\":[\"pred\",\"prob_0\""), std::string::npos) << out;
   hpuFree(out);
+}
+
+// hpuTrainerPredict(3): thread-safe, and it may run while a job runs.
+TEST(TrainerPredictCApi, ConcurrentCallsAndARunningJobGiveTheSameRows) {
+  TempDir dir;
+  const std::string ckpt = dir / "model.ckpt";
+  hpu::InMemoryData data = blob_data(32);
+  {
+    hpu::Trainer t(opts(dir));
+    hpu::Classifier model(mlp_spec());
+    t.fit(model, data);
+    t.save_checkpoint(ckpt);
+  }
+  const std::vector<double> alone = c_predict(ckpt, data.test_data(), 32);
+  ASSERT_FALSE(alone.empty());
+
+  // A long job on Fashion-MNIST, running once its first log line came.
+  static std::atomic<bool> started{false};
+  started = false;
+  auto cb = [](hpuLogLevel_t, const char *line, void *) {
+    if (std::strstr(line, " trainer: job: ")) started = true;
+  };
+  hpuLogLevel_t saved;
+  ASSERT_EQ(hpuGetLogLevel(&saved), HPU_SUCCESS);
+  ASSERT_EQ(hpuSetLogCallback(cb, nullptr), HPU_SUCCESS);
+  ASSERT_EQ(hpuSetLogLevel(HPU_LOG_INFO), HPU_SUCCESS);
+  const std::string job = R"({"model": {"layers": [{"type": "flatten"},
+      {"type": "linear", "in_features": 784, "out_features": 16}, {"type": "relu"},
+      {"type": "linear", "in_features": 16, "out_features": 10}]},
+    "trainer": {"devices": 1, "max_epochs": 1000, "enable_progress_bar": false, "logger": false,
+                "enable_checkpointing": false, "default_root_dir": ")" + dir.path() + "\"}, \"test\": false}";
+  hpuStatus_t job_status = HPU_SUCCESS;
+  std::thread runner([&] {
+    char *out = nullptr;
+    job_status = hpuTrainerRunJob(job.c_str(), "long.json", &out);
+    hpuFree(out);
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<double> a, b;
+  std::thread other([&] { a = c_predict(ckpt, data.test_data(), 32); });
+  b = c_predict(ckpt, data.test_data(), 32);
+  other.join();
+  EXPECT_EQ(hpuTrainerCancelJob(), HPU_SUCCESS);  // the job was still running
+  runner.join();
+  hpuSetLogLevel(saved);
+  hpuSetLogCallback(nullptr, nullptr);
+  EXPECT_EQ(job_status, HPU_ERROR_ABORTED);
+  EXPECT_EQ(a, alone);
+  EXPECT_EQ(b, alone);
 }
