@@ -250,6 +250,16 @@ TEST(TestCkptPath, AJobsTestAfterFitUsesTestCkptPath) {
   EXPECT_EQ(loss(best), loss(tested));
   EXPECT_NE(loss(best), loss(final_weights));
   EXPECT_STREQ(json_string_value(json_object_get(tested, "command")), "test");
+  EXPECT_TRUE(json_is_null(json_object_get(final_weights, "predict")));
+  EXPECT_EQ(json_object_size(json_object_get(final_weights, "validate")), 0u);
+  // The validate command: the validation set's metrics alone.
+  json_t *validated = run(R"(, "command": "validate", "ckpt_path": ")" + std::string(best_path) + "\"");
+  EXPECT_STREQ(json_string_value(json_object_get(validated, "command")), "validate");
+  json_t *val = json_object_get(validated, "validate");
+  EXPECT_EQ(json_object_size(val), 2u);
+  EXPECT_TRUE(json_is_number(json_object_get(val, "val_loss")));
+  EXPECT_EQ(json_object_size(json_object_get(validated, "test")), 0u);
+  json_decref(validated);
   json_decref(final_weights);
   json_decref(best);
   json_decref(tested);
