@@ -162,7 +162,7 @@ std::string predict_text(const char *ckpt_path, const float *x, int ndim, const 
   hpu::Device dev(o.device);
   std::unique_ptr<hpu::Classifier> model = hpu::Classifier::load_from_checkpoint(ckpt_path, dev.get());
   const hpu::Predictions p = hpu::predict_samples(*model, dev.get(), x, std::vector<int64_t>(shape, shape + ndim),
-                                                          o.batch_size ? o.batch_size : 256, precision == "bf16-mixed");
+                                                  o.batch_size ? o.batch_size : 256, precision == "bf16-mixed");
   hpu::detail::Json out(json_object());
   json_object_set_new(out.get(), "columns", strings(p.columns));
   json_t *rows = json_array();

@@ -470,7 +470,7 @@ Predictions Trainer::predict(LightningModule &model, DataModule &data, const std
   // padded) order, that is sample q + j x world: gathered, the rows come in
   // data set order, the padding's repeats last.
   Predictions out = mine[0];
-  if (r.comms) {
+  if (r.comms && nb > 0) {
     const size_t count = mine[0].values.size();
     std::vector<std::vector<double>> all(r.reps.size());
     in_parallel(r, [&](size_t i, Replica &p) {

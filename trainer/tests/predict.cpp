@@ -125,6 +125,9 @@ TEST(TrainerPredict, LimitPredictBatchesCountsEachRanksBatches) {
     hpu::InMemoryData data = odd_data(10);
     hpu::Classifier model(mlp(), adamw());
     EXPECT_EQ(t.predict(model, data).rows(), size_t(30 * devices));
+    o.limit_predict_batches = int64_t(0);
+    hpu::Trainer none(o);
+    EXPECT_EQ(none.predict(model, data).rows(), 0u);
   }
 }
 
