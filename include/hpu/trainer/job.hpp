@@ -101,8 +101,9 @@ struct Cli {
   bool help = false, version = false;
 };
 
-// Parses hpu-train's arguments; hpu::Error (HPU_ERROR_INVALID_ARGUMENT) for an
-// unknown flag or a missing value, naming it.
+// Parses hpu-train's arguments (a first argument fit, validate, test or
+// predict sets the job's "command"); hpu::Error (HPU_ERROR_INVALID_ARGUMENT)
+// for an unknown flag or a missing value, naming it.
 Cli parse_cli(int argc, const char *const *argv);
 std::string cli_usage();
 
