@@ -15,6 +15,7 @@
 #include <hpu/trainer/optimizer.hpp>
 #include <hpu/trainer/options.hpp>
 #include <hpu/trainer/plan.hpp>
+#include <hpu/trainer/predictions.hpp>
 #include <hpu/trainer/rng.hpp>
 #include <hpu/trainer/sampler.hpp>
 #include <hpu/trainer/scheduler.hpp>

@@ -47,6 +47,7 @@ struct Fixture {
   hpuMatmulOptions_t matmul = HPU_MATMUL_OPTIONS_INIT;
   hpuLossOptions_t loss = {sizeof(hpuLossOptions_t), HPU_REDUCTION_NONE, -100, 0.0};  // a loss per sample: vec2
   hpuLayerNormOptions_t layer_norm = HPU_LAYER_NORM_OPTIONS_INIT;
+  hpuTrainerPredictOptions_t trainer_predict = HPU_TRAINER_PREDICT_OPTIONS_INIT;
   hpuRandomState_t random_state = HPU_RANDOM_STATE_INIT;
   hpuUniqueId_t unique_id;
 

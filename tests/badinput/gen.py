@@ -68,12 +68,13 @@ PLAUSIBLE = [
 STRUCTS = {"hpuDeviceProperties_t": "fx.props", "hpuMemStats_t": "fx.stats", "hpuSgdOptions_t": "fx.sgd",
            "hpuAdamwOptions_t": "fx.adamw", "hpuMatmulOptions_t": "fx.matmul",
            "hpuRandomState_t": "fx.random_state", "hpuLossOptions_t": "fx.loss",
-           "hpuLayerNormOptions_t": "fx.layer_norm"}
+           "hpuLayerNormOptions_t": "fx.layer_norm", "hpuTrainerPredictOptions_t": "fx.trainer_predict"}
 # Functions whose plausible call cannot succeed in the table, and why.
 BASELINE_FAILS = {
     "hpuCommInitFromEnv": "it needs a launcher's environment",
     "hpuSend": "it needs a second rank", "hpuRecv": "it needs a second rank",
     "hpuTrainerRunJob": "a valid job would train a model",
+    "hpuTrainerPredict": "it needs a checkpoint file",
 }
 INTS = {"int", "int32_t", "int64_t", "long", "unsigned", "uint32_t", "uint64_t", "size_t", "float", "double"}
 

@@ -1,11 +1,32 @@
 #include <hpu/trainer/module.hpp>
 
 #include "error.hpp"
+#include "json.hpp"
+#include "predict.hpp"
 
 namespace hpu {
 
 Classifier::Classifier(const Sequential &net, OptimizerSpec opt, SchedulerSpec sched)
     : net_(static_cast<Sequential *>(net.clone().release())), opt_(std::move(opt)), sched_(std::move(sched)) {}
+
+Classifier::Classifier(const ModelSpec &spec) : Classifier(build(spec.layers), spec.optimizer, spec.scheduler) {
+  layers_ = spec.layers;
+}
+
+std::unique_ptr<Classifier> Classifier::load_from_checkpoint(const std::string &path, hpuDevice_t dev) {
+  const Checkpoint ck = load_checkpoint_file(path);
+  detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
+  json_t *hp = json_object_get(meta.get(), "hyper_parameters");
+  if (!json_is_object(hp) || !json_object_get(hp, "model"))
+    detail::fail(HPU_ERROR_INVALID_ARGUMENT,
+                 "%s: the checkpoint's hyper_parameters describe no model layers (it was saved from a model built in "
+                 "code: build that model and call hpu::load_from_checkpoint(model, path, dev))",
+                 path.c_str());
+  auto model = std::make_unique<Classifier>(
+      parse_model_spec(detail::dump(hp, JSON_COMPACT | JSON_PRESERVE_ORDER), path + " (hyper_parameters)"));
+  detail::load_into(*model, ck, path, dev);
+  return model;
+}
 
 Sequential Classifier::build(const std::vector<LayerSpec> &layers) {
   Sequential s;
@@ -79,7 +100,37 @@ std::unique_ptr<LRScheduler> Classifier::configure_scheduler(double base_lr, int
 }
 
 std::unique_ptr<LightningModule> Classifier::clone() const {
-  return std::make_unique<Classifier>(*net_, opt_, sched_);
+  auto c = std::make_unique<Classifier>(*net_, opt_, sched_);
+  c->layers_ = layers_;
+  return c;
 }
+
+Predictions Classifier::predict_step(Context &ctx, const Tensor &x) {
+  Tensor logits = net_->forward(ctx, x);
+  hpuTensor_t p = nullptr, s = nullptr, l = nullptr;
+  check(hpuSoftmax(ctx.stream, logits.get(), 1, &p));
+  Tensor probs(p);
+  check(hpuCast(ctx.stream, probs.get(), HPU_FLOAT32, &s));
+  check(hpuCast(ctx.stream, logits.get(), HPU_FLOAT32, &l));
+  Tensor scores(l), prob(s);
+  const std::vector<int64_t> shape = scores.shape();
+  const int64_t n = shape[0], c = shape[1];
+  const std::vector<float> sv = scores.to_vector<float>(ctx.stream), pv = prob.to_vector<float>(ctx.stream);
+  Predictions out;
+  out.columns.push_back("pred");
+  for (int64_t k = 0; k < c; ++k) out.columns.push_back("prob_" + std::to_string(k));
+  out.values.reserve(size_t(n * (c + 1)));
+  for (int64_t i = 0; i < n; ++i) {
+    // The class of the highest score, as evaluation_step's accuracy counts it.
+    int64_t best = 0;
+    for (int64_t k = 1; k < c; ++k)
+      if (sv[size_t(i * c + k)] > sv[size_t(i * c + best)]) best = k;
+    out.values.push_back(double(best));
+    for (int64_t k = 0; k < c; ++k) out.values.push_back(double(pv[size_t(i * c + k)]));
+  }
+  return out;
+}
+
+std::string Classifier::hyperparameters() const { return model_spec_to_json({layers_, opt_, sched_}); }
 
 }  // namespace hpu

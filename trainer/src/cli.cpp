@@ -28,7 +28,9 @@ const std::vector<Flag> &flags() {
                        {"--data-root", "data.root", "DIR holding the IDX files"},
                        {"--optimizer", "optimizer.name", "sgd | adamw"},
                        {"--lr", "optimizer.lr", "learning rate"},
-                       {"--ckpt-path", "ckpt_path", "resume from this checkpoint"}});
+                       {"--ckpt-path", "ckpt_path", "fit: resume from it; validate, test, predict: its weights"},
+                       {"--test-ckpt-path", "test_ckpt_path", "weights of the test after fit: best | last | PATH"},
+                       {"--output", "predict.output", "FILE the predictions go to (.csv)"}});
     return v;
   }();
   return all;
@@ -38,8 +40,9 @@ const std::vector<Flag> &flags() {
 
 std::string cli_usage() {
   std::string s =
-      "usage: hpu-train [JOB.json] [options]\n"
-      "Trains the model a JSON job describes (default: the built-in Fashion-MNIST job).\n\n";
+      "usage: hpu-train [fit | validate | test | predict] [JOB.json] [options]\n"
+      "Trains the model a JSON job describes (default: the built-in Fashion-MNIST job) and tests it;\n"
+      "validate, test and predict use the weights of --ckpt-path instead of training.\n\n";
   for (const Flag &f : flags())
     s += detail::format("  %-26s %s (%s)\n", f.name.c_str(), f.help.c_str(), f.key.c_str());
   s += detail::format("  %-26s %s\n", "--no-progress-bar", "plain output, no progress bar");
@@ -54,7 +57,10 @@ Cli parse_cli(int argc, const char *const *argv) {
   Cli cli;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i] ? argv[i] : "";
-    if (arg == "-h" || arg == "--help") {
+    // LightningCLI's subcommands, first on the line: the job's "command".
+    if (i == 1 && (arg == "fit" || arg == "validate" || arg == "test" || arg == "predict")) {
+      cli.overrides.push_back({"command", arg, arg});
+    } else if (arg == "-h" || arg == "--help") {
       cli.help = true;
     } else if (arg == "--version") {
       cli.version = true;

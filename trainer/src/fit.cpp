@@ -240,6 +240,7 @@ void Trainer::finish(Stage stage) {
 
 void Trainer::fit(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::fit);
+  log_hyperparams(model);
   ProfileScope profile(config_, is_global_zero());
   Run &r = *run_;
   SettleBatches settled(r);
@@ -427,20 +428,85 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
   return out;
 }
 
-Metrics Trainer::validate(LightningModule &model, DataModule &data) {
+Metrics Trainer::validate(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::validate);
   SettleBatches settled(*run_);
+  load_weights(ckpt_path, Stage::validate);
   Metrics m = evaluate(Stage::validate, data.val_data(), options_.limit_val_batches);
   finish(Stage::validate);
   return m;
 }
 
-Metrics Trainer::test(LightningModule &model, DataModule &data) {
+Metrics Trainer::test(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::test);
   SettleBatches settled(*run_);
+  load_weights(ckpt_path, Stage::test);
   Metrics m = evaluate(Stage::test, data.test_data(), options_.limit_test_batches);
   finish(Stage::test);
   return m;
+}
+
+Predictions Trainer::predict(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+  start(model, data, Stage::predict);
+  Run &r = *run_;
+  SettleBatches settled(r);
+  load_weights(ckpt_path, Stage::predict);
+  const TensorDataset &set = data.predict_data();
+  if (set.size() == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "the data module's predict set is empty");
+  const size_t B = size_t(data.batch_size());
+  const int world = config_.world_size;
+  std::vector<std::vector<size_t>> orders;
+  for (Replica &p : r.reps) orders.push_back(DistributedSampler(set.size(), world, p.rank, false, 0).indices());
+  const int64_t nb = limit_batches(options_.limit_predict_batches, int64_t((orders[0].size() + B - 1) / B));
+  state_.num_predict_batches = nb;
+  each(callbacks_, [&](Callback &c) { c.on_predict_start(*this); });
+  std::vector<Predictions> mine(r.reps.size());
+  for (Replica &p : r.reps) {
+    p.ctx.training = false;
+    p.ctx.tape.clear();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    each(callbacks_, [&](Callback &c) { c.on_predict_batch_start(*this, b); });
+    in_parallel(r, [&](size_t i, Replica &p) {
+      const size_t n = p.batch.load(set, orders[i], b, B, p.dev, p.ctx.stream);
+      AutocastScope autocast(r.bf16);
+      Predictions rows = p.model->predict_step(p.ctx, p.batch.x);
+      if (rows.rows() != n || rows.values.size() != n * rows.columns.size())
+        fail(HPU_ERROR_INVALID_ARGUMENT, "predict_step returned %zu rows of %zu columns (%zu values) for %zu samples",
+             rows.rows(), rows.columns.size(), rows.values.size(), n);
+      mine[i].append(rows);
+    });
+    each(callbacks_, [&](Callback &c) { c.on_predict_batch_end(*this, b); });
+  }
+  for (Replica &p : r.reps) p.ctx.training = true;
+  // Rank q's row j is position q + j x world of the sampler's (unshuffled,
+  // padded) order, that is sample q + j x world: gathered, the rows come in
+  // data set order, the padding's repeats last.
+  Predictions out = mine[0];
+  if (r.comms && nb > 0) {
+    const size_t count = mine[0].values.size();
+    std::vector<std::vector<double>> all(r.reps.size());
+    in_parallel(r, [&](size_t i, Replica &p) {
+      Tensor send = Tensor::from_host(p.dev, HPU_FLOAT64, {int64_t(count)}, mine[i].values.data());
+      Tensor recv = Tensor::empty(p.dev, HPU_FLOAT64, {int64_t(count) * world});
+      void *s = nullptr, *d = nullptr;
+      check(hpuTensorGetData(send.get(), &s));
+      check(hpuTensorGetData(recv.get(), &d));
+      check(hpuAllgather(p.ctx.stream, (*r.comms)[i], s, d, count, HPU_FLOAT64));
+      all[i] = recv.to_vector<double>(p.ctx.stream);
+    });
+    const size_t cols = out.columns.size(), rows = mine[0].rows();
+    out.values.clear();
+    for (size_t j = 0; j < rows; ++j)
+      for (int q = 0; q < world; ++q) {
+        const double *row = all[0].data() + (size_t(q) * rows + j) * cols;
+        out.values.insert(out.values.end(), row, row + cols);
+      }
+  }
+  out.values.resize(std::min(out.rows(), set.size()) * out.columns.size());
+  each(callbacks_, [&](Callback &c) { c.on_predict_end(*this); });
+  finish(Stage::predict);
+  return out;
 }
 
 // ---- checkpoints of a run ----------------------------------------------------------

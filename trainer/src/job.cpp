@@ -175,6 +175,40 @@ std::vector<LayerSpec> read_layers(const Ctx &c, json_t *model, const DataSpec &
   return layers;
 }
 
+OptimizerSpec read_optimizer(const Ctx &c, json_t *o) {
+  OptimizerSpec s;
+  Obj r(c, o, "optimizer");
+  r.string("name", s.name, {"sgd", "adamw"});
+  r.number("lr", s.lr, 0.0, 1e6);
+  r.number("momentum", s.momentum, 0.0, 1.0);
+  r.boolean("nesterov", s.nesterov);
+  r.number("weight_decay", s.weight_decay, 0.0, 1e6);
+  r.number("beta1", s.beta1, 0.0, 0.999999);
+  r.number("beta2", s.beta2, 0.0, 0.999999999);
+  r.number("eps", s.eps, 1e-30, 1.0);
+  if (s.nesterov && s.momentum == 0.0) c.error("optimizer.nesterov", "nesterov needs a momentum > 0");
+  r.finish();
+  return s;
+}
+
+SchedulerSpec read_scheduler(const Ctx &c, json_t *o, const OptimizerSpec &opt) {
+  SchedulerSpec s;
+  Obj r(c, o, "scheduler");
+  r.string("name", s.name, {"none", "step", "cosine"});
+  r.integer("step_size", s.step_size, 1, INT64_MAX);
+  r.number("gamma", s.gamma, 1e-30, 1e6);
+  r.integer("warmup_steps", s.warmup_steps, 0, INT64_MAX);
+  r.integer("total_steps", s.total_steps, 0, INT64_MAX);
+  r.number("min_lr", s.min_lr, 0.0, 1e6);
+  r.string("interval", s.interval, {"step", "epoch"});
+  if (s.name == "cosine" && s.total_steps && s.total_steps <= s.warmup_steps)
+    c.error("scheduler.total_steps", format("%lld; expected more than warmup_steps (%lld)", (long long)s.total_steps,
+                                            (long long)s.warmup_steps));
+  if (s.min_lr > opt.lr) c.error("scheduler.min_lr", format("%g exceeds optimizer.lr %g", s.min_lr, opt.lr));
+  r.finish();
+  return s;
+}
+
 // The callbacks a job may name, by "type", each built from its object's
 // other members (hpu-train(1) lists them; a test checks the list).
 struct CallbackType {
@@ -516,41 +550,56 @@ Job parse_job(const std::string &text, const std::string &source, const std::vec
   json_t *model = top.get("model");
   if (!model) c.error("(document)", "missing key \"model\"");
   job.layers = read_layers(c, model, job.data);
-  if (json_t *o = top.get("optimizer")) {
-    Obj r(c, o, "optimizer");
-    OptimizerSpec &s = job.optimizer;
-    r.string("name", s.name, {"sgd", "adamw"});
-    r.number("lr", s.lr, 0.0, 1e6);
-    r.number("momentum", s.momentum, 0.0, 1.0);
-    r.boolean("nesterov", s.nesterov);
-    r.number("weight_decay", s.weight_decay, 0.0, 1e6);
-    r.number("beta1", s.beta1, 0.0, 0.999999);
-    r.number("beta2", s.beta2, 0.0, 0.999999999);
-    r.number("eps", s.eps, 1e-30, 1.0);
-    if (s.nesterov && s.momentum == 0.0) c.error("optimizer.nesterov", "nesterov needs a momentum > 0");
-    r.finish();
-  }
-  if (json_t *o = top.get("scheduler")) {
-    Obj r(c, o, "scheduler");
-    SchedulerSpec &s = job.scheduler;
-    r.string("name", s.name, {"none", "step", "cosine"});
-    r.integer("step_size", s.step_size, 1, INT64_MAX);
-    r.number("gamma", s.gamma, 1e-30, 1e6);
-    r.integer("warmup_steps", s.warmup_steps, 0, INT64_MAX);
-    r.integer("total_steps", s.total_steps, 0, INT64_MAX);
-    r.number("min_lr", s.min_lr, 0.0, 1e6);
-    r.string("interval", s.interval, {"step", "epoch"});
-    if (s.name == "cosine" && s.total_steps && s.total_steps <= s.warmup_steps)
-      c.error("scheduler.total_steps", format("%lld; expected more than warmup_steps (%lld)", (long long)s.total_steps,
-                                              (long long)s.warmup_steps));
-    if (s.min_lr > job.optimizer.lr) c.error("scheduler.min_lr", format("%g exceeds optimizer.lr %g", s.min_lr, job.optimizer.lr));
-    r.finish();
-  }
+  if (json_t *o = top.get("optimizer")) job.optimizer = read_optimizer(c, o);
+  if (json_t *o = top.get("scheduler")) job.scheduler = read_scheduler(c, o, job.optimizer);
   if (json_t *t = top.get("trainer")) job.trainer = read_trainer(c, t, job.callback_specs);
+  top.string("command", job.command, {"fit", "validate", "test", "predict"});
   top.string("ckpt_path", job.ckpt_path);
   top.boolean("test", job.test);
+  top.string("test_ckpt_path", job.test_ckpt_path);
+  if (json_t *p = top.get("predict")) {
+    Obj o(c, p, "predict");
+    o.string("output", job.predict_output);
+    if (job.predict_output.empty()) c.error("predict.output", "expected the path of the predictions file");
+    o.finish();
+  }
+  // Without a fit, "best" and "last" (this run's checkpoints) name nothing.
+  if (job.command != "fit" && (job.ckpt_path.empty() || job.ckpt_path == "best" || job.ckpt_path == "last"))
+    c.error(json_object_get(root.get(), "ckpt_path") ? "ckpt_path" : "(document)",
+            format("the \"%s\" command needs ckpt_path: the path of the checkpoint whose weights it uses%s",
+                   job.command.c_str(), job.ckpt_path.empty() ? "" : " (\"best\" and \"last\" refer to a fit)"));
   top.finish();
   return job;
+}
+
+std::string model_spec_to_json(const ModelSpec &spec) {
+  Job job;
+  job.layers = spec.layers;
+  job.optimizer = spec.optimizer;
+  job.scheduler = spec.scheduler;
+  detail::Json all = detail::parse_object(job_to_json(job), "job", HPU_ERROR_INTERNAL);
+  detail::Json out(json_object());
+  for (const char *k : {"model", "optimizer", "scheduler"})
+    if (std::string(k) != "model" || !spec.layers.empty())
+      json_object_set(out.get(), k, json_object_get(all.get(), k));
+  return detail::dump(out.get(), JSON_COMPACT | JSON_PRESERVE_ORDER);
+}
+
+ModelSpec parse_model_spec(const std::string &text, const std::string &source) {
+  json_error_t err;
+  detail::Json root(json_loadb(text.data(), text.size(), 0, &err));
+  if (!root) fail(HPU_ERROR_CONFIG, "%s:%d: JSON syntax error: %s", source.c_str(), err.line, err.text);
+  Ctx c{source, detail::json_key_lines(text), {}};
+  if (!json_is_object(root.get())) c.error("(document)", std::string("expected an object, found ") + type_name(root.get()));
+  ModelSpec spec;
+  Obj top(c, root.get(), "");
+  DataSpec no_data;
+  no_data.name.clear();  // no data set's shape to check the layers against
+  if (json_t *m = top.get("model")) spec.layers = read_layers(c, m, no_data);
+  if (json_t *o = top.get("optimizer")) spec.optimizer = read_optimizer(c, o);
+  if (json_t *o = top.get("scheduler")) spec.scheduler = read_scheduler(c, o, spec.optimizer);
+  top.finish();
+  return spec;
 }
 
 Job load_job(const std::string &path, const std::vector<Override> &overrides) {
@@ -647,8 +696,13 @@ std::string job_to_json(const Job &job) {
     json_object_set_new(tr, f.key, v);
   }
   json_object_set_new(root.get(), "trainer", tr);
+  json_object_set_new(root.get(), "command", json_string(job.command.c_str()));
   json_object_set_new(root.get(), "ckpt_path", json_string(job.ckpt_path.c_str()));
   json_object_set_new(root.get(), "test", json_boolean(job.test));
+  json_object_set_new(root.get(), "test_ckpt_path", json_string(job.test_ckpt_path.c_str()));
+  json_t *pred = json_object();
+  json_object_set_new(pred, "output", json_string(job.predict_output.c_str()));
+  json_object_set_new(root.get(), "predict", pred);
   return detail::dump(root.get(), JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) + "\n";
 }
 

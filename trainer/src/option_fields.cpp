@@ -29,6 +29,7 @@ const std::vector<OptionField> kFields = {
     F{"limit_train_batches", &O::limit_train_batches, "--limit-train-batches", "L", "N batches or a fraction"},
     F{"limit_val_batches", &O::limit_val_batches, "--limit-val-batches", "L", "N batches or a fraction"},
     F{"limit_test_batches", &O::limit_test_batches, "--limit-test-batches", "L", "N batches or a fraction"},
+    F{"limit_predict_batches", &O::limit_predict_batches, "--limit-predict-batches", "L", "N batches or a fraction"},
     F{"val_check_interval", &O::val_check_interval, "--val-check-interval", "V",
       "N batches or a fraction of an epoch"},
     F{"check_val_every_n_epoch", &O::check_val_every_n_epoch, nullptr, nullptr, "validate every N epochs", 1, kInt},

@@ -1,6 +1,6 @@
-// run_job: a job's data, model and Trainer, fitted and tested, as hpu-train and
-// hpuTrainerRunJob run it; one at a time in a process, and cancellable
-// (hpuTrainerCancelJob, hpu-train's Ctrl-C).
+// run_job: a job's data, model and Trainer, and its command (fit and test,
+// validate, test or predict), as hpu-train and hpuTrainerRunJob run it; one at
+// a time in a process, and cancellable (hpuTrainerCancelJob, hpu-train's Ctrl-C).
 #include <hpu/trainer/job.hpp>
 #include <hpu/trainer/trainer.hpp>
 
@@ -28,6 +28,7 @@ class Cancellation : public Callback {
   void on_train_batch_start(Trainer &t, int64_t batch) override { check(t, "training", batch); }
   void on_validation_batch_start(Trainer &t, int64_t batch) override { check(t, "validation", batch); }
   void on_test_batch_start(Trainer &t, int64_t batch) override { check(t, "test", batch); }
+  void on_predict_batch_start(Trainer &t, int64_t batch) override { check(t, "predict", batch); }
 
  private:
   static void check(const Trainer &t, const char *stage, int64_t batch) {
@@ -56,6 +57,7 @@ JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_f
   struct Done {
     ~Done() { g_job.store(kIdle); }
   } done;
+  if (job.command == "predict") check_predictions_path(job.predict_output);  // before any work
   // The data first: the model is checked against what it holds.
   std::unique_ptr<DataModule> data_module = make_data(job.data);
   DataModule &data = *data_module;
@@ -67,7 +69,7 @@ JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_f
                               job.data.name == "fashion_mnist" || job.data.files.num_classes
                                   ? ""
                                   : " (the largest label + 1; set data.num_classes when a class has no samples)"));
-  Classifier model(Classifier::build(layers), job.optimizer, job.scheduler);
+  Classifier model(ModelSpec{layers, job.optimizer, job.scheduler});
   Trainer trainer(job.trainer);
   trainer.callbacks().emplace_back(Cancellation{});
   const TrainerConfig &c = trainer.config();
@@ -75,10 +77,24 @@ JobResult run_job(const Job &job, const std::function<void(Trainer &)> &before_f
               c.devices, c.world_size, c.strategy.c_str(), c.precision.c_str(), (unsigned long long)c.seed,
               trainer.log_dir().c_str());
   if (before_fit) before_fit(trainer);
-  trainer.fit(model, data, job.ckpt_path);
   JobResult r;
-  if (auto *ck = trainer.callback<ModelCheckpoint>()) r.best_model_path = ck->best_model_path();
-  if (job.test) r.test = trainer.test(model, data);
+  r.command = job.command;
+  if (job.command == "fit") {
+    // Found out before training rather than after.
+    if (job.test && job.test_ckpt_path == "best" && !trainer.callback<ModelCheckpoint>())
+      trainer.checkpoint_file("best", Stage::test);
+    trainer.fit(model, data, job.ckpt_path);
+    if (auto *ck = trainer.callback<ModelCheckpoint>()) r.best_model_path = ck->best_model_path();
+    if (job.test) r.test = trainer.test(model, data, job.test_ckpt_path);
+  } else if (job.command == "validate") {
+    r.validate = trainer.validate(model, data, job.ckpt_path);
+  } else if (job.command == "test") {
+    r.test = trainer.test(model, data, job.ckpt_path);
+  } else {
+    r.predictions = trainer.predict(model, data, job.ckpt_path);
+    r.predictions_path = job.predict_output;
+    if (trainer.is_global_zero()) write_predictions(job.predict_output, r.predictions);
+  }
   r.metrics = trainer.state().callback_metrics;
   r.epoch = trainer.current_epoch();
   r.global_step = trainer.global_step();

@@ -105,8 +105,12 @@ int run(int argc, char **argv) {
   // Global rank 0 writes the checkpoints and says so.
   if (r.global_rank == 0 && !r.best_model_path.empty())
     std::fprintf(stderr, "hpu-train: best checkpoint %s\n", r.best_model_path.c_str());
-  if (r.global_rank == 0)
+  if (r.global_rank == 0) {
+    for (const auto &[k, v] : r.validate) std::printf("%s %.4f\n", k.c_str(), v);
     for (const auto &[k, v] : r.test) std::printf("%s %.4f\n", k.c_str(), v);
+    if (r.command == "predict")
+      std::printf("predictions %zu rows to %s\n", r.predictions.rows(), r.predictions_path.c_str());
+  }
   for (size_t i = 0; i < r.memory.size(); ++i) {
     const hpuMemStats_t &s = r.memory[i];
     std::printf("hpu%zu memory: InUse %.1f MiB, MaxInUse %.1f MiB, NumAllocs %llu, Limit %.1f GiB\n", i,

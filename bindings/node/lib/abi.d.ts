@@ -172,6 +172,14 @@ export interface hpuMatmulOptions_t {
   adamw_step: number | bigint;
 }
 
+/** hpuTrainerPredictOptions_t of trainer.h, as koffi reads and writes it. */
+export interface hpuTrainerPredictOptions_t {
+  struct_size: number | bigint;
+  device: number;
+  batch_size: number | bigint;
+  precision: string;
+}
+
 /**
  * libhpu's functions as native.js declares them (native.C): a function returning
  * hpuStatus_t throws an HpuError when it fails and returns 0 otherwise.

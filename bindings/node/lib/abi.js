@@ -115,6 +115,7 @@ const STRUCTS = Object.freeze({
   hpuSgdOptions_t: Object.freeze({ struct_size: 'size_t', lr: 'double', momentum: 'double', dampening: 'double', weight_decay: 'double', nesterov: 'int' }),
   hpuAdamwOptions_t: Object.freeze({ struct_size: 'size_t', lr: 'double', beta1: 'double', beta2: 'double', eps: 'double', weight_decay: 'double', param_copy: 'hpuTensor_t' }),
   hpuMatmulOptions_t: Object.freeze({ struct_size: 'size_t', alpha: 'double', bias: 'hpuTensor_t', activation: 'hpuActivation_t', pre_activation: 'hpuTensor_t', activation_backward: 'hpuActivation_t', activation_input: 'hpuTensor_t', dtype: 'hpuDataType_t', c: 'hpuTensor_t', beta: 'double', adamw: 'const hpuAdamwOptions_t *', adamw_exp_avg: 'hpuTensor_t', adamw_exp_avg_sq: 'hpuTensor_t', adamw_step: 'int64_t' }),
+  hpuTrainerPredictOptions_t: Object.freeze({ struct_size: 'size_t', device: 'int', batch_size: 'int64_t', precision: 'const char *' }),
 });
 
 /** Function pointer types: their prototypes. */
@@ -459,6 +460,8 @@ const FUNCTIONS = Object.freeze({
     [['job_json', 'const char *'], ['job_name', 'const char *'], ['result_json', 'char **']]],
   hpuTrainerCancelJob: ['hpu-trainer', 'hpuStatus_t hpuTrainerCancelJob(void)',
     []],
+  hpuTrainerPredict: ['hpu-trainer', 'hpuStatus_t hpuTrainerPredict(const char *ckpt_path, const float *x, int ndim, const int64_t *shape, const hpuTrainerPredictOptions_t *options, _Out_ void **result_json)',
+    [['ckpt_path', 'const char *'], ['x', 'const float *'], ['ndim', 'int'], ['shape', 'const int64_t *'], ['options', 'const hpuTrainerPredictOptions_t *'], ['result_json', 'char **']]],
 });
 
 module.exports = { STATUSES, Status, CONSTANTS, HANDLES, ENUMS, STRUCTS, CALLBACKS, FUNCTIONS };

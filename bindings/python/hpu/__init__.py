@@ -12,7 +12,9 @@ through ``HPU_LIBRARY``, or on the system library path (``libhpu.so.0``).
 1048576
 
 ``hpu.train(job)`` runs an ``hpu-train`` job in this process (through
-libhpu-trainer, found the same way) and returns its final metrics.
+libhpu-trainer, found the same way) and returns its final metrics;
+``hpu.predict(ckpt_path, x)`` predicts samples with the model a checkpoint
+holds.
 
 Every failing call raises :class:`hpu.HpuError` (a subclass per status) with
 the status name and libhpu's message.
@@ -41,7 +43,7 @@ from .tensor import (Tensor, empty, from_numpy, frombuffer, full, get_rng_state,
                      set_rng_state, tensor, zeros)
 from . import ops
 from .comm import Comm, ReduceOp, get_unique_id, group
-from .training import train, trainer_library_path
+from .training import predict, train, trainer_library_path
 from .ops import (adamw_step, add, addmm, argmax, bmm, cast, cross_entropy, div, dropout, embedding, exp, gelu,
                   layer_norm, linear, log, log_softmax, matmul, mean, mm, mul, nll_loss, relu, sgd_step, sigmoid,
                   softmax, sub, sum, tan, tanh)

@@ -238,6 +238,14 @@ class hpuMatmulOptions_t(ctypes.Structure):
                 ("adamw_step", c_int64)]
 
 
+class hpuTrainerPredictOptions_t(ctypes.Structure):
+    """hpuTrainerPredictOptions_t of trainer.h."""
+    _fields_ = [("struct_size", c_size_t),
+                ("device", c_int),
+                ("batch_size", c_int64),
+                ("precision", c_char_p)]
+
+
 hpuLogCallback_t = ctypes.CFUNCTYPE(None, hpuLogLevel_t, c_char_p, c_void_p)
 
 # ---- functions
@@ -415,4 +423,5 @@ FUNCTIONS = {
     # trainer.h
     "hpuTrainerRunJob": ("hpu-trainer", Status, [("job_json", c_char_p, "const char *"), ("job_name", c_char_p, "const char *"), ("result_json", POINTER(c_void_p), "char **")]),
     "hpuTrainerCancelJob": ("hpu-trainer", Status, []),
+    "hpuTrainerPredict": ("hpu-trainer", Status, [("ckpt_path", c_char_p, "const char *"), ("x", POINTER(c_float), "const float *"), ("ndim", c_int, "int"), ("shape", POINTER(c_int64), "const int64_t *"), ("options", POINTER(hpuTrainerPredictOptions_t), "const hpuTrainerPredictOptions_t *"), ("result_json", POINTER(c_void_p), "char **")]),
 }

@@ -1,5 +1,6 @@
 """hpu.train: an hpu-train job run in this process, through libhpu-trainer's C entry
-point ``hpuTrainerRunJob``."""
+point ``hpuTrainerRunJob``; hpu.predict: a checkpoint's model predicting samples in host
+memory (``hpuTrainerPredict``)."""
 from __future__ import annotations
 
 import ctypes
@@ -7,13 +8,14 @@ import json
 import os
 import threading
 from types import SimpleNamespace
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _lib
+from . import _abi, _lib
+from ._buffer import host_buffer
 from .diagnostics import log_write
-from .errors import HpuError, InvalidUsageError, Status, error_for
+from .errors import HpuError, InvalidArgumentError, InvalidUsageError, Status, error_for
 
-__all__ = ["train", "trainer_library_path"]
+__all__ = ["predict", "train", "trainer_library_path"]
 
 JobLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
@@ -63,9 +65,14 @@ def train(config: JobLike) -> Dict[str, Any]:
     """Runs an ``hpu-train`` job in this process and returns what it ended with.
 
     `config` is the job document ``hpu-train`` reads (``model``, ``data``, ``optimizer``,
-    ``scheduler``, ``trainer``, ``ckpt_path``, ``test``; see ``man hpu-train``): a dict,
-    its JSON text, or the path of a JSON file. The job fits, then runs the test set unless
-    ``"test": False``; loggers, checkpoints and the profiler write their files as they do
+    ``scheduler``, ``trainer``, ``command``, ``ckpt_path``, ``test``, ``test_ckpt_path``,
+    ``predict``; see ``man hpu-train``): a dict, its JSON text, or the path of a JSON file.
+    The job fits, then runs the test set unless ``"test": False`` (with the final weights,
+    or those ``test_ckpt_path`` names: ``"best"``, ``"last"`` or a checkpoint's path). A
+    job whose ``command`` is ``"validate"``, ``"test"`` or ``"predict"`` runs that stage
+    alone with the weights of its ``ckpt_path``; ``"predict"`` writes the test set's
+    predictions to ``job["predict"]["output"]`` (CSV: a header, then a row per sample in
+    order). Loggers, checkpoints and the profiler write their files as they do
     for ``hpu-train``, and the progress bar prints to stderr unless
     ``trainer.enable_progress_bar`` is false. Under a launcher (hpu_ddp over several
     processes) every process calls it with the same job. It blocks until the job ends
@@ -87,8 +94,11 @@ def train(config: JobLike) -> Dict[str, Any]:
 
     Returns a dict::
 
-        {"metrics": {"train_loss": ..., "val_acc": ..., "test_acc": ..., ...},  # all, at the end
+        {"command": "fit",
+         "metrics": {"train_loss": ..., "val_acc": ..., "test_acc": ..., ...},  # all, at the end
+         "validate": {},                                 # command "validate": its metrics
          "test": {"test_acc": ..., "test_loss": ...},   # the test set's ({} when skipped)
+         "predict": None,                                # command "predict": {"output", "rows", "columns"}
          "epoch": 1, "global_step": 20, "global_rank": 0, "world_size": 1,
          "log_dir": "lightning_logs/version_0", "best_model_path": "...ckpt" or None}
 
@@ -137,6 +147,62 @@ def train(config: JobLike) -> Dict[str, Any]:
     finally:
         if out.value:
             _lib.hpuFree(out)
+
+
+def predict(ckpt_path: Union[str, "os.PathLike[str]"], x: Any, shape: Optional[Sequence[int]] = None, *,
+            device: int = 0, batch_size: int = 0, precision: Optional[str] = None) -> Dict[str, Any]:
+    """Lightning's ``load_from_checkpoint``, then ``predict``, without a trainer.
+
+    Builds the model the checkpoint at `ckpt_path` describes (the hyperparameters that the
+    checkpoints of ``hpu-train`` jobs and :func:`train` carry), loads its weights and runs
+    its ``predict_step`` over the samples `x`: float32 values, C-contiguous, of `shape`
+    (samples first, then each sample's dimensions; by default ``x.shape``, so a numpy
+    array needs none), e.g. ``(n, 28, 28)`` or ``(n, 784)`` for Fashion-MNIST. `device`
+    is this process's device to run on, `batch_size` the samples per forward pass (0: 256),
+    `precision` ``"32-true"`` (None) or ``"bf16-mixed"``.
+
+    Returns a row per sample, in order; for the classifier the class with the highest
+    score, then the softmax of the scores (a value that is not finite is None)::
+
+        {"columns": ["pred", "prob_0", ..., "prob_9"],
+         "predictions": [[7, 0.026, ..., 0.122], ...]}
+
+    These are the rows ``hpu-train predict`` writes for the same samples.
+
+    Raises :class:`hpu.NotFoundError` for a missing file, :class:`hpu.IoError` for a file
+    that is not a checkpoint,
+    :class:`hpu.InvalidArgumentError` for a checkpoint that describes no model or whose
+    weights do not fit it, and for a bad argument; :class:`TypeError` when `x` has no
+    buffer or `shape` is missing and `x` has none.
+
+    >>> hpu.predict("runs/checkpoints/epoch=0-step=430.ckpt", images)["predictions"][0][0]
+    9
+    """
+    path = os.fspath(ckpt_path)
+    if shape is None:
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            raise TypeError(f"hpu.predict: x is a {type(x).__name__} without a shape; give shape")
+    dims = [int(d) for d in shape]
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and str(dtype) != "float32":
+        raise InvalidArgumentError(f"hpu.predict: x holds {dtype}; expected float32")
+    lib = _load_trainer()[0]
+    opts = _lib.options(_abi.hpuTrainerPredictOptions_t, "hpuTrainerPredict", device=device,
+                        batch_size=batch_size, precision=None if precision is None else precision.encode("utf-8"))
+    out = ctypes.c_void_p()
+    with host_buffer(x, name="x") as (addr, n):
+        need = 4
+        for d in dims:
+            need *= max(d, 0)
+        if n != need:
+            raise InvalidArgumentError(f"hpu.predict: x has {n} bytes; shape {tuple(dims)} of float32 needs {need}")
+        lib.hpuTrainerPredict(path.encode("utf-8"), ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), len(dims),
+                              (ctypes.c_int64 * max(1, len(dims)))(*dims), ctypes.byref(opts), ctypes.byref(out))
+    try:
+        return json.loads(ctypes.string_at(out.value).decode("utf-8"))
+    finally:
+        _lib.hpuFree(out)
 
 
 def _wait(done: threading.Event, lib: SimpleNamespace) -> Optional[BaseException]:

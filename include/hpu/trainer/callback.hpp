@@ -26,7 +26,7 @@ struct CallbackNeeds {
   }
 };
 
-enum class Stage { fit, validate, test };
+enum class Stage { fit, validate, test, predict };
 const char *stage_name(Stage s);
 
 class Callback {
@@ -68,6 +68,10 @@ class Callback {
   virtual void on_test_epoch_end(Trainer &) {}
   virtual void on_test_batch_start(Trainer &, int64_t batch_idx) { (void)batch_idx; }
   virtual void on_test_batch_end(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+  virtual void on_predict_start(Trainer &) {}
+  virtual void on_predict_end(Trainer &) {}
+  virtual void on_predict_batch_start(Trainer &, int64_t batch_idx) { (void)batch_idx; }
+  virtual void on_predict_batch_end(Trainer &, int64_t batch_idx) { (void)batch_idx; }
 };
 
 }  // namespace hpu

@@ -48,6 +48,8 @@ class DataModule {
   virtual const TensorDataset &train_data() const = 0;
   virtual const TensorDataset &val_data() const = 0;   // may be empty
   virtual const TensorDataset &test_data() const = 0;  // may be empty
+  // What Trainer::predict runs on (its labels are not used); the test set by default.
+  virtual const TensorDataset &predict_data() const { return test_data(); }
   virtual int num_classes() const = 0;
   int batch_size() const { return batch_size_; }
   void set_batch_size(int b);

@@ -7,6 +7,7 @@
 #include <hpu/trainer/data.hpp>
 #include <hpu/trainer/logger.hpp>
 #include <hpu/trainer/options.hpp>
+#include <hpu/trainer/predictions.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -59,6 +60,22 @@ struct SchedulerSpec {
   std::string interval;        // "step" | "epoch"; "": step for cosine, epoch for step
 };
 
+// What a Classifier is built from: a job's model, optimizer and scheduler.
+struct ModelSpec {
+  std::vector<LayerSpec> layers;
+  OptimizerSpec optimizer;
+  SchedulerSpec scheduler;
+};
+
+// The spec as a JSON object's text: {"model": {"layers": [...]},
+// "optimizer": {...}, "scheduler": {...}}, the sections as job_to_json writes
+// them (no "model" when `layers` is empty).
+std::string model_spec_to_json(const ModelSpec &spec);
+// Reads that text, checking it as parse_job checks those sections (without a
+// data set to match); missing sections keep their defaults. hpu::Error
+// HPU_ERROR_CONFIG "<source>:<line>: <key>: <problem>".
+ModelSpec parse_model_spec(const std::string &text, const std::string &source);
+
 struct Job {
   std::vector<LayerSpec> layers;
   DataSpec data;
@@ -66,8 +83,15 @@ struct Job {
   SchedulerSpec scheduler;
   TrainerOptions trainer;
   std::vector<std::string> callback_specs;  // trainer.callbacks entries as JSON text
-  std::string ckpt_path;       // resume from this checkpoint
-  bool test = true;            // run the test set after fitting
+  // What the job does (hpu-train's subcommand): "fit" (then the test set
+  // unless !test), "validate", "test" or "predict" (with ckpt_path's weights).
+  std::string command = "fit";
+  std::string ckpt_path;       // fit: resume from it; the others: the weights to use
+  bool test = true;            // fit: run the test set after fitting
+  // The weights that test uses: "" the final ones (as Lightning's
+  // trainer.test(model) after fit), "best", "last" or a checkpoint's path.
+  std::string test_ckpt_path;
+  std::string predict_output = "predictions.csv";  // "predict": {"output": ...}
 };
 
 // A command-line override: the job key it sets ("trainer.devices") and the
@@ -84,8 +108,9 @@ struct Cli {
   bool help = false, version = false;
 };
 
-// Parses hpu-train's arguments; hpu::Error (HPU_ERROR_INVALID_ARGUMENT) for an
-// unknown flag or a missing value, naming it.
+// Parses hpu-train's arguments (a first argument fit, validate, test or
+// predict sets the job's "command"); hpu::Error (HPU_ERROR_INVALID_ARGUMENT)
+// for an unknown flag or a missing value, naming it.
 Cli parse_cli(int argc, const char *const *argv);
 std::string cli_usage();
 
@@ -116,8 +141,12 @@ class Trainer;
 
 // What a job's run ended with.
 struct JobResult {
+  std::string command;           // the job's
   Metrics metrics;               // the trainer's callback metrics at the end (train_*, val_*, test_*)
+  Metrics validate;              // command validate: the validation set's metrics
   Metrics test;                  // the test set's metrics (empty when the job has "test": false)
+  Predictions predictions;       // command predict: every row, in data set order
+  std::string predictions_path;  // command predict: where global rank 0 wrote them
   int64_t epoch = 0;             // the trainer's current_epoch at the end
   int64_t global_step = 0;       // optimizer steps taken
   int global_rank = 0, world_size = 1;  // of this process's first device
@@ -126,9 +155,13 @@ struct JobResult {
   std::vector<hpuMemStats_t> memory;  // of this process's devices, at the end
 };
 
-// Runs a job as hpu-train does: its data, model and Trainer; fit (resuming
-// from ckpt_path when set), then the test set when job.test. `before_fit`
-// sees the Trainer once its devices are open. hpu::Error for any failure.
+// Runs a job as hpu-train does: its data, model and Trainer; for "fit", fit
+// (resuming from ckpt_path when set), then the test set when job.test (with
+// test_ckpt_path's weights); for "validate" and "test", that stage with
+// ckpt_path's weights; for "predict", predictions of the test set with
+// ckpt_path's weights, written to predict_output by global rank 0.
+// `before_fit` sees the Trainer once its devices are open. hpu::Error for any
+// failure.
 // One job runs at a time in a process (HPU_ERROR_INVALID_USAGE while another
 // runs); hpuTrainerCancelJob (<hpu/trainer.h>) stops it before its next
 // batch, with HPU_ERROR_ABORTED.

@@ -51,9 +51,9 @@ class FolderLogger : public Logger {
 // metrics.csv: one row per step, a "step" column then one column per metric in
 // order of first appearance (the file is rewritten when a new key appears); a
 // step's row is written when a later step is logged, and at finalize;
-// hparams.yaml with the hyperparameters. Both file loggers write integers in
-// full and other numbers in the shortest form that reads back as the same
-// double.
+// hparams.yaml with the hyperparameters (the trainer gives it the model's when
+// a fit starts). Both file loggers write integers in full and other numbers in
+// the shortest form that reads back as the same double.
 class CSVLogger : public FolderLogger {
  public:
   explicit CSVLogger(std::string save_dir = ".", std::string name = "lightning_logs",

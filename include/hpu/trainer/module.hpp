@@ -5,6 +5,7 @@
 #include <hpu/trainer/job.hpp>
 #include <hpu/trainer/logger.hpp>
 #include <hpu/trainer/nn.hpp>
+#include <hpu/trainer/predictions.hpp>
 #include <hpu/trainer/scheduler.hpp>
 
 #include <memory>
@@ -63,14 +64,50 @@ class LightningModule {
   }
   // A replica with the same configuration, for another device (hpu_ddp).
   virtual std::unique_ptr<LightningModule> clone() const = 0;
+  // Lightning's predict_step: the predictions for a batch x [N, ...], one row
+  // per sample, the same columns for every batch. By default hpu::Error
+  // HPU_ERROR_UNSUPPORTED (the model does not predict).
+  virtual Predictions predict_step(Context &ctx, const Tensor &x);
+  // Lightning's save_hyperparameters: what the model is built from, as the
+  // text of a JSON object; "" (the default) when it gives none. The trainer
+  // saves it in checkpoints ("hyper_parameters") and gives it to the loggers
+  // when a fit starts (CSVLogger's hparams.yaml).
+  virtual std::string hyperparameters() const { return ""; }
 
  private:
   std::vector<Logged> logged_;
 };
 
+// Lightning's load_from_checkpoint for a model the caller built: creates its
+// parameters on `dev` and loads the weights of the checkpoint at `path`.
+// hpu::Error: as load_checkpoint_file for the file; HPU_ERROR_INVALID_ARGUMENT
+// naming the path and the parameter when the checkpoint lacks a weight of the
+// model, holds one the model lacks, or one of another shape (a checkpoint of
+// another model).
+// For use outside a Trainer: a Trainer creates the parameters of a model it
+// has not run yet (setup_device, from its seed); give it ckpt_path instead.
+void load_from_checkpoint(LightningModule &model, const std::string &path, hpuDevice_t dev);
+
+// model.predict_step outside a Trainer: over the samples at x (f32,
+// row-major, shape {n, sample dims...}), batch_size at a time, on `dev` (where
+// the model's parameters are), under bf16 autocast when `bf16`; the rows of
+// every batch in order. hpu::Error HPU_ERROR_INVALID_ARGUMENT when
+// predict_step returns another number of rows than samples.
+Predictions predict_samples(LightningModule &model, hpuDevice_t dev, const float *x, const std::vector<int64_t> &shape,
+                            int64_t batch_size = 256, bool bf16 = false);
+
 class Classifier : public LightningModule {
  public:
   Classifier(const Sequential &net, OptimizerSpec opt = {}, SchedulerSpec sched = {});
+  // The model a job's sections describe; its hyperparameters are those
+  // sections, so load_from_checkpoint can build it again.
+  explicit Classifier(const ModelSpec &spec);
+  // Lightning's Classifier.load_from_checkpoint: the model a checkpoint's
+  // "hyper_parameters" describe, with its weights, on `dev`. hpu::Error as
+  // load_from_checkpoint above, and HPU_ERROR_INVALID_ARGUMENT naming the path
+  // when the checkpoint has no model layers among its hyperparameters (a
+  // Classifier built from a Sequential saves only its optimizer and scheduler).
+  static std::unique_ptr<Classifier> load_from_checkpoint(const std::string &path, hpuDevice_t dev);
   // The layers of a job's model section.
   static Sequential build(const std::vector<LayerSpec> &layers);
 
@@ -81,9 +118,16 @@ class Classifier : public LightningModule {
   std::unique_ptr<Optimizer> configure_optimizers(const std::vector<Parameter *> &params) override;
   std::unique_ptr<LRScheduler> configure_scheduler(double base_lr, int64_t total_steps) override;
   std::unique_ptr<LightningModule> clone() const override;
+  // Column "pred" (the class with the highest score), then "prob_0" ...
+  // "prob_<C-1>" (the softmax of the scores).
+  Predictions predict_step(Context &ctx, const Tensor &x) override;
+  // {"model": {"layers": [...]}, "optimizer": {...}, "scheduler": {...}} as in
+  // a job (no "model" when built from a Sequential).
+  std::string hyperparameters() const override;
   Sequential &net() { return *net_; }
 
  private:
+  std::vector<LayerSpec> layers_;  // empty when built from a Sequential
   std::unique_ptr<Sequential> net_;
   OptimizerSpec opt_;
   SchedulerSpec sched_;

@@ -43,6 +43,7 @@ struct TrainerOptions {
   BatchCount limit_train_batches = 1.0;
   BatchCount limit_val_batches = 1.0;
   BatchCount limit_test_batches = 1.0;
+  BatchCount limit_predict_batches = 1.0;
   BatchCount val_check_interval = 1.0;   // fraction of an epoch or every n batches
   int check_val_every_n_epoch = 1;
   int log_every_n_steps = 50;

@@ -30,6 +30,7 @@ struct TrainerState {
   int64_t num_training_batches = 0;   // per epoch, after limits
   int64_t num_val_batches = 0;
   int64_t num_test_batches = 0;
+  int64_t num_predict_batches = 0;
   bool should_stop = false;
   bool validation_ran = false;        // a validation has run during this fit
   Metrics callback_metrics;           // the latest value of every logged metric, after every step
@@ -87,9 +88,24 @@ class Trainer {
   // (weights, optimizer, epoch and batch position, random state, callbacks).
   void fit(LightningModule &model, DataModule &data, const std::string &ckpt_path = "");
   // One pass over the validation / test set; the metrics ("val_loss",
-  // "val_acc", ...) averaged over the samples of every rank.
-  Metrics validate(LightningModule &model, DataModule &data);
-  Metrics test(LightningModule &model, DataModule &data);
+  // "val_acc", ...) averaged over the samples of every rank. As Lightning's
+  // ckpt_path: "" uses the model's current weights; "best" loads
+  // ModelCheckpoint's best checkpoint (hpu::Error HPU_ERROR_INVALID_ARGUMENT
+  // without a ModelCheckpoint, HPU_ERROR_INVALID_USAGE when it has saved none
+  // yet); "last" its last checkpoint (save_last), or, when there is none, the
+  // current weights with a warning; anything else is a checkpoint's path. The
+  // loaded weights stay in the model.
+  Metrics validate(LightningModule &model, DataModule &data, const std::string &ckpt_path = "");
+  Metrics test(LightningModule &model, DataModule &data, const std::string &ckpt_path = "");
+  // Lightning's predict: model.predict_step over data.predict_data() (its
+  // first limit_predict_batches batches), with ckpt_path as for test. Under
+  // hpu_ddp each rank predicts its share and the rows are gathered: every
+  // rank gets every row, in data set order, whatever the layout. hpu::Error
+  // HPU_ERROR_INVALID_ARGUMENT for an empty predict set.
+  Predictions predict(LightningModule &model, DataModule &data, const std::string &ckpt_path = "");
+  // The checkpoint file ckpt_path names ("best", "last" or a path, as above;
+  // "" when none is to be loaded); `stage` names the call in messages.
+  std::string checkpoint_file(const std::string &ckpt_path, Stage stage) const;
 
   // The trainer's part of a checkpoint: epoch, step, seed, callbacks' states,
   // and while fitting the weights, optimizer state and random state. Under
@@ -122,6 +138,8 @@ class Trainer {
   void train_epoch(int64_t skip);
   void optimizer_step();
   void restore_run(const Checkpoint &ck);
+  void load_weights(const std::string &ckpt_path, Stage stage);
+  void log_hyperparams(const LightningModule &model);
   void add_run_state(Checkpoint &ck, json_t *meta) const;
 };
 
