@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 
+#include <typeinfo>
+
 namespace hpu {
 
 Classifier::Classifier(const Sequential &net, OptimizerSpec opt, SchedulerSpec sched)
@@ -74,6 +76,10 @@ std::unique_ptr<LRScheduler> Classifier::configure_scheduler(double base_lr, int
                                             sched_.interval == "epoch" ? Interval::epoch : Interval::step);
   }
   return nullptr;
+}
+
+CallbackNeeds Classifier::needs() const {
+  return typeid(*this) == typeid(Classifier) ? CallbackNeeds::none() : CallbackNeeds{};
 }
 
 std::unique_ptr<LightningModule> Classifier::clone() const {

@@ -236,6 +236,14 @@ void read_option(const Ctx &c, Obj &r, const detail::OptionField &f, TrainerOpti
         } else if constexpr (std::is_same_v<M, bool TrainerOptions::*>) {
           want(json_is_boolean(v), "true or false");
           o.*m = json_is_true(v);
+        } else if constexpr (std::is_same_v<M, MaxTime TrainerOptions::*>) {
+          want(json_is_string(v) || json_is_number(v) || json_is_null(v),
+               "\"DD:HH:MM:SS\", a number of seconds or null");
+          o.*m = json_is_string(v) ? MaxTime(json_string_value(v)) : MaxTime();
+          if (json_is_number(v)) (o.*m).seconds = json_number_value(v);
+        } else if constexpr (std::is_same_v<M, FastDevRun TrainerOptions::*>) {
+          want(json_is_boolean(v) || json_is_integer(v), "true, false or a number of batches");
+          o.*m = json_is_boolean(v) ? FastDevRun(json_is_true(v)) : FastDevRun(int64_t(json_integer_value(v)));
         }
       },
       f.member);
@@ -262,6 +270,12 @@ json_t *option_json(const detail::OptionField &f, const TrainerOptions &o) {
           return json_real(o.*m);
         } else if constexpr (std::is_same_v<M, bool TrainerOptions::*>) {
           return json_boolean(o.*m);
+        } else if constexpr (std::is_same_v<M, MaxTime TrainerOptions::*>) {
+          const MaxTime &t = o.*m;
+          return !t.text.empty() ? json_string(t.text.c_str()) : t.seconds ? json_real(*t.seconds) : json_null();
+        } else if constexpr (std::is_same_v<M, FastDevRun TrainerOptions::*>) {
+          const FastDevRun &f = o.*m;
+          return f.flag ? json_boolean(f.batches > 0) : json_integer(json_int_t(f.batches));
         } else {
           return json_integer(json_int_t(o.*m));
         }

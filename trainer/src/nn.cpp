@@ -339,6 +339,12 @@ std::unique_ptr<Module> Sequential::clone() const {
   return s;
 }
 
+std::vector<Module *> Sequential::children() {
+  std::vector<Module *> out;
+  for (auto &l : layers_) out.push_back(l.get());
+  return out;
+}
+
 Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
   hpuStream_t s = ctx.stream;
   Tensor loss = op([&](hpuTensor_t *o) {

@@ -90,6 +90,8 @@ class Module {
   virtual void init(hpuDevice_t dev, Rng &rng) { (void)dev, (void)rng; }
   virtual void parameters(std::vector<Parameter *> &out, const std::string &prefix) { (void)out, (void)prefix; }
   virtual std::unique_ptr<Module> clone() const = 0;  // same configuration, no parameters
+  // The layers inside this one (Sequential's), for model_summary; none by default.
+  virtual std::vector<Module *> children() { return {}; }
 
   // Taking part in the step plan (plan.hpp), opt-in. An elementwise
   // activation names its hpuActivation_t, so that a product before it may
@@ -203,6 +205,7 @@ class Sequential : public Module {
   void init(hpuDevice_t dev, Rng &rng) override;
   void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
   std::unique_ptr<Module> clone() const override;
+  std::vector<Module *> children() override;
   size_t size() const { return layers_.size(); }
 
  private:
