@@ -3,6 +3,7 @@
 #include <hpu/trainer/module.hpp>
 
 #include "error.hpp"
+#include "param_names.hpp"
 
 #include <algorithm>
 
@@ -42,11 +43,15 @@ void add_rows(std::vector<Row> &rows, const std::string &name, Module &m, int de
 }  // namespace
 
 std::string model_summary(LightningModule &model, int max_depth) {
-  std::vector<Row> rows;
-  for (auto &[name, m] : model.named_modules())
-    if (m) add_rows(rows, name, *m, 1, max_depth);
+  const std::vector<Parameter *> all = model.parameters();
   int64_t total = 0;
-  for (Parameter *p : model.parameters()) total += p->value.numel();
+  for (Parameter *p : all) total += p->value.numel();
+  std::vector<Row> rows;
+  {
+    detail::KeepNames keep(all);
+    for (auto &[name, m] : model.named_modules())
+      if (m) add_rows(rows, name, *m, 1, max_depth);
+  }
 
   Row head{"Name", "Type", "Params"};
   size_t wi = std::to_string(rows.size()).size(), wn = head.name.size(), wt = head.type.size(),

@@ -14,18 +14,10 @@ using namespace trainer_test;
 namespace {
 
 hpu::TrainerOptions quiet(const TempDir &dir, std::vector<hpu::Ref<hpu::Callback>> callbacks = {}) {
-  hpu::TrainerOptions o;
-  o.devices = 1;
-  o.seed = 3;
-  o.max_epochs = 1;
+  hpu::TrainerOptions o = silent_run(dir.path(), 3);
   o.limit_train_batches = 3;
   o.limit_val_batches = 0;
   o.num_sanity_val_steps = 0;
-  o.enable_model_summary = false;
-  o.default_root_dir = dir.path();
-  o.enable_progress_bar = false;
-  o.enable_checkpointing = false;
-  o.logger = false;
   o.callbacks = std::move(callbacks);
   return o;
 }

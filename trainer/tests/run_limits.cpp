@@ -15,18 +15,7 @@ using namespace trainer_test;
 
 namespace {
 
-hpu::TrainerOptions quiet(const TempDir &dir) {
-  hpu::TrainerOptions o;
-  o.devices = 1;
-  o.seed = 5;
-  o.max_epochs = 1;
-  o.default_root_dir = dir.path();
-  o.enable_progress_bar = false;
-  o.enable_checkpointing = false;
-  o.enable_model_summary = false;
-  o.logger = false;
-  return o;
-}
+hpu::TrainerOptions quiet(const TempDir &dir) { return silent_run(dir.path(), 5); }
 
 // Records what the loop does: batches trained, validation batches and when
 // they ran, the metrics at the start of training.
@@ -247,7 +236,13 @@ TEST(RunLimits, TheModelSummaryListsEachLayerAndTheTotals) {
   hpu::Classifier model(mlp(), adamw());  // Linear(16, 32) GELU LayerNorm(32) Linear(32, 4)
   hpu::Rng rng(1);
   model.setup_device(dev.get(), rng);
+  const std::vector<hpu::Parameter *> ps = model.parameters();
   const std::string s = hpu::model_summary(model);
+  // The parameters keep the model's names (checkpoints use them).
+  std::vector<std::string> names;
+  for (hpu::Parameter *p : ps) names.push_back(p->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias",
+                                             "net.3.weight", "net.3.bias"}));
   for (const char *row : {"0 | net   | Sequential |    740", "1 | net.0 | Linear     |    544",
                           "2 | net.1 | GELU       |      0", "3 | net.2 | LayerNorm  |     64",
                           "4 | net.3 | Linear     |    132", "740        Trainable params",
