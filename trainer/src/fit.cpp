@@ -400,7 +400,28 @@ void Trainer::train_epoch(int64_t skip) {
     }
     if (state_.should_stop && can_stop_early()) break;
   }
+  step_plateau();
   each(callbacks_, [&](Callback &c) { c.on_train_epoch_end(*this); });
+}
+
+// A metric-driven schedule (ReduceLROnPlateau) takes its monitor's value at
+// the end of each training epoch; the rate it gives applies from the next.
+void Trainer::step_plateau() {
+  LRScheduler *s = run_->sched.get();
+  if (!s || s->monitor().empty()) return;
+  const Metrics &m = state_.callback_metrics;
+  auto it = m.find(s->monitor());
+  if (it != m.end()) {
+    s->step(it->second);
+    return;
+  }
+  std::string names;
+  for (const auto &kv : m) names += (names.empty() ? "" : ", ") + kv.first;
+  if (s->strict())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s conditioned on metric \"%s\", which is not available; available metrics: %s",
+         s->name().c_str(), s->monitor().c_str(), names.empty() ? "(none logged)" : names.c_str());
+  detail::log(HPU_LOG_WARN, "%s: metric \"%s\" was not logged; no step this epoch", s->name().c_str(),
+              s->monitor().c_str());
 }
 
 void Trainer::optimizer_step() {
@@ -553,6 +574,11 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
     json_object_set_new(meta, "optimizer", o);
   }
   json_object_set_new(meta, "batches_done", json_integer(run_->batches_done));
+  if (run_->sched) {
+    const std::string st = run_->sched->state_dict();
+    if (!st.empty())
+      json_object_set_new(meta, "lr_scheduler", detail::parse_object(st, "scheduler state", HPU_ERROR_INTERNAL).release());
+  }
   hpuRandomState_t rs = HPU_RANDOM_STATE_INIT;
   check(hpuRandomGetState(r.dev, &rs));
   json_t *rng = json_object();
@@ -614,6 +640,8 @@ void Trainer::restore_run(const Checkpoint &ck) {
     }
   }
   run.batches_done = json_integer_value(json_object_get(meta.get(), "batches_done"));
+  json_t *sched = json_object_get(meta.get(), "lr_scheduler");
+  if (run.sched && sched) run.sched->load_state_dict(detail::dump(sched, JSON_COMPACT));
 }
 
 }  // namespace hpu

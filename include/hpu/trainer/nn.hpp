@@ -221,6 +221,8 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter *> params, double lr, double momentum = 0.0, double weight_decay = 0.0,
       bool nesterov = false);
+  SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0.0, double weight_decay = 0.0,
+      bool nesterov = false);
   std::string name() const override { return "SGD"; }
   std::optional<double> momentum() const override { return momentum_; }
   void step(hpuStream_t stream) override;
@@ -238,6 +240,8 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Parameter *> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 1e-2);
+  AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 1e-2);
   std::string name() const override { return "AdamW"; }
   std::optional<double> momentum() const override { return beta1_; }
   void step(hpuStream_t stream) override;
@@ -246,7 +250,7 @@ class AdamW : public Optimizer {
   std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const override;
 
  private:
-  hpuAdamwOptions_t options(double lr) const;
+  hpuAdamwOptions_t options(size_t i, double lr) const;  // params()[i]'s at the optimizer's lr
   double beta1_, beta2_, eps_, weight_decay_;
   std::vector<Tensor> m_, v_;
 };

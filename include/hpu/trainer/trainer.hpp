@@ -118,6 +118,7 @@ class Trainer {
   Metrics evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches = -1);
   bool can_stop_early() const;  // min_epochs reached
   void sanity_check();
+  void step_plateau();
   void train_epoch(int64_t skip);
   void optimizer_step();
   void restore_run(const Checkpoint &ck);
