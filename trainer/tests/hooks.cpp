@@ -112,6 +112,29 @@ TEST(Hooks, BackwardHooksRunAroundEachBackwardInLightningsOrder) {
   EXPECT_EQ(model.after, 3);
 }
 
+// Under hpu_ddp with two replicas (threads), the callbacks see each batch's
+// backward once, on replica 0, in the same order.
+TEST(Hooks, UnderHpuDdpTheCallbacksSeeEachBackwardOnce) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data(16);
+  auto rec = std::make_shared<Recorder>();
+  hpu::TrainerOptions o = quiet(dir, {rec});
+  o.devices = 2;
+  hpu::Trainer t(o);
+  GradModule model(relu_mlp(), false);
+  t.fit(model, data);
+  std::vector<std::string> one = {"batch_start", "before_backward", "after_backward", "before_optimizer_step",
+                                  "batch_end"};
+  std::vector<std::string> want;
+  for (int b = 0; b < 3; ++b) want.insert(want.end(), one.begin(), one.end());
+  want.push_back("teardown");
+  EXPECT_EQ(*rec->seen, want);
+  EXPECT_EQ(model.after, 3);  // replica 0's; replica 1 is a clone of its own
+  ASSERT_EQ(model.grads.size(), 3u * 4u);
+  for (const auto &g : model.grads)
+    for (float v : g) ASSERT_TRUE(std::isfinite(v));
+}
+
 // The gradients a hook reads after backward are those a run whose steps are
 // certainly apart (clipping at a norm never reached) computes, bit for bit:
 // reading them keeps the AdamW step out of the backward. A module that
