@@ -85,6 +85,16 @@ struct GradModule : hpu::Classifier {
   Grads grads;
 };
 
+// What Recorder sees of a fit of `batches` training batches without validation.
+std::vector<std::string> hooks_of_a_fit(int batches) {
+  const std::vector<std::string> one = {"batch_start", "before_backward", "after_backward", "before_optimizer_step",
+                                        "batch_end"};
+  std::vector<std::string> want;
+  for (int b = 0; b < batches; ++b) want.insert(want.end(), one.begin(), one.end());
+  want.push_back("teardown");
+  return want;
+}
+
 void expect_equal(const Grads &a, const Grads &b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -102,12 +112,7 @@ TEST(Hooks, BackwardHooksRunAroundEachBackwardInLightningsOrder) {
   hpu::Trainer t(quiet(dir, {rec}));
   GradModule model(relu_mlp(), true);
   t.fit(model, data);
-  std::vector<std::string> one = {"batch_start", "before_backward", "after_backward", "before_optimizer_step",
-                                  "batch_end"};
-  std::vector<std::string> want;
-  for (int b = 0; b < 3; ++b) want.insert(want.end(), one.begin(), one.end());
-  want.push_back("teardown");
-  EXPECT_EQ(*rec->seen, want);
+  EXPECT_EQ(*rec->seen, hooks_of_a_fit(3));
   EXPECT_EQ(model.before, 3);
   EXPECT_EQ(model.after, 3);
 }
@@ -123,12 +128,7 @@ TEST(Hooks, UnderHpuDdpTheCallbacksSeeEachBackwardOnce) {
   hpu::Trainer t(o);
   GradModule model(relu_mlp(), false);
   t.fit(model, data);
-  std::vector<std::string> one = {"batch_start", "before_backward", "after_backward", "before_optimizer_step",
-                                  "batch_end"};
-  std::vector<std::string> want;
-  for (int b = 0; b < 3; ++b) want.insert(want.end(), one.begin(), one.end());
-  want.push_back("teardown");
-  EXPECT_EQ(*rec->seen, want);
+  EXPECT_EQ(*rec->seen, hooks_of_a_fit(3));
   EXPECT_EQ(model.after, 3);  // replica 0's; replica 1 is a clone of its own
   ASSERT_EQ(model.grads.size(), 3u * 4u);
   for (const auto &g : model.grads)
