@@ -121,6 +121,7 @@ std::shared_ptr<Timer> fit(const char *precision, int devices, int steps, Timing
   o.logger = false;
   o.enable_progress_bar = false;
   o.enable_checkpointing = false;
+  o.enable_model_summary = false;
   o.default_root_dir = "/tmp";
   auto timer = std::make_shared<Timer>(warm, timing);
   o.callbacks = {timer};

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "fault_inject.hpp"
 #include "fs.hpp"
+#include "json.hpp"
 
 #include <jansson.h>
 #include <zlib.h>
@@ -186,6 +187,21 @@ Checkpoint load_checkpoint_file(const std::string &path) {
   }
   if (r.p != r.end) fail(HPU_ERROR_IO, "%s: corrupt checkpoint: %zu unread payload bytes", path.c_str(), size_t(r.end - r.p));
   return ck;
+}
+
+std::string Checkpoint::get_meta(const std::string &key) const {
+  detail::Json m = detail::parse_object(meta, "checkpoint meta", HPU_ERROR_IO);
+  json_t *v = json_object_get(m.get(), key.c_str());
+  return v ? detail::dump(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER) : "";
+}
+
+void Checkpoint::set_meta(const std::string &key, const std::string &json) {
+  detail::Json m = detail::parse_object(meta, "checkpoint meta", HPU_ERROR_IO);
+  json_error_t err;
+  json_t *v = json_loadb(json.data(), json.size(), JSON_DECODE_ANY, &err);
+  if (!v) fail(HPU_ERROR_INVALID_ARGUMENT, "checkpoint meta key \"%s\": not a JSON value (%s)", key.c_str(), err.text);
+  json_object_set_new(m.get(), key.c_str(), v);
+  meta = detail::dump(m.get(), JSON_COMPACT | JSON_PRESERVE_ORDER);
 }
 
 }  // namespace hpu

@@ -3,6 +3,12 @@
 #include "error.hpp"
 #include "json.hpp"
 #include "predict.hpp"
+#include "param_names.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <typeinfo>
 
 namespace hpu {
 
@@ -81,9 +87,50 @@ Metrics Classifier::evaluation_step(Context &ctx, const Tensor &x, const Tensor 
   return {{"loss", double(l) * double(n)}, {"acc", correct}};
 }
 
+namespace {
+
+// Each parameter's innermost layer type (Module::name()).
+void layer_types(Module &m, std::map<const Parameter *, std::string> &out) {
+  std::vector<Parameter *> ps;
+  m.parameters(ps, "");
+  for (Parameter *p : ps) out[p] = m.name();
+  for (Module *c : m.children()) layer_types(*c, out);
+}
+
+std::string lower(std::string s) {
+  for (char &c : s) c = char(std::tolower((unsigned char)c));
+  return s;
+}
+
+// Whether OptimizerSpec::no_weight_decay's `entry` names p (layer: its type).
+bool excluded(const Parameter &p, const std::string &layer, const std::string &entry) {
+  const std::string e = lower(entry), name = lower(p.name);
+  const size_t dot = name.rfind('.');
+  return name.substr(dot == std::string::npos ? 0 : dot + 1) == e || lower(layer).find(e) != std::string::npos;
+}
+
+}  // namespace
+
 std::unique_ptr<Optimizer> Classifier::configure_optimizers(const std::vector<Parameter *> &params) {
-  if (opt_.name == "sgd") return std::make_unique<SGD>(params, opt_.lr, opt_.momentum, opt_.weight_decay, opt_.nesterov);
-  return std::make_unique<AdamW>(params, opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay);
+  // One group, or two: the parameters no_weight_decay names take none.
+  std::vector<ParamGroup> groups(1);
+  if (!opt_.no_weight_decay.empty() && opt_.weight_decay > 0) {
+    std::map<const Parameter *, std::string> types;
+    {
+      detail::KeepNames keep(params);
+      layer_types(*net_, types);
+    }
+    groups.push_back({{}, std::nullopt, 0.0});
+    for (Parameter *p : params) {
+      const bool off = std::any_of(opt_.no_weight_decay.begin(), opt_.no_weight_decay.end(),
+                                   [&](const std::string &e) { return excluded(*p, types[p], e); });
+      groups[off ? 1 : 0].params.push_back(p);
+    }
+  } else {
+    groups[0].params = params;
+  }
+  if (opt_.name == "sgd") return std::make_unique<SGD>(groups, opt_.lr, opt_.momentum, opt_.weight_decay, opt_.nesterov);
+  return std::make_unique<AdamW>(groups, opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay);
 }
 
 std::unique_ptr<LRScheduler> Classifier::configure_scheduler(double base_lr, int64_t total_steps) {
@@ -96,7 +143,23 @@ std::unique_ptr<LRScheduler> Classifier::configure_scheduler(double base_lr, int
     return std::make_unique<CosineWarmupLR>(base_lr, sched_.warmup_steps, total, sched_.min_lr,
                                             sched_.interval == "epoch" ? Interval::epoch : Interval::step);
   }
+  if (sched_.name == "plateau") {
+    PlateauOptions p;
+    p.monitor = sched_.monitor;
+    p.mode = sched_.mode;
+    p.factor = sched_.factor;
+    p.patience = sched_.patience;
+    p.threshold = sched_.threshold;
+    p.threshold_mode = sched_.threshold_mode;
+    p.cooldown = sched_.cooldown;
+    p.min_lr = sched_.min_lr;
+    return std::make_unique<ReduceLROnPlateau>(base_lr, p);
+  }
   return nullptr;
+}
+
+CallbackNeeds Classifier::needs() const {
+  return typeid(*this) == typeid(Classifier) ? CallbackNeeds::none() : CallbackNeeds{};
 }
 
 std::unique_ptr<LightningModule> Classifier::clone() const {

@@ -33,6 +33,8 @@ void EarlyStopping::on_train_epoch_end(Trainer &t) {
 }
 
 void EarlyStopping::check(Trainer &t) {
+  // Neither the sanity check's metrics nor a fast_dev_run count (Lightning's).
+  if (t.state().sanity_checking || t.options().fast_dev_run.batches) return;
   const Metrics &m = t.state().callback_metrics;
   auto it = m.find(o_.monitor);
   if (it == m.end()) {

@@ -4,11 +4,13 @@
 
 #include "error.hpp"
 #include "json.hpp"
+#include "log.hpp"
 #include "run.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -71,6 +73,23 @@ class ProfileScope {
 template <class F>
 void each(std::vector<Ref<Callback>> &cbs, F f) {
   for (auto &c : cbs) f(*c);
+}
+
+// Runs a loop; when it throws, the callbacks' on_exception sees the error
+// before it propagates (what a hook throws there is dropped).
+template <class F>
+auto guarded(Trainer &t, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception &e) {
+    for (auto &c : t.callbacks()) {
+      try {
+        c->on_exception(t, e);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
 }
 
 float scalar(const Tensor &t, hpuStream_t s) {
@@ -239,6 +258,14 @@ void Trainer::finish(Stage stage) {
 }
 
 void Trainer::fit(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+  guarded(*this, [&] { run_fit(model, data, ckpt_path); });
+}
+
+bool Trainer::can_stop_early() const {
+  return !options_.min_epochs || state_.current_epoch >= *options_.min_epochs;
+}
+
+void Trainer::run_fit(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::fit);
   log_hyperparams(model);
   ProfileScope profile(config_, is_global_zero());
@@ -246,6 +273,11 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   SettleBatches settled(r);
   const TensorDataset &train = data.train_data();
   if (train.size() == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "the data module's training set is empty");
+  // Whether a hook reads the gradients after backward or before the step.
+  const bool reads_gradients = model.needs().gradients ||
+                               std::any_of(callbacks_.begin(), callbacks_.end(),
+                                           [](const Ref<Callback> &c) { return c->needs().gradients; });
+  r.hooks_read_gradients = reads_gradients;
   for (Replica &p : r.reps) {
     p.opt = p.model->configure_optimizers(p.params);
     if (!p.opt) fail(HPU_ERROR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
@@ -258,8 +290,7 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
     readers.gradients_shared = p.sync != nullptr || r.reps.size() > 1;
     readers.accumulate_grad_batches = options_.accumulate_grad_batches;
     readers.clipped = options_.gradient_clip_val > 0;
-    readers.callbacks_read_gradients = std::any_of(callbacks_.begin(), callbacks_.end(),
-                                                   [](const Ref<Callback> &c) { return c->needs().gradients; });
+    readers.callbacks_read_gradients = reads_gradients;
     p.plan.plan_fit(readers);
     p.sampler = std::make_unique<DistributedSampler>(train.size(), config_.world_size, p.rank, true, config_.seed);
   }
@@ -277,11 +308,21 @@ void Trainer::fit(LightningModule &model, DataModule &data, const std::string &c
   state_.should_stop = false;
   state_.validation_ran = false;
   r.batches_done = 0;
+  r.started = std::chrono::steady_clock::now();
   if (!ckpt_path.empty()) restore_run(load_checkpoint_file(ckpt_path));
+  if (options_.enable_model_summary && is_global_zero()) std::fprintf(stderr, "%s", model_summary(model).c_str());
 
   each(callbacks_, [&](Callback &c) { c.on_fit_start(*this); });
+  sanity_check();
   each(callbacks_, [&](Callback &c) { c.on_train_start(*this); });
-  while (!state_.should_stop && (config_.max_epochs < 0 || state_.current_epoch < config_.max_epochs)) {
+  while (config_.max_epochs < 0 || state_.current_epoch < config_.max_epochs) {
+    if (state_.should_stop) {
+      if (can_stop_early()) break;
+      // Lightning's rule: the stop waits for min_epochs.
+      detail::log(HPU_LOG_INFO, "asked to stop, but min_epochs=%lld is not reached; training continues",
+                  (long long)*options_.min_epochs);
+      state_.should_stop = false;
+    }
     if (config_.max_steps >= 0 && state_.global_step >= config_.max_steps) break;
     if (r.batches_done < state_.num_training_batches) {
       if (r.sched && r.sched->interval() == Interval::epoch) set_lr(r, r.sched->lr_at(state_.current_epoch));
@@ -337,8 +378,15 @@ void Trainer::train_epoch(int64_t skip) {
       Tensor loss = p.model->training_step(p.ctx, p.batch.x, p.batch.y, logs[i]);
       if (!p.loss_grad || p.loss_grad.dtype() != loss.dtype())
         p.loss_grad = Tensor::full(p.dev, loss.dtype(), {}, 1.0 / double(accum), p.ctx.stream);
+      // Callbacks run on replica 0's thread, the calling one (in_parallel).
+      p.model->on_before_backward(loss);
+      if (i == 0) each(callbacks_, [&](Callback &c) { c.on_before_backward(*this, loss); });
       p.ctx.tape.backward(p.loss_grad);
       if (p.sync && step_now) p.sync->wait();
+      if (r.hooks_read_gradients)
+        for (Parameter *q : p.params) q->materialize_grad(p.ctx.stream);
+      p.model->on_after_backward();
+      if (i == 0) each(callbacks_, [&](Callback &c) { c.on_after_backward(*this); });
       p.loss.start(loss, r.comms ? (*r.comms)[i] : nullptr, p.ctx.stream);
     });
     r.batches_done = b + 1;
@@ -356,9 +404,35 @@ void Trainer::train_epoch(int64_t skip) {
     if (val_epoch && ((b + 1) % every == 0 || (vci.fraction && b + 1 == nb)) &&
         limit_batches(options_.limit_val_batches, 1) > 0)
       evaluate(Stage::validate, r.data->val_data(), options_.limit_val_batches);
-    if (state_.should_stop) break;
+    if (config_.max_time &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count() >= *config_.max_time) {
+      if (!state_.should_stop) detail::log(HPU_LOG_INFO, "max_time has passed; the fit stops");
+      state_.should_stop = true;
+    }
+    if (state_.should_stop && can_stop_early()) break;
   }
+  step_plateau();
   each(callbacks_, [&](Callback &c) { c.on_train_epoch_end(*this); });
+}
+
+// A metric-driven schedule (ReduceLROnPlateau) takes its monitor's value at
+// the end of each training epoch; the rate it gives applies from the next.
+void Trainer::step_plateau() {
+  LRScheduler *s = run_->sched.get();
+  if (!s || s->monitor().empty()) return;
+  const Metrics &m = state_.callback_metrics;
+  auto it = m.find(s->monitor());
+  if (it != m.end()) {
+    s->step(it->second);
+    return;
+  }
+  std::string names;
+  for (const auto &kv : m) names += (names.empty() ? "" : ", ") + kv.first;
+  if (s->strict())
+    fail(HPU_ERROR_INVALID_ARGUMENT, "%s conditioned on metric \"%s\", which is not available; available metrics: %s",
+         s->name().c_str(), s->monitor().c_str(), names.empty() ? "(none logged)" : names.c_str());
+  detail::log(HPU_LOG_WARN, "%s: metric \"%s\" was not logged; no step this epoch", s->name().c_str(),
+              s->monitor().c_str());
 }
 
 void Trainer::optimizer_step() {
@@ -381,7 +455,7 @@ void Trainer::optimizer_step() {
   ++state_.global_step;
 }
 
-Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit) {
+Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches) {
   Run &r = *run_;
   const bool val = stage == Stage::validate;
   const Stage outer = state_.stage;
@@ -389,7 +463,8 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
   const size_t B = size_t(r.data->batch_size());
   std::vector<std::vector<size_t>> orders;
   for (Replica &p : r.reps) orders.push_back(DistributedSampler(set.size(), config_.world_size, p.rank, false, 0).indices());
-  const int64_t nb = set.size() ? limit_batches(limit, int64_t((orders[0].size() + B - 1) / B)) : 0;
+  int64_t nb = set.size() ? limit_batches(limit, int64_t((orders[0].size() + B - 1) / B)) : 0;
+  if (max_batches >= 0) nb = std::min(nb, max_batches);
   (val ? state_.num_val_batches : state_.num_test_batches) = nb;
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_start(*this) : c.on_test_start(*this); });
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_epoch_start(*this) : c.on_test_epoch_start(*this); });
@@ -413,7 +488,7 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
     p.ctx.training = true;
     p.model->take_logged();  // LightningModule::log is for training_step (module.hpp)
   }
-  if (val && outer == Stage::fit) state_.validation_ran = true;
+  if (val && outer == Stage::fit && !state_.sanity_checking) state_.validation_ran = true;
   // Sums and sample counts of every rank (the keys are the same on every rank).
   for (size_t i = 0; i < r.reps.size(); ++i) sums[i]["\x01seen"] = seen[i];
   if (r.comms) sum_over_ranks(r, sums);
@@ -421,14 +496,43 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
   const double total = sums[0]["\x01seen"];
   for (const auto &[k, v] : sums[0])
     if (k != "\x01seen") out[prefix + k] = total > 0 ? v / total : NAN;
-  if (!out.empty()) log_metrics(out, state_.global_step);
+  if (!out.empty() && !state_.sanity_checking) log_metrics(out, state_.global_step);
   state_.stage = outer;
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_epoch_end(*this) : c.on_test_epoch_end(*this); });
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_end(*this) : c.on_test_end(*this); });
   return out;
 }
 
+// Lightning's sanity check: num_sanity_val_steps validation batches before
+// training, their metrics not logged.
+void Trainer::sanity_check() {
+  const int64_t steps = options_.num_sanity_val_steps;
+  if (steps == 0 || run_->data->val_data().size() == 0 || limit_batches(options_.limit_val_batches, 1) == 0) return;
+  state_.sanity_checking = true;
+  each(callbacks_, [&](Callback &c) { c.on_sanity_check_start(*this); });
+  try {
+    evaluate(Stage::validate, run_->data->val_data(), options_.limit_val_batches, steps);
+  } catch (...) {
+    state_.sanity_checking = false;
+    throw;
+  }
+  state_.sanity_checking = false;
+  each(callbacks_, [&](Callback &c) { c.on_sanity_check_end(*this); });
+}
+
 Metrics Trainer::validate(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+  return guarded(*this, [&] { return run_validate(model, data, ckpt_path); });
+}
+
+Metrics Trainer::test(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+  return guarded(*this, [&] { return run_test(model, data, ckpt_path); });
+}
+
+Predictions Trainer::predict(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+  return guarded(*this, [&] { return run_predict(model, data, ckpt_path); });
+}
+
+Metrics Trainer::run_validate(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::validate);
   SettleBatches settled(*run_);
   load_weights(ckpt_path, Stage::validate);
@@ -437,7 +541,7 @@ Metrics Trainer::validate(LightningModule &model, DataModule &data, const std::s
   return m;
 }
 
-Metrics Trainer::test(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+Metrics Trainer::run_test(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::test);
   SettleBatches settled(*run_);
   load_weights(ckpt_path, Stage::test);
@@ -446,7 +550,7 @@ Metrics Trainer::test(LightningModule &model, DataModule &data, const std::strin
   return m;
 }
 
-Predictions Trainer::predict(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
+Predictions Trainer::run_predict(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::predict);
   Run &r = *run_;
   SettleBatches settled(r);
@@ -553,6 +657,11 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
     json_object_set_new(meta, "optimizer", o);
   }
   json_object_set_new(meta, "batches_done", json_integer(run_->batches_done));
+  if (run_->sched) {
+    const std::string st = run_->sched->state_dict();
+    if (!st.empty())
+      json_object_set_new(meta, "lr_scheduler", detail::parse_object(st, "scheduler state", HPU_ERROR_INTERNAL).release());
+  }
   hpuRandomState_t rs = HPU_RANDOM_STATE_INIT;
   check(hpuRandomGetState(r.dev, &rs));
   json_t *rng = json_object();
@@ -563,6 +672,7 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
 
 void Trainer::restore_run(const Checkpoint &ck) {
   Run &run = *run_;
+  for (Replica &r : run.reps) r.model->on_load_checkpoint(ck);  // then the callbacks', in restore_checkpoint
   restore_checkpoint(ck);
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
   json_t *rng = json_object_get(meta.get(), "device_rng");
@@ -613,6 +723,8 @@ void Trainer::restore_run(const Checkpoint &ck) {
     }
   }
   run.batches_done = json_integer_value(json_object_get(meta.get(), "batches_done"));
+  json_t *sched = json_object_get(meta.get(), "lr_scheduler");
+  if (run.sched && sched) run.sched->load_state_dict(detail::dump(sched, JSON_COMPACT));
 }
 
 }  // namespace hpu

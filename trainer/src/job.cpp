@@ -186,6 +186,18 @@ OptimizerSpec read_optimizer(const Ctx &c, json_t *o) {
   r.number("beta1", s.beta1, 0.0, 0.999999);
   r.number("beta2", s.beta2, 0.0, 0.999999999);
   r.number("eps", s.eps, 1e-30, 1.0);
+  if (json_t *a = r.get("no_weight_decay")) {
+    if (!json_is_array(a))
+      c.error("optimizer.no_weight_decay",
+              std::string("expected an array of names (\"bias\", \"norm\"), found ") + type_name(a));
+    for (size_t i = 0; i < json_array_size(a); ++i) {
+      const char *e = json_string_value(json_array_get(a, i));
+      if (!e || !*e)
+        c.error(format("optimizer.no_weight_decay[%zu]", i),
+                std::string("expected a non-empty string, found ") + type_name(json_array_get(a, i)));
+      s.no_weight_decay.push_back(e);
+    }
+  }
   if (s.nesterov && s.momentum == 0.0) c.error("optimizer.nesterov", "nesterov needs a momentum > 0");
   r.finish();
   return s;
@@ -194,13 +206,23 @@ OptimizerSpec read_optimizer(const Ctx &c, json_t *o) {
 SchedulerSpec read_scheduler(const Ctx &c, json_t *o, const OptimizerSpec &opt) {
   SchedulerSpec s;
   Obj r(c, o, "scheduler");
-  r.string("name", s.name, {"none", "step", "cosine"});
+  r.string("name", s.name, {"none", "step", "cosine", "plateau"});
   r.integer("step_size", s.step_size, 1, INT64_MAX);
   r.number("gamma", s.gamma, 1e-30, 1e6);
   r.integer("warmup_steps", s.warmup_steps, 0, INT64_MAX);
   r.integer("total_steps", s.total_steps, 0, INT64_MAX);
   r.number("min_lr", s.min_lr, 0.0, 1e6);
   r.string("interval", s.interval, {"step", "epoch"});
+  r.string("monitor", s.monitor);
+  r.string("mode", s.mode, {"min", "max"});
+  r.number("factor", s.factor, 1e-30, 0.999999);
+  r.integer("patience", s.patience, 0, INT32_MAX);
+  r.number("threshold", s.threshold, 0.0, 1e300);
+  r.string("threshold_mode", s.threshold_mode, {"rel", "abs"});
+  r.integer("cooldown", s.cooldown, 0, INT32_MAX);
+  if (s.name == "plateau" && s.monitor.empty()) c.error("scheduler.monitor", "empty; name a logged metric (\"val_loss\")");
+  if (s.name == "plateau" && s.interval == "step")
+    c.error("scheduler.interval", "\"step\"; plateau steps once per epoch, on its monitor's value");
   if (s.name == "cosine" && s.total_steps && s.total_steps <= s.warmup_steps)
     c.error("scheduler.total_steps", format("%lld; expected more than warmup_steps (%lld)", (long long)s.total_steps,
                                             (long long)s.warmup_steps));
@@ -359,6 +381,14 @@ void read_option(const Ctx &c, Obj &r, const detail::OptionField &f, TrainerOpti
         } else if constexpr (std::is_same_v<M, bool TrainerOptions::*>) {
           want(json_is_boolean(v), "true or false");
           o.*m = json_is_true(v);
+        } else if constexpr (std::is_same_v<M, MaxTime TrainerOptions::*>) {
+          want(json_is_string(v) || json_is_number(v) || json_is_null(v),
+               "\"DD:HH:MM:SS\", a number of seconds or null");
+          o.*m = json_is_string(v) ? MaxTime(json_string_value(v)) : MaxTime();
+          if (json_is_number(v)) (o.*m).seconds = json_number_value(v);
+        } else if constexpr (std::is_same_v<M, FastDevRun TrainerOptions::*>) {
+          want(json_is_boolean(v) || json_is_integer(v), "true, false or a number of batches");
+          o.*m = json_is_boolean(v) ? FastDevRun(json_is_true(v)) : FastDevRun(int64_t(json_integer_value(v)));
         }
       },
       f.member);
@@ -385,6 +415,12 @@ json_t *option_json(const detail::OptionField &f, const TrainerOptions &o) {
           return json_real(o.*m);
         } else if constexpr (std::is_same_v<M, bool TrainerOptions::*>) {
           return json_boolean(o.*m);
+        } else if constexpr (std::is_same_v<M, MaxTime TrainerOptions::*>) {
+          const MaxTime &t = o.*m;
+          return !t.text.empty() ? json_string(t.text.c_str()) : t.seconds ? json_real(*t.seconds) : json_null();
+        } else if constexpr (std::is_same_v<M, FastDevRun TrainerOptions::*>) {
+          const FastDevRun &f = o.*m;
+          return f.flag ? json_boolean(f.batches > 0) : json_integer(json_int_t(f.batches));
         } else {
           return json_integer(json_int_t(o.*m));
         }
@@ -661,6 +697,9 @@ std::string job_to_json(const Job &job) {
     json_object_set_new(opt, "eps", json_real(os.eps));
   }
   json_object_set_new(opt, "weight_decay", json_real(os.weight_decay));
+  json_t *nwd = json_array();
+  for (const std::string &e : os.no_weight_decay) json_array_append_new(nwd, json_string(e.c_str()));
+  json_object_set_new(opt, "no_weight_decay", nwd);
   json_object_set_new(root.get(), "optimizer", opt);
 
   const SchedulerSpec &ss = job.scheduler;
@@ -672,6 +711,15 @@ std::string job_to_json(const Job &job) {
   } else if (ss.name == "cosine") {
     json_object_set_new(sch, "warmup_steps", json_integer(ss.warmup_steps));
     json_object_set_new(sch, "total_steps", json_integer(ss.total_steps));
+    json_object_set_new(sch, "min_lr", json_real(ss.min_lr));
+  } else if (ss.name == "plateau") {
+    json_object_set_new(sch, "monitor", json_string(ss.monitor.c_str()));
+    json_object_set_new(sch, "mode", json_string(ss.mode.c_str()));
+    json_object_set_new(sch, "factor", json_real(ss.factor));
+    json_object_set_new(sch, "patience", json_integer(ss.patience));
+    json_object_set_new(sch, "threshold", json_real(ss.threshold));
+    json_object_set_new(sch, "threshold_mode", json_string(ss.threshold_mode.c_str()));
+    json_object_set_new(sch, "cooldown", json_integer(ss.cooldown));
     json_object_set_new(sch, "min_lr", json_real(ss.min_lr));
   }
   if (!ss.interval.empty()) json_object_set_new(sch, "interval", json_string(ss.interval.c_str()));

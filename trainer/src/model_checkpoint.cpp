@@ -112,10 +112,12 @@ std::string ModelCheckpoint::format_name(Trainer &t) const {
 }
 
 void ModelCheckpoint::on_train_batch_end(Trainer &t, const Metrics &, int64_t) {
+  if (t.options().fast_dev_run.batches) return;  // saves nothing, as Lightning's
   if (o_.every_n_train_steps > 0 && t.global_step() > 0 && t.global_step() % o_.every_n_train_steps == 0) save(t);
 }
 
 void ModelCheckpoint::on_train_epoch_end(Trainer &t) {
+  if (t.options().fast_dev_run.batches) return;
   if (o_.every_n_train_steps == 0 && o_.every_n_epochs > 0 && (t.current_epoch() + 1) % o_.every_n_epochs == 0)
     save(t);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <memory>
+#include <unordered_map>
 
 namespace hpu {
 
@@ -378,6 +379,12 @@ std::unique_ptr<Module> Residual::clone() const {
   return std::make_unique<Residual>(std::move(*static_cast<Sequential *>(body.get())));
 }
 
+std::vector<Module *> Sequential::children() {
+  std::vector<Module *> out;
+  for (auto &l : layers_) out.push_back(l.get());
+  return out;
+}
+
 Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
   hpuStream_t s = ctx.stream;
   Tensor loss = op([&](hpuTensor_t *o) {
@@ -394,13 +401,55 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels) {
 
 // ---- optimizers ------------------------------------------------------------------
 
+Optimizer::Optimizer(double lr, std::vector<Parameter *> params)
+    : Optimizer(lr, std::vector<ParamGroup>{ParamGroup{std::move(params), std::nullopt, std::nullopt}}) {}
+
+Optimizer::Optimizer(double lr, std::vector<ParamGroup> groups) : lr_(lr), initial_lr_(lr), groups_(std::move(groups)) {
+  std::unordered_map<const Parameter *, size_t> seen;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup &pg = groups_[g];
+    if (pg.lr && !(*pg.lr >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "param group %zu: lr is %g; expected >= 0", g, *pg.lr);
+    if (pg.weight_decay && !(*pg.weight_decay >= 0))
+      fail(HPU_ERROR_INVALID_ARGUMENT, "param group %zu: weight_decay is %g; expected >= 0", g, *pg.weight_decay);
+    for (Parameter *p : pg.params) {
+      if (!p) fail(HPU_ERROR_INVALID_ARGUMENT, "param group %zu holds a null parameter", g);
+      auto [it, fresh] = seen.emplace(p, g);
+      if (!fresh)
+        fail(HPU_ERROR_INVALID_ARGUMENT, "parameter %s is in param groups %zu and %zu", p->name.c_str(), it->second, g);
+      params_.push_back(p);
+      group_of_.push_back(g);
+    }
+  }
+}
+
+bool Optimizer::has_group_settings() const {
+  for (const ParamGroup &g : groups_)
+    if (!g.params.empty() && (g.lr || g.weight_decay)) return true;
+  return false;
+}
+
+double Optimizer::lr_of(size_t i, double lr) const {
+  const ParamGroup &g = groups_[group_of_[i]];
+  if (!g.lr) return lr;
+  return initial_lr_ > 0 ? *g.lr * (lr / initial_lr_) : *g.lr;
+}
+
+double Optimizer::weight_decay_of(size_t i, double weight_decay) const {
+  const ParamGroup &g = groups_[group_of_[i]];
+  return g.weight_decay ? *g.weight_decay : weight_decay;
+}
+
 void Optimizer::zero_grad(hpuStream_t stream) {
   (void)stream;  // the zeros are written lazily (Parameter::zero_grad)
   for (Parameter *p : params_) p->zero_grad();
 }
 
 SGD::SGD(std::vector<Parameter *> params, double lr, double momentum, double weight_decay, bool nesterov)
-    : Optimizer(lr, std::move(params)), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov) {
+    : SGD(std::vector<ParamGroup>{ParamGroup{std::move(params), std::nullopt, std::nullopt}}, lr, momentum,
+          weight_decay, nesterov) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double weight_decay, bool nesterov)
+    : Optimizer(lr, std::move(groups)), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov) {
   if (!(lr >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "SGD lr is %g; expected >= 0", lr);
   if (!(momentum >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "SGD momentum is %g; expected >= 0", momentum);
   if (nesterov && momentum == 0) fail(HPU_ERROR_INVALID_ARGUMENT, "SGD nesterov needs a momentum > 0");
@@ -416,8 +465,11 @@ void SGD::step(hpuStream_t stream) {
   o.weight_decay = weight_decay_;
   o.nesterov = nesterov_;
   const auto &ps = params();
-  for (size_t i = 0; i < ps.size(); ++i)
+  for (size_t i = 0; i < ps.size(); ++i) {
+    o.lr = lr_of(i, lr());
+    o.weight_decay = weight_decay_of(i, weight_decay_);
     check(hpuSgdStep(stream, ps[i]->value.get(), ps[i]->grad.get(), buf_.empty() ? nullptr : buf_[i].get(), steps_, &o));
+  }
 }
 
 void SGD::state(std::vector<std::pair<std::string, Tensor>> &out) {
@@ -425,6 +477,7 @@ void SGD::state(std::vector<std::pair<std::string, Tensor>> &out) {
 }
 
 std::unique_ptr<Optimizer> SGD::with_params(std::vector<Parameter *> params) const {
+  if (has_group_settings()) return nullptr;
   auto o = std::make_unique<SGD>(std::move(params), initial_lr(), momentum_, weight_decay_, nesterov_);
   o->set_lr(lr());
   o->set_steps(steps_);
@@ -432,7 +485,11 @@ std::unique_ptr<Optimizer> SGD::with_params(std::vector<Parameter *> params) con
 }
 
 AdamW::AdamW(std::vector<Parameter *> params, double lr, double beta1, double beta2, double eps, double weight_decay)
-    : Optimizer(lr, std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
+    : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), std::nullopt, std::nullopt}}, lr, beta1, beta2, eps,
+            weight_decay) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : Optimizer(lr, std::move(groups)), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
   if (!(lr >= 0)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW lr is %g; expected >= 0", lr);
   if (!(beta1 >= 0 && beta1 < 1)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW beta1 is %g; expected in [0, 1)", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) fail(HPU_ERROR_INVALID_ARGUMENT, "AdamW beta2 is %g; expected in [0, 1)", beta2);
@@ -442,26 +499,25 @@ AdamW::AdamW(std::vector<Parameter *> params, double lr, double beta1, double be
   }
 }
 
-hpuAdamwOptions_t AdamW::options(double lr) const {
+hpuAdamwOptions_t AdamW::options(size_t i, double lr) const {
   hpuAdamwOptions_t o = HPU_ADAMW_OPTIONS_INIT;
-  o.lr = lr;
+  o.lr = lr_of(i, lr);
   o.beta1 = beta1_;
   o.beta2 = beta2_;
   o.eps = eps_;
-  o.weight_decay = weight_decay_;
+  o.weight_decay = weight_decay_of(i, weight_decay_);
   return o;
 }
 
 bool AdamW::offer_step_in_backward(double lr) {
   if (!plan()) return false;
   const auto &ps = params();
-  for (size_t i = 0; i < ps.size(); ++i) plan()->offer(*ps[i], UpdateInBackward{m_[i], v_[i], steps_ + 1, options(lr)});
+  for (size_t i = 0; i < ps.size(); ++i) plan()->offer(*ps[i], UpdateInBackward{m_[i], v_[i], steps_ + 1, options(i, lr)});
   return true;
 }
 
 void AdamW::step(hpuStream_t stream) {
   ++steps_;
-  const hpuAdamwOptions_t o = options(lr());
   const auto &ps = params();
   for (size_t i = 0; i < ps.size(); ++i) {
     Parameter &p = *ps[i];
@@ -471,7 +527,7 @@ void AdamW::step(hpuStream_t stream) {
       continue;
     }
     // With the forward's low-precision weights, written in the same pass.
-    hpuAdamwOptions_t with_copy = o;
+    hpuAdamwOptions_t with_copy = options(i, lr());
     const Tensor *copy = plan ? plan->copy_of(p) : nullptr;
     with_copy.param_copy = copy ? copy->get() : nullptr;
     check(hpuAdamwStep(stream, p.value.get(), p.grad.get(), m_[i].get(), v_[i].get(), steps_, &with_copy));
@@ -487,6 +543,7 @@ void AdamW::state(std::vector<std::pair<std::string, Tensor>> &out) {
 }
 
 std::unique_ptr<Optimizer> AdamW::with_params(std::vector<Parameter *> params) const {
+  if (has_group_settings()) return nullptr;
   auto o = std::make_unique<AdamW>(std::move(params), initial_lr(), beta1_, beta2_, eps_, weight_decay_);
   o->set_lr(lr());
   o->set_steps(steps_);

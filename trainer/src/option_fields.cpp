@@ -2,9 +2,11 @@
 
 #include "error.hpp"
 
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 namespace hpu::detail {
@@ -26,6 +28,11 @@ const std::vector<OptionField> kFields = {
     F{"num_nodes", &O::num_nodes, "--num-nodes", "N", "number of nodes", 1, kInt},
     F{"max_epochs", &O::max_epochs, "--max-epochs", "E", "epochs (-1: no limit)", -1, kInt64},
     F{"max_steps", &O::max_steps, "--max-steps", "S", "steps (-1: no limit)", -1, kInt64},
+    F{"min_epochs", &O::min_epochs, "--min-epochs", "E", "epochs to train before a stop", 0, kInt64},
+    F{"max_time", &O::max_time, "--max-time", "T", "stop after T: DD:HH:MM:SS or seconds"},
+    F{"fast_dev_run", &O::fast_dev_run, "--fast-dev-run", "N", "true or N: N batches per loop, nothing saved"},
+    F{"num_sanity_val_steps", &O::num_sanity_val_steps, "--num-sanity-val-steps", "N",
+      "validation batches before training (-1: all)", -1, kInt},
     F{"limit_train_batches", &O::limit_train_batches, "--limit-train-batches", "L", "N batches or a fraction"},
     F{"limit_val_batches", &O::limit_val_batches, "--limit-val-batches", "L", "N batches or a fraction"},
     F{"limit_test_batches", &O::limit_test_batches, "--limit-test-batches", "L", "N batches or a fraction"},
@@ -44,6 +51,7 @@ const std::vector<OptionField> kFields = {
     F{"logger", std::monostate{}, nullptr, nullptr, "true, false, \"csv\", \"jsonl\" or an array of them"},
     F{"enable_progress_bar", &O::enable_progress_bar, nullptr, nullptr, "show the progress bar"},
     F{"enable_checkpointing", &O::enable_checkpointing, nullptr, nullptr, "save checkpoints"},
+    F{"enable_model_summary", &O::enable_model_summary, nullptr, nullptr, "print the model summary"},
 };
 
 std::string range_text(const OptionField &f, bool integer) {
@@ -95,9 +103,41 @@ void check_option(const OptionField &f, const TrainerOptions &o) {
             fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %g; expected %s", f.key, v, range_text(f, false).c_str());
         } else if constexpr (std::is_same_v<M, BatchCount O::*>) {
           check_count(f.key, o.*m);
+        } else if constexpr (std::is_same_v<M, MaxTime O::*>) {
+          max_time_seconds(o.*m);
+        } else if constexpr (std::is_same_v<M, FastDevRun O::*>) {
+          if ((o.*m).batches < 0)
+            fail(HPU_ERROR_INVALID_ARGUMENT, "%s is %lld; expected true, false or a number of batches >= 0", f.key,
+                 (long long)(o.*m).batches);
         }
       },
       f.member);
 }
 
 }  // namespace hpu::detail
+
+namespace hpu {
+
+std::optional<double> max_time_seconds(const MaxTime &t) {
+  if (t.text.empty()) {
+    if (t.seconds && !(*t.seconds >= 0 && std::isfinite(*t.seconds)))
+      detail::fail(HPU_ERROR_INVALID_ARGUMENT, "max_time is %g seconds; expected a finite duration >= 0", *t.seconds);
+    return t.seconds;
+  }
+  // Lightning's "DD:HH:MM:SS": four fields, the last may have a fraction.
+  double parts[4];
+  const char *p = t.text.c_str();
+  for (int i = 0; i < 4; ++i) {
+    char *end = nullptr;
+    parts[i] = std::strtod(p, &end);
+    const bool whole = i == 3 || std::floor(parts[i]) == parts[i];
+    const bool sep = i < 3 ? *end == ':' : *end == '\0';
+    if (end == p || !sep || !(parts[i] >= 0) || !std::isfinite(parts[i]) || !whole || !std::isdigit((unsigned char)*p))
+      detail::fail(HPU_ERROR_INVALID_ARGUMENT, "max_time is \"%s\"; expected \"DD:HH:MM:SS\" (days, hours, minutes, "
+                   "seconds) or a number of seconds", t.text.c_str());
+    p = end + 1;
+  }
+  return ((parts[0] * 24 + parts[1]) * 60 + parts[2]) * 60 + parts[3];
+}
+
+}  // namespace hpu

@@ -20,7 +20,8 @@ struct OptionField {
   using Member = std::variant<std::monostate, std::string TrainerOptions::*, Devices TrainerOptions::*,
                               int TrainerOptions::*, int64_t TrainerOptions::*, std::optional<int64_t> TrainerOptions::*,
                               std::optional<uint64_t> TrainerOptions::*, BatchCount TrainerOptions::*,
-                              double TrainerOptions::*, bool TrainerOptions::*>;
+                              double TrainerOptions::*, bool TrainerOptions::*, MaxTime TrainerOptions::*,
+                              FastDevRun TrainerOptions::*>;
   OptionField(const char *key, Member member, const char *flag, const char *metavar, const char *help,
               long double lo = 0, long double hi = 0, std::vector<const char *> choices = {})
       : key(key), member(member), flag(flag), metavar(metavar), help(help), lo(lo), hi(hi), choices(std::move(choices)) {}

@@ -100,6 +100,7 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible) {
   c.precision = o.precision;
   c.max_steps = o.max_steps;
   c.max_epochs = o.max_epochs ? *o.max_epochs : o.max_steps == -1 ? 1000 : -1;
+  c.max_time = max_time_seconds(o.max_time);
   if (!o.val_check_interval.fraction && o.val_check_interval.batches == 0)
     fail(HPU_ERROR_INVALID_ARGUMENT, "val_check_interval is 0; expected a fraction in (0, 1] or >= 1 batches");
   if (o.val_check_interval.fraction && *o.val_check_interval.fraction == 0.0)

@@ -26,12 +26,6 @@ std::string join(const std::vector<std::string> &v) {
   return s;
 }
 
-std::string shape_text(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // ---- files -------------------------------------------------------------------
 
 // Integers as integers; other values with the fewest digits that read back

@@ -8,6 +8,7 @@
 #include "replica_threads.hpp"
 #include "transfer.hpp"
 
+#include <chrono>
 #include <memory>
 
 namespace hpu {
@@ -39,6 +40,8 @@ struct Trainer::Run {
   std::unique_ptr<ReplicaThreads> threads;
   std::unique_ptr<LRScheduler> sched;
   int64_t batches_done = 0;  // of the current epoch
+  bool hooks_read_gradients = false;  // a hook reads them after backward (materialized first)
+  std::chrono::steady_clock::time_point started;  // of the fit, for max_time
 };
 
 }  // namespace hpu

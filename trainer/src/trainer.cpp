@@ -25,6 +25,18 @@ const char *stage_name(Stage s) {
 Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   config_ = resolve_options(options_, device_count());
   for (int i = 0; i < config_.devices; ++i) devices_.emplace_back(i);
+  if (const int64_t n = options_.fast_dev_run.batches) {
+    // Lightning's smoke test: n batches of each loop, one epoch, nothing
+    // written (no loggers; ModelCheckpoint and EarlyStopping stand aside).
+    options_.limit_train_batches = options_.limit_val_batches = options_.limit_test_batches = n;
+    options_.limit_predict_batches = n;
+    options_.val_check_interval = 1.0;
+    options_.check_val_every_n_epoch = 1;
+    options_.num_sanity_val_steps = 0;
+    options_.logger = false;
+    config_.max_steps = n;
+    config_.max_epochs = 1;
+  }
   if (config_.strategy == "hpu_ddp") join_ranks();
 
   callbacks_ = options_.callbacks;
@@ -38,7 +50,8 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   if (has_ckpt && !options_.enable_checkpointing)
     fail(HPU_ERROR_INVALID_ARGUMENT, "enable_checkpointing is false, but callbacks holds a ModelCheckpoint");
   if (options_.enable_progress_bar && !has_bar) callbacks_.emplace_back(ProgressBar{});
-  if (options_.enable_checkpointing && !has_ckpt) callbacks_.emplace_back(ModelCheckpoint{});
+  if (options_.enable_checkpointing && !has_ckpt && !options_.fast_dev_run.batches)
+    callbacks_.emplace_back(ModelCheckpoint{});
   std::map<std::string, int> keys;
   for (auto &c : callbacks_)
     if (++keys[c->state_key()] == 2)
@@ -184,6 +197,9 @@ Checkpoint Trainer::make_checkpoint() const {
   Checkpoint ck;
   if (run_ && run_->model) add_run_state(ck, meta.get());
   ck.meta = detail::dump(meta.get(), JSON_COMPACT | JSON_PRESERVE_ORDER);
+  // The hooks add their own parts to what the trainer saved.
+  for (const auto &c : callbacks_) c->on_save_checkpoint(*this, ck);
+  if (run_ && run_->model) run_->model->on_save_checkpoint(ck);
   return ck;
 }
 
@@ -195,6 +211,8 @@ void Trainer::save_checkpoint(const std::string &path) const {
 }
 
 void Trainer::restore_checkpoint(const Checkpoint &ck) {
+  // The hooks read their parts before anything is restored (Lightning's order).
+  for (auto &c : callbacks_) c->on_load_checkpoint(*this, ck);
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
   json_t *epoch = json_object_get(meta.get(), "epoch"), *step = json_object_get(meta.get(), "global_step");
   if (!json_is_integer(epoch) || !json_is_integer(step))

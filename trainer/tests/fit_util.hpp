@@ -61,6 +61,21 @@ inline hpu::SchedulerSpec fixed_cosine() {
   return c;
 }
 
+// A one-device, one-epoch run that writes and prints nothing (no logger,
+// checkpoints, progress bar or model summary), in `root`.
+inline hpu::TrainerOptions silent_run(const std::string &root, uint64_t seed = 1) {
+  hpu::TrainerOptions o;
+  o.devices = 1;
+  o.seed = seed;
+  o.max_epochs = 1;
+  o.default_root_dir = root;
+  o.enable_progress_bar = false;
+  o.enable_checkpointing = false;
+  o.enable_model_summary = false;
+  o.logger = false;
+  return o;
+}
+
 // The weights of a model, as bytes, after its device work completed.
 inline std::vector<std::vector<float>> weights(hpu::LightningModule &m) {
   std::vector<std::vector<float>> out;

@@ -81,10 +81,10 @@ TEST(Job, TheExampleJobIsValid) {
 TEST(Job, ErrorsNameTheKeyAndTheLine) {
   EXPECT_EQ(error_of(replace(kJob, "\"max_epochs\": 2", "\"max_epoch\": 2")),
             "job.json:16: trainer.max_epoch: unknown key; known keys: accelerator, accumulate_grad_batches, callbacks, "
-            "check_val_every_n_epoch, default_root_dir, devices, enable_checkpointing, enable_progress_bar, "
-            "gradient_clip_val, limit_predict_batches, limit_test_batches, limit_train_batches, limit_val_batches, "
-            "log_every_n_steps, logger, max_epochs, max_steps, num_nodes, precision, profiler, seed, strategy, "
-            "val_check_interval");
+            "check_val_every_n_epoch, default_root_dir, devices, enable_checkpointing, enable_model_summary, "
+            "enable_progress_bar, fast_dev_run, gradient_clip_val, limit_predict_batches, limit_test_batches, limit_train_batches, "
+            "limit_val_batches, log_every_n_steps, logger, max_epochs, max_steps, max_time, min_epochs, num_nodes, "
+            "num_sanity_val_steps, precision, profiler, seed, strategy, val_check_interval");
   EXPECT_NE(error_of(replace(kJob, "\"precision\": \"32-true\"", "\"precision\": \"16-mixed\"")).find(
                 "job.json:15: trainer.precision: precision is \"16-mixed\"; accepted values: \"32-true\", \"bf16-mixed\""),
             std::string::npos);

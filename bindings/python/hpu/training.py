@@ -73,8 +73,9 @@ def train(config: JobLike) -> Dict[str, Any]:
     alone with the weights of its ``ckpt_path``; ``"predict"`` writes the test set's
     predictions to ``job["predict"]["output"]`` (CSV: a header, then a row per sample in
     order). Loggers, checkpoints and the profiler write their files as they do
-    for ``hpu-train``, and the progress bar prints to stderr unless
-    ``trainer.enable_progress_bar`` is false. Under a launcher (hpu_ddp over several
+    for ``hpu-train``, and the progress bar and the model summary print to stderr unless
+    ``trainer.enable_progress_bar`` / ``trainer.enable_model_summary`` is false
+    (``trainer.fast_dev_run`` runs a batch of each loop and writes nothing). Under a launcher (hpu_ddp over several
     processes) every process calls it with the same job. It blocks until the job ends
     (other Python threads keep running); one job runs at a time in a process.
 

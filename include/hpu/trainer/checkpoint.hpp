@@ -28,6 +28,14 @@ struct CheckpointTensor {
 struct Checkpoint {
   std::string meta = "{}";  // a JSON object
   std::map<std::string, CheckpointTensor> tensors;
+
+  // One key of meta, for the checkpoint hooks' own parts
+  // (Callback::on_save_checkpoint): its value as JSON text, "" when absent;
+  // set_meta adds or replaces it. hpu::Error (HPU_ERROR_INVALID_ARGUMENT)
+  // naming the key when `json` is not a JSON value; get_meta's HPU_ERROR_IO
+  // when meta is not a JSON object.
+  std::string get_meta(const std::string &key) const;
+  void set_meta(const std::string &key, const std::string &json);
 };
 
 size_t dtype_size(hpuDataType_t t);

@@ -48,16 +48,28 @@ struct OptimizerSpec {
   bool nesterov = false;       // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  // Parameters without weight decay (a param group with weight_decay 0):
+  // an entry names the last part of a parameter's name ("bias", "weight")
+  // or part of its layer's type, ignoring case ("norm": LayerNorm's).
+  std::vector<std::string> no_weight_decay;
 };
 
 struct SchedulerSpec {
-  std::string name = "none";   // "none" | "step" | "cosine"
+  std::string name = "none";   // "none" | "step" | "cosine" | "plateau"
   int64_t step_size = 1;       // step
   double gamma = 0.1;          // step
   int64_t warmup_steps = 0;    // cosine
   int64_t total_steps = 0;     // cosine; 0: the run's total optimizer steps
-  double min_lr = 0.0;         // cosine
-  std::string interval;        // "step" | "epoch"; "": step for cosine, epoch for step
+  double min_lr = 0.0;         // cosine, plateau
+  std::string interval;        // "step" | "epoch"; "": step for cosine, epoch for step and plateau (epoch only)
+  // plateau: ReduceLROnPlateau's options (scheduler.hpp) but min_lr.
+  std::string monitor = "val_loss";
+  std::string mode = "min";
+  double factor = 0.1;
+  int patience = 10;
+  double threshold = 1e-4;
+  std::string threshold_mode = "rel";
+  int cooldown = 0;
 };
 
 // What a Classifier is built from: a job's model, optimizer and scheduler.

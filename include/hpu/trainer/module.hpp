@@ -2,6 +2,8 @@
 // hpu-train builds, a stack of layers with a cross-entropy loss.
 #pragma once
 
+#include <hpu/trainer/callback.hpp>
+#include <hpu/trainer/checkpoint.hpp>
 #include <hpu/trainer/job.hpp>
 #include <hpu/trainer/logger.hpp>
 #include <hpu/trainer/nn.hpp>
@@ -74,6 +76,27 @@ class LightningModule {
   // when a fit starts (CSVLogger's hparams.yaml).
   virtual std::string hyperparameters() const { return ""; }
 
+  // Lightning's hooks of the module. Around each training batch's backward,
+  // on every replica (each on its own thread): `loss` is the replica's loss;
+  // after backward, parameters() hold its gradients as Callback's
+  // on_after_backward describes.
+  virtual void on_before_backward(const Tensor &loss) { (void)loss; }
+  virtual void on_after_backward() {}
+  // What the module's hooks read, for the step planner (Callback::needs): by
+  // default the gradients, so that on_after_backward sees them stored; a
+  // module whose hooks read none says so (Classifier does) and keeps the
+  // optimizer step in the backward.
+  virtual CallbackNeeds needs() const { return {}; }
+  // As Callback's: on save (replica 0's module), after the trainer and the
+  // callbacks filled `ckpt`, the module may add tensors and meta keys of its
+  // own; when fit resumes from a checkpoint (every replica), before anything
+  // is restored, it may read them.
+  virtual void on_save_checkpoint(Checkpoint &ckpt) { (void)ckpt; }
+  virtual void on_load_checkpoint(const Checkpoint &ckpt) { (void)ckpt; }
+  // The module's layers by name ("net"), for the model summary; none by
+  // default (the summary then shows the parameter totals only).
+  virtual std::vector<std::pair<std::string, Module *>> named_modules() { return {}; }
+
  private:
   std::vector<Logged> logged_;
 };
@@ -95,6 +118,14 @@ void load_from_checkpoint(LightningModule &model, const std::string &path, hpuDe
 // predict_step returns another number of rows than samples.
 Predictions predict_samples(LightningModule &model, hpuDevice_t dev, const float *x, const std::vector<int64_t> &shape,
                             int64_t batch_size = 256, bool bf16 = false);
+
+// Lightning's ModelSummary: one row per named module of `model` and, below
+// it, one per child layer ("net.0"), up to `max_depth` levels, with its type
+// (Module::name()) and parameter count, then the totals (parameters and
+// their f32 size). The model's parameters must exist (setup_device). The
+// trainer prints it on global rank 0 at the start of fit when
+// enable_model_summary is true (the default).
+std::string model_summary(LightningModule &model, int max_depth = 2);
 
 class Classifier : public LightningModule {
  public:
@@ -124,6 +155,10 @@ class Classifier : public LightningModule {
   // {"model": {"layers": [...]}, "optimizer": {...}, "scheduler": {...}} as in
   // a job (no "model" when built from a Sequential).
   std::string hyperparameters() const override;
+  // None: Classifier has no hooks. A class derived from it reads the
+  // gradients (the default) unless it overrides needs() too.
+  CallbackNeeds needs() const override;
+  std::vector<std::pair<std::string, Module *>> named_modules() override { return {{"net", net_.get()}}; }
   Sequential &net() { return *net_; }
 
  private:

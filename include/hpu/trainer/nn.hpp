@@ -93,6 +93,8 @@ class Module {
   virtual void init(hpuDevice_t dev, Rng &rng) { (void)dev, (void)rng; }
   virtual void parameters(std::vector<Parameter *> &out, const std::string &prefix) { (void)out, (void)prefix; }
   virtual std::unique_ptr<Module> clone() const = 0;  // same configuration, no parameters
+  // The layers inside this one (Sequential's), for model_summary; none by default.
+  virtual std::vector<Module *> children() { return {}; }
 
   // Taking part in the step plan (plan.hpp), opt-in. An elementwise
   // activation names its hpuActivation_t, so that a product before it may
@@ -213,6 +215,7 @@ class Sequential : public Module {
   void init(hpuDevice_t dev, Rng &rng) override;
   void parameters(std::vector<Parameter *> &out, const std::string &prefix) override;
   std::unique_ptr<Module> clone() const override;
+  std::vector<Module *> children() override;
   size_t size() const { return layers_.size(); }
 
  private:
@@ -235,6 +238,7 @@ class Residual : public Module {
     body_.parameters(out, prefix + "body.");
   }
   std::unique_ptr<Module> clone() const override;
+  std::vector<Module *> children() override { return body_.children(); }
   Sequential &body() { return body_; }
 
  private:
@@ -249,6 +253,8 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels);
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter *> params, double lr, double momentum = 0.0, double weight_decay = 0.0,
+      bool nesterov = false);
+  SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0.0, double weight_decay = 0.0,
       bool nesterov = false);
   std::string name() const override { return "SGD"; }
   std::optional<double> momentum() const override { return momentum_; }
@@ -267,6 +273,8 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Parameter *> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 1e-2);
+  AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 1e-2);
   std::string name() const override { return "AdamW"; }
   std::optional<double> momentum() const override { return beta1_; }
   void step(hpuStream_t stream) override;
@@ -275,7 +283,7 @@ class AdamW : public Optimizer {
   std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const override;
 
  private:
-  hpuAdamwOptions_t options(double lr) const;
+  hpuAdamwOptions_t options(size_t i, double lr) const;  // params()[i]'s at the optimizer's lr
   double beta1_, beta2_, eps_, weight_decay_;
   std::vector<Tensor> m_, v_;
 };

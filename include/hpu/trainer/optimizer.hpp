@@ -1,6 +1,7 @@
 // What the trainer and its callbacks need from an optimizer: a name (as
 // LearningRateMonitor logs it: "lr-AdamW"), the learning rate, momentum, a
-// step over its parameters and the state a checkpoint saves.
+// step over its parameters, their groups (torch.optim's param_groups) and
+// the state a checkpoint saves.
 #pragma once
 
 #include <hpu/hpu.hpp>
@@ -16,6 +17,17 @@ namespace hpu {
 
 struct Parameter;
 class StepPlan;
+
+// Some of an optimizer's parameters with settings of their own, as a
+// torch.optim param group: the common one is no weight decay on biases and
+// norm weights (ParamGroup{no_decay, std::nullopt, 0.0}). A setting left
+// unset is the optimizer's. A group's lr is its base rate: a schedule
+// scales it as it scales the optimizer's (lr x lr() / initial_lr()).
+struct ParamGroup {
+  std::vector<Parameter *> params;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
 
 class Optimizer {
  public:
@@ -51,25 +63,40 @@ class Optimizer {
   // The same optimizer (settings, learning rate, steps taken) over other
   // parameters, with zero state; nullptr when it cannot have one. Optimizers
   // whose update of each element depends only on that element (SGD, AdamW)
-  // return one: hpu_ddp then gives each rank a slice of every parameter to
-  // update (see hpu-train(1), "hpu_ddp").
+  // return one unless groups have settings of their own (a slice may span
+  // parameters of two groups): hpu_ddp then gives each rank a slice of
+  // every parameter to update (see hpu-train(1), "hpu_ddp").
   virtual std::unique_ptr<Optimizer> with_params(std::vector<Parameter *> params) const {
     (void)params;
     return nullptr;
   }
   int64_t steps() const { return steps_; }
   void set_steps(int64_t n) { steps_ = n; }
+  // Every parameter, group after group.
   const std::vector<Parameter *> &params() const { return params_; }
+  // The groups as given (one group of every parameter, without settings of
+  // its own, when the optimizer was given parameters).
+  const std::vector<ParamGroup> &param_groups() const { return groups_; }
+  // Whether some group with parameters has a setting of its own.
+  bool has_group_settings() const;
 
  protected:
-  explicit Optimizer(double lr, std::vector<Parameter *> params = {})
-      : lr_(lr), initial_lr_(lr), params_(std::move(params)) {}
+  explicit Optimizer(double lr, std::vector<Parameter *> params = {});
+  // hpu::Error (HPU_ERROR_INVALID_ARGUMENT) for a parameter in two groups
+  // or a group's lr or weight_decay below 0, naming the group.
+  Optimizer(double lr, std::vector<ParamGroup> groups);
+  // The learning rate of params()[i] when the optimizer's is `lr`, and its
+  // weight decay (`weight_decay`, the optimizer's, when its group sets none).
+  double lr_of(size_t i, double lr) const;
+  double weight_decay_of(size_t i, double weight_decay) const;
   int64_t steps_ = 0;
 
  private:
   StepPlan *plan_ = nullptr;
   double lr_, initial_lr_;
   std::vector<Parameter *> params_;
+  std::vector<ParamGroup> groups_;
+  std::vector<size_t> group_of_;  // params_[i]'s group
 };
 
 }  // namespace hpu

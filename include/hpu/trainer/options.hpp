@@ -6,6 +6,7 @@
 #include <hpu/trainer/logger.hpp>
 #include <hpu/trainer/ref.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +33,29 @@ struct BatchCount {
   int64_t batches = 0;
 };
 
+// max_time: Lightning's "DD:HH:MM:SS" text (days, hours, minutes,
+// seconds; each a whole number, the seconds may have a fraction) or a
+// duration; neither: no limit.
+struct MaxTime {
+  MaxTime() = default;
+  MaxTime(const char *s) : text(s ? s : "") {}
+  MaxTime(std::string s) : text(std::move(s)) {}
+  template <class Rep, class Period>
+  MaxTime(std::chrono::duration<Rep, Period> d) : seconds(std::chrono::duration<double>(d).count()) {}
+  std::string text;               // when not empty
+  std::optional<double> seconds;  // when text is empty
+};
+
+// fast_dev_run: true runs 1 batch of training, validation and test (a
+// number n: n batches), false none of this (Lightning's bool or int).
+struct FastDevRun {
+  FastDevRun(bool on) : batches(on ? 1 : 0), flag(true) {}
+  FastDevRun(int n) : batches(n) {}
+  FastDevRun(int64_t n) : batches(n) {}
+  int64_t batches = 0;
+  bool flag = false;  // given as true or false
+};
+
 struct TrainerOptions {
   std::string accelerator = "auto";      // "hpu" | "auto"
   Devices devices = "auto";              // per process (per node)
@@ -40,6 +64,21 @@ struct TrainerOptions {
   int num_nodes = 1;                     // processes a launcher starts, each of `devices`
   std::optional<int64_t> max_epochs;     // none and max_steps == -1: 1000; -1: no limit
   int64_t max_steps = -1;                // -1: no limit
+  // Epochs to train even when asked to stop earlier (EarlyStopping,
+  // max_time); the stop comes at the first chance after them. None: 0.
+  std::optional<int64_t> min_epochs;
+  // Stops fitting at the first batch boundary after this much time since
+  // fit started (checkpoints and on_train_end as at any stop).
+  MaxTime max_time;
+  // A smoke test (Lightning's): fast_dev_run batches of training (one
+  // epoch, as max_steps), validation and test, no sanity check; no loggers
+  // (nothing is written), ModelCheckpoint saves nothing and EarlyStopping
+  // does not check.
+  FastDevRun fast_dev_run = false;
+  // Validation batches fit runs before training, to catch a broken
+  // validation early; their metrics are not logged. -1: every batch
+  // limit_val_batches lets run; 0: none.
+  int num_sanity_val_steps = 2;
   BatchCount limit_train_batches = 1.0;
   BatchCount limit_val_batches = 1.0;
   BatchCount limit_test_batches = 1.0;
@@ -55,6 +94,7 @@ struct TrainerOptions {
   Loggers logger = true;
   bool enable_progress_bar = true;
   bool enable_checkpointing = true;
+  bool enable_model_summary = true;      // print model_summary() at the start of fit (global rank 0)
   std::string profiler;                  // "" | "hpu": one libhpu trace per fit, and its summary
 };
 
@@ -69,6 +109,7 @@ struct TrainerConfig {
   std::string precision;      // "32-true" | "bf16-mixed"
   int64_t max_epochs = 1000;  // -1: no limit
   int64_t max_steps = -1;
+  std::optional<double> max_time;  // seconds
   uint64_t seed = 0;
   std::string default_root_dir;
   std::string profiler;       // "" | "hpu"
@@ -91,6 +132,11 @@ TrainerConfig resolve_options(const TrainerOptions &o, int visible);
 // The devices per process `d` asks for, of `visible` ones ("auto" and -1: all);
 // throws as resolve_options does ("devices is 99, but only 8 HPUs are visible").
 int resolve_devices(const Devices &d, int visible);
+
+// max_time in seconds (none: no limit); hpu::Error
+// (HPU_ERROR_INVALID_ARGUMENT) naming max_time and its value when the text is
+// not "DD:HH:MM:SS" or the duration is negative or not finite.
+std::optional<double> max_time_seconds(const MaxTime &t);
 
 // How many of `total` batches a limit lets run (Lightning's rules: a fraction
 // rounds down but keeps at least one batch when the fraction is > 0).

@@ -9,7 +9,7 @@
 //    results are bitwise those of the layers run one by one.
 //  - The optimizer step in the backward (StepPlan): when nothing but the
 //    optimizer reads a step's gradients (one replica, no gradient
-//    accumulation, no clipping, no callback that needs them), the optimizer
+//    accumulation, no clipping, no hook that needs them), the optimizer
 //    offers each parameter's update to the layer that computes its gradient;
 //    a layer whose forward used the parameter once applies it as it computes
 //    the gradient, which is never stored. The weights are bitwise the same.
@@ -19,7 +19,8 @@
 //
 // A user's layers, callbacks and optimizers take part by opting in: a layer
 // through Module::activation, Module::takes_fusion and Module::forward_fused;
-// a callback by declaring what it reads (Callback::needs); an optimizer
+// a callback or the LightningModule by declaring what its hooks read
+// (Callback::needs, LightningModule::needs); an optimizer
 // through Optimizer::offer_step_in_backward.
 #pragma once
 
@@ -59,7 +60,7 @@ struct StepReaders {
   bool gradients_shared = false;    // averaged over replicas (hpu_ddp)
   int64_t accumulate_grad_batches = 1;
   bool clipped = false;             // gradient_clip_val > 0
-  bool callbacks_read_gradients = false;
+  bool callbacks_read_gradients = false;  // a callback's or the module's hooks
 };
 
 // An AdamW update of one parameter that the layer computing its gradient

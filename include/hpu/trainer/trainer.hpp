@@ -33,6 +33,7 @@ struct TrainerState {
   int64_t num_predict_batches = 0;
   bool should_stop = false;
   bool validation_ran = false;        // a validation has run during this fit
+  bool sanity_checking = false;       // fit's validation before training (num_sanity_val_steps)
   Metrics callback_metrics;           // the latest value of every logged metric, after every step
   std::vector<Optimizer *> optimizers;
 };
@@ -83,9 +84,12 @@ class Trainer {
   // callback metrics and calls this every log_every_n_steps.)
   void log_metrics(const Metrics &metrics, int64_t step);
 
-  // Lightning's fit: trains `model` on `data` for max_epochs / max_steps,
-  // validating every val_check_interval; resumes from `ckpt_path` when given
-  // (weights, optimizer, epoch and batch position, random state, callbacks).
+  // Lightning's fit: trains `model` on `data` for max_epochs / max_steps
+  // (at least min_epochs, at most max_time), validating every
+  // val_check_interval after num_sanity_val_steps batches of validation;
+  // resumes from `ckpt_path` when given (weights, optimizer, epoch and batch
+  // position, random state, callbacks). When fit, validate or test throws,
+  // the callbacks' on_exception sees the error before it propagates.
   void fit(LightningModule &model, DataModule &data, const std::string &ckpt_path = "");
   // One pass over the validation / test set; the metrics ("val_loss",
   // "val_acc", ...) averaged over the samples of every rank. As Lightning's
@@ -134,7 +138,15 @@ class Trainer {
   std::unique_ptr<Run> run_;
   void start(LightningModule &model, DataModule &data, Stage stage);
   void finish(Stage stage);
-  Metrics evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit);
+  void run_fit(LightningModule &model, DataModule &data, const std::string &ckpt_path);
+  Metrics run_validate(LightningModule &model, DataModule &data, const std::string &ckpt_path);
+  Metrics run_test(LightningModule &model, DataModule &data, const std::string &ckpt_path);
+  Predictions run_predict(LightningModule &model, DataModule &data, const std::string &ckpt_path);
+  // max_batches >= 0: at most that many of the batches the limit lets run.
+  Metrics evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches = -1);
+  bool can_stop_early() const;  // min_epochs reached
+  void sanity_check();
+  void step_plateau();
   void train_epoch(int64_t skip);
   void optimizer_step();
   void restore_run(const Checkpoint &ck);
