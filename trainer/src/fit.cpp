@@ -267,7 +267,6 @@ bool Trainer::can_stop_early() const {
 
 void Trainer::run_fit(LightningModule &model, DataModule &data, const std::string &ckpt_path) {
   start(model, data, Stage::fit);
-  log_hyperparams(model);
   ProfileScope profile(config_, is_global_zero());
   Run &r = *run_;
   SettleBatches settled(r);
@@ -310,6 +309,8 @@ void Trainer::run_fit(LightningModule &model, DataModule &data, const std::strin
   r.batches_done = 0;
   r.started = std::chrono::steady_clock::now();
   if (!ckpt_path.empty()) restore_run(load_checkpoint_file(ckpt_path));
+  // After the checkpoint loaded, as Lightning: a failed start writes nothing.
+  log_hyperparams(model);
   if (options_.enable_model_summary && is_global_zero()) std::fprintf(stderr, "%s", model_summary(model).c_str());
 
   each(callbacks_, [&](Callback &c) { c.on_fit_start(*this); });

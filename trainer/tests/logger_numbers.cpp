@@ -60,8 +60,9 @@ TEST(LoggerNumbers, CsvReadsBackExactlyWithIntegersInFull) {
   const auto names = csv_fields(header), fields = csv_fields(row);
   for (size_t i = 1; i < names.size(); ++i) {
     auto it = kValues.find(names[i]);
-    if (it != kValues.end() && integral(it->second))
+    if (it != kValues.end() && integral(it->second)) {
       EXPECT_EQ(fields[i], std::to_string(static_cast<long long>(it->second))) << names[i];
+    }
   }
 }
 
@@ -81,7 +82,9 @@ TEST(LoggerNumbers, JsonLinesReadBackExactlyWithIntegersAsJsonIntegers) {
     json_t *j = json_object_get(o, k.c_str());
     ASSERT_NE(j, nullptr) << k;
     EXPECT_EQ(json_number_value(j), v) << k << " in " << line;
-    if (integral(v)) EXPECT_TRUE(json_is_integer(j)) << k << " in " << line;
+    if (integral(v)) {
+      EXPECT_TRUE(json_is_integer(j)) << k << " in " << line;
+    }
   }
   json_decref(o);
   ASSERT_TRUE(std::getline(in, line));

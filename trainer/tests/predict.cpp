@@ -271,8 +271,10 @@ TEST(HpuTrainPredict, TheFileIsTheSameOnOneDeviceAndOnThreeProcesses) {
   ASSERT_EQ(wait_for(spawn(args("one", 1), {}, dir / "one.out"), limit), 0) << slurp(dir / "one.out");
   const std::string port = std::to_string(free_port());
   std::vector<pid_t> pids;
+  std::vector<std::string> procs = args("procs", 1);
+  procs.insert(procs.end(), {"--num-nodes", "3"});  // each process is a node, as in Lightning
   for (int r = 0; r < 3; ++r)
-    pids.push_back(spawn(args("procs", 1),
+    pids.push_back(spawn(procs,
                          {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", "3"},
                           {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}},
                          dir / ("procs" + std::to_string(r) + ".out")));
