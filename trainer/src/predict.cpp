@@ -6,6 +6,7 @@
 #include "fs.hpp"
 #include "json.hpp"
 #include "log.hpp"
+#include "npy.hpp"
 #include "predict.hpp"
 #include "run.hpp"
 
@@ -62,13 +63,17 @@ void write_csv(const std::string &path, const Predictions &p) {
   detail::write_file_atomic(path, text.data(), text.size());
 }
 
-// The formats write_predictions knows, by extension (.npy comes with the npy
-// module).
+// A float64 array [rows, columns] (the column names are those of the CSV).
+void write_npy_rows(const std::string &path, const Predictions &p) {
+  write_npy(path, {int64_t(p.rows()), int64_t(p.columns.size())}, NpyType::f64, p.values.data());
+}
+
+// The formats write_predictions knows, by extension.
 struct Format {
   const char *extension;
   void (*write)(const std::string &path, const Predictions &p);
 };
-const Format kFormats[] = {{".csv", write_csv}};
+const Format kFormats[] = {{".csv", write_csv}, {".npy", write_npy_rows}};
 
 std::string extension(const std::string &path) {
   const size_t slash = path.rfind('/'), dot = path.rfind('.');

@@ -6,12 +6,14 @@
 
 #include "fit_util.hpp"
 #include "launch_util.hpp"
+#include "npy.hpp"
 #include "test_util.hpp"
 
 #include <jansson.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 using namespace trainer_test;
@@ -175,13 +177,28 @@ TEST(PredictionsFile, CsvHasAHeaderAndRowsThatReadBackExactly) {
   }
 }
 
+TEST(PredictionsFile, NpyIsAFloat64ArrayOfTheRowsInOrder) {
+  TempDir dir;
+  hpu::Predictions p;
+  p.columns = {"pred", "prob_0"};
+  p.values = {3, 0.1f, 1, 1.0 / 3.0, 7, -2.5};
+  hpu::write_predictions(dir / "p.npy", p);
+  const hpu::NpyArray a = hpu::read_npy(dir / "p.npy");
+  EXPECT_EQ(a.dtype, hpu::NpyType::f64);
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{3, 2}));
+  ASSERT_EQ(a.data.size(), p.values.size() * sizeof(double));
+  std::vector<double> back(p.values.size());
+  std::memcpy(back.data(), a.data.data(), a.data.size());
+  EXPECT_EQ(back, p.values);
+}
+
 TEST(PredictionsFile, AnUnsupportedExtensionIsNamed) {
   TempDir dir;
   hpu::Predictions p;
   p.columns = {"pred"};
   p.values = {1};
   EXPECT_HPU_ERROR(hpu::write_predictions(dir / "p.parquet", p), HPU_ERROR_UNSUPPORTED,
-                   "the extension \".parquet\" is not a supported format (supported: .csv)");
+                   "the extension \".parquet\" is not a supported format (supported: .csv, .npy)");
   EXPECT_HPU_ERROR(hpu::write_predictions(dir / "preds", p), HPU_ERROR_UNSUPPORTED, "a name without an extension");
   EXPECT_HPU_ERROR(hpu::write_predictions(dir / "a.b/preds", p), HPU_ERROR_UNSUPPORTED, "a name without an extension");
   EXPECT_FALSE(file_exists(dir / "p.parquet"));

@@ -71,8 +71,8 @@ def train(config: JobLike) -> Dict[str, Any]:
     or those ``test_ckpt_path`` names: ``"best"``, ``"last"`` or a checkpoint's path). A
     job whose ``command`` is ``"validate"``, ``"test"`` or ``"predict"`` runs that stage
     alone with the weights of its ``ckpt_path``; ``"predict"`` writes the test set's
-    predictions to ``job["predict"]["output"]`` (CSV: a header, then a row per sample in
-    order). Loggers, checkpoints and the profiler write their files as they do
+    predictions to ``job["predict"]["output"]`` (``.csv``: a header, then a row per sample in
+    order; ``.npy``: a float64 array of those rows, for ``numpy.load``). Loggers, checkpoints and the profiler write their files as they do
     for ``hpu-train``, and the progress bar and the model summary print to stderr unless
     ``trainer.enable_progress_bar`` / ``trainer.enable_model_summary`` is false
     (``trainer.fast_dev_run`` runs a batch of each loop and writes nothing). Under a launcher (hpu_ddp over several

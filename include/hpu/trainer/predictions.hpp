@@ -23,6 +23,7 @@ struct Predictions {
 //   .csv  a header of the column names, then one line per row; integral
 //         values are written as integers, others with as many digits as give
 //         the same float (or double) back.
+//   .npy  a float64 array [rows, columns], the columns in the CSV's order.
 // hpu::Error: HPU_ERROR_UNSUPPORTED naming the extension and the supported
 // ones for any other; HPU_ERROR_IO naming the path when it cannot be written.
 void write_predictions(const std::string &path, const Predictions &p);
