@@ -3,6 +3,7 @@
 #include <hpu/trainer.hpp>
 #include <hpu/trainer.h>
 
+#include "job_util.hpp"
 #include "test_util.hpp"
 
 #include <sys/wait.h>
@@ -38,15 +39,7 @@ int line_of(const std::string &text, const std::string &needle, int n) {
   return 1 + int(std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
 }
 
-std::string error_of(const std::string &text) {
-  try {
-    hpu::parse_job(text, "job.json");
-  } catch (const hpu::Error &e) {
-    EXPECT_EQ(e.status(), HPU_ERROR_CONFIG) << e.what();
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::string &text) { return trainer_test::job_error(text); }
 
 }  // namespace
 
