@@ -26,15 +26,19 @@ struct Scanner {
     ++i;  // closing quote
     return v;
   }
+  // Every call consumes a character unless it stands at the end or at a
+  // closing bracket, which ends the container around it: so a malformed text
+  // (the scanner also reads what jansson refused) cannot stall a loop.
   void value(const std::string &path, int depth) {
     ws();
-    if (i >= s.size() || depth > 512) return;
+    if (depth > 512) i = s.size();  // deeper than any job: stop scanning
+    if (i >= s.size()) return;
     if (s[i] == '{') {
       ++i;
       std::map<std::string, int> seen;  // this object's keys and their lines
       for (;;) {
         ws();
-        if (i >= s.size() || s[i] == '}') break;
+        if (i >= s.size() || s[i] == '}' || s[i] == ']') break;
         if (s[i] == ',') {
           ++i;
           continue;
@@ -54,7 +58,7 @@ struct Scanner {
       ++i;
       for (int n = 0;; ) {
         ws();
-        if (i >= s.size() || s[i] == ']') break;
+        if (i >= s.size() || s[i] == ']' || s[i] == '}') break;
         if (s[i] == ',') {
           ++i;
           continue;

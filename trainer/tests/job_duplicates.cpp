@@ -90,3 +90,18 @@ TEST(JobDuplicates, TheCApiAndHpuTrainRefuseThemToo) {
   EXPECT_EQ(WEXITSTATUS(st), 2);
   EXPECT_NE(slurp(dir / "out").find("trainer.max_epochs: duplicate key"), std::string::npos) << slurp(dir / "out");
 }
+
+// A duplicate key makes jansson stop; the scanner that finds its line then
+// reads the rest, which may be malformed. It must end on any text: a stray
+// closing bracket inside an array once made it loop forever (the fuzz input
+// tests/fuzz/corpus/train_job/timeout-duplicate-key-then-stray-brace.json).
+TEST(JobDuplicates, MalformedTextAfterADuplicateKeyStillEnds) {
+  const std::string dup = R"({"a": 1, "a": 2, )";
+  for (const std::string &rest : {std::string("\"b\": [1}"), std::string("\"b\": [[}]"), std::string("\"b\": {]"),
+                                   std::string("\"b\": [") + std::string(3000, '['), std::string("\"b\": [\0}", 8)}) {
+    SCOPED_TRACE(rest.substr(0, 20));
+    EXPECT_NE(error_of(dup + rest).find("duplicate key"), std::string::npos);
+  }
+  const std::string fuzz = slurp(HPU_SOURCE_DIR "/tests/fuzz/corpus/train_job/timeout-duplicate-key-then-stray-brace.json");
+  EXPECT_NE(error_of(fuzz).find("duplicate key"), std::string::npos) << error_of(fuzz);
+}
