@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -55,31 +54,6 @@ std::string FolderLogger::writable_dir() {
 
 // ---- CSV -------------------------------------------------------------------
 
-namespace {
-
-std::string csv_field(const std::string &s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// A metric as text that parses back to the same double: integers (counts,
-// the memory figures) in full digits, other values in the shortest form that
-// round-trips.
-std::string number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == std::trunc(v) && std::fabs(v) < 0x1p63) return std::to_string(static_cast<long long>(v));
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
-}  // namespace
-
 CSVLogger::CSVLogger(std::string save_dir, std::string name, std::optional<int> version)
     : FolderLogger(std::move(save_dir), std::move(name), version) {}
 
@@ -108,13 +82,13 @@ void CSVLogger::flush(size_t upto) {
     for (const auto &k : keys_) {
       line += ',';
       auto it = row.second.find(k);
-      if (it != row.second.end()) line += number(it->second);
+      if (it != row.second.end()) line += detail::number_text(it->second);
     }
     return line + "\n";
   };
   if (rewrite_) {
     std::string text = "step";
-    for (const auto &k : keys_) text += "," + csv_field(k);
+    for (const auto &k : keys_) text += "," + detail::csv_field(k);
     text += "\n";
     for (size_t i = 0; i < upto; ++i) text += row_text(rows_[i]);
     detail::write_file_atomic(path, text.data(), text.size());
@@ -150,14 +124,14 @@ void CSVLogger::finalize() {
 JsonLinesLogger::JsonLinesLogger(std::string save_dir, std::string name, std::optional<int> version)
     : FolderLogger(std::move(save_dir), std::move(name), version) {}
 
-// The values are written by number() (jansson's reals have a fixed
+// The values are written by detail::number_text() (jansson's reals have a fixed
 // precision); a value that is not finite is null.
 void JsonLinesLogger::log_metrics(const Metrics &metrics, int64_t step) {
   std::string line = "{\"step\":" + std::to_string(step);
   for (const auto &[k, v] : metrics) {
     detail::Json key(json_string(k.c_str()));
     if (!key) fail(HPU_ERROR_INVALID_ARGUMENT, "metric name \"%s\" is not UTF-8", k.c_str());
-    line += "," + detail::dump(key.get(), JSON_ENCODE_ANY) + ":" + (std::isfinite(v) ? number(v) : "null");
+    line += "," + detail::dump(key.get(), JSON_ENCODE_ANY) + ":" + (std::isfinite(v) ? detail::number_text(v) : "null");
   }
   line += "}\n";
   const std::string path = writable_dir() + "/metrics.jsonl";

@@ -29,35 +29,13 @@ std::string join(const std::vector<std::string> &v) {
 
 // ---- files -------------------------------------------------------------------
 
-// Integers as integers; other values with the fewest digits that read back
-// as the same float (as the same double when the value is not a float).
-std::string csv_number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) return detail::format("%.0f", v);
-  const bool single = double(float(v)) == v;
-  std::string s;
-  for (int digits = 1; digits <= 17; ++digits) {
-    s = detail::format("%.*g", digits, v);
-    if (single ? std::strtof(s.c_str(), nullptr) == float(v) : std::strtod(s.c_str(), nullptr) == v) break;
-  }
-  return s;
-}
-
-std::string csv_field(const std::string &s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 void write_csv(const std::string &path, const Predictions &p) {
   std::string text;
-  for (size_t k = 0; k < p.columns.size(); ++k) text += (k ? "," : "") + csv_field(p.columns[k]);
+  for (size_t k = 0; k < p.columns.size(); ++k) text += (k ? "," : "") + detail::csv_field(p.columns[k]);
   text += "\n";
   const size_t cols = p.columns.size();
   for (size_t r = 0; r < p.rows(); ++r) {
-    for (size_t k = 0; k < cols; ++k) text += (k ? "," : "") + csv_number(p.values[r * cols + k]);
+    for (size_t k = 0; k < cols; ++k) text += (k ? "," : "") + detail::number_text(p.values[r * cols + k], true);
     text += "\n";
   }
   detail::write_file_atomic(path, text.data(), text.size());
