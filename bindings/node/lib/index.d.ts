@@ -172,6 +172,7 @@ export declare class Tensor {
   fill(value: number): this;
   uniform(low?: number, high?: number): this;
   normal(mean?: number, std?: number): this;
+  /** Across devices the copy waits for the work queued on src's device, and later work there waits for it. */
   copyFrom(src: Tensor | ArrayBufferView | unknown[]): this;
   to(target: DType | DeviceLike | TensorOptions): Tensor;
   clone(): Tensor;

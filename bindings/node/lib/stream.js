@@ -146,4 +146,10 @@ function streamFor(deviceIndex) {
   return chosen.getStore()?.get(deviceIndex)?.handle ?? null;
 }
 
-module.exports = { Stream, Event, defaultStream, withStream, streamFor };
+/** The stream withStream() chose for `device`, else its default stream. */
+function currentStream(device) {
+  const d = resolve(device);
+  return chosen.getStore()?.get(d.index) ?? defaultStream(d);
+}
+
+module.exports = { Stream, Event, defaultStream, withStream, streamFor, currentStream };

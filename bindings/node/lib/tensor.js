@@ -132,13 +132,28 @@ class Tensor {
     return this;
   }
 
-  /** Copies `src` (a tensor of the same shape, any device and dtype) into this tensor. */
+  /**
+   * Copies `src` (a tensor of the same shape, any device and dtype) into this tensor.
+   * Across devices the copy waits for the work queued on `src`'s device so far, and
+   * work queued there later waits for the copy, as torch's does.
+   */
   copyFrom(src) {
     if (!(src instanceof Tensor)) src = tensor(src, { device: this.device });
     if (src.shape.join() !== this.shape.join()) {
       throw invalidArgument(`copyFrom: src has shape [${src.shape}], this tensor [${this.shape}]`);
     }
-    C.hpuTensorCopy(this._stream(), this.handle, src.handle);
+    if (src.device.equals(this.device)) {
+      C.hpuTensorCopy(this._stream(), this.handle, src.handle);
+      return this;
+    }
+    // libhpu queues the copy on one stream, here this device's. As torch does, order it
+    // after the work queued on the source's device and that work's later writes after it.
+    const { currentStream } = require('./stream');
+    const here = currentStream(this.device);
+    const there = currentStream(src.device);
+    here.waitStream(there);
+    C.hpuTensorCopy(here.handle, this.handle, src.handle);
+    there.waitStream(here);
     return this;
   }
 

@@ -91,6 +91,26 @@ test('fills, conversions, copies', () => {
   assert.throws(() => dst.copyFrom(hpu.zeros([2])), isHpuError('HPU_ERROR_INVALID_ARGUMENT'));
 });
 
+test('a copy across devices waits for the work queued on the source device', () => {
+  for (let i = 0; i < 5; i++) {
+    const a = hpu.full([512, 512], 1, { device: 2 });
+    const moved = hpu.matmul(a, a).to({ device: 3 }); // the product is still running on device 2
+    assert.equal(moved.sum().item(), 512 ** 3);
+  }
+});
+
+test('later work on the source device waits for a copy across devices', () => {
+  for (let i = 0; i < 5; i++) {
+    const busy = hpu.full([512, 512], 1, { device: 3 });
+    hpu.matmul(busy, busy); // the copy queues behind this on device 3
+    const src = hpu.full([512, 512], 2, { device: 2 });
+    const dst = hpu.empty([512, 512], { device: 3 }).copyFrom(src);
+    src.fill(0);
+    assert.equal(dst.sum().item(), 2 * 512 * 512);
+  }
+  hpu.synchronize(2); // leaves no queued work to defer other tests' frees
+});
+
 test('memory is counted and released', () => {
   const before = hpu.memoryAllocated(5);
   const t = hpu.empty([1000], { device: 5 });

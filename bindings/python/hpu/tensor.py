@@ -20,7 +20,7 @@ from ._buffer import host_buffer
 from .device import Device, DeviceLike, device_of_handle, resolve
 from .dtypes import DType, DTypeLike
 from .errors import InvalidArgumentError
-from .stream import stream_for
+from .stream import current_stream, stream_for
 
 if TYPE_CHECKING:
     import numpy
@@ -234,12 +234,22 @@ class Tensor:
 
     def copy_(self, src: Union["Tensor", Any]) -> "Tensor":
         """Copies `src` (a tensor of the same shape, on any device and of any dtype, or host
-        data) into this tensor, converting the dtype."""
+        data) into this tensor, converting the dtype. Across devices the copy waits for the
+        work queued on `src`'s device so far, and work queued there later waits for the
+        copy, as torch's does."""
         if not isinstance(src, Tensor):
             src = tensor(src, device=self.device)
         if src.shape != self.shape:
             raise InvalidArgumentError(f"copy_: src has shape {src.shape}, this tensor {self.shape}")
-        _lib.hpuTensorCopy(stream_for(self.device.index), self._handle, src._handle)
+        if src.device == self.device:
+            _lib.hpuTensorCopy(stream_for(self.device.index), self._handle, src._handle)
+            return self
+        # libhpu queues the copy on one stream, here this device's. As torch does, order it
+        # after the work queued on the source's device and that work's later writes after it.
+        here, there = current_stream(self.device), current_stream(src.device)
+        here.wait_stream(there)
+        _lib.hpuTensorCopy(here.handle, self._handle, src._handle)
+        there.wait_stream(here)
         return self
 
     # ---- conversions ----------------------------------------------------------

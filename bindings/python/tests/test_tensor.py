@@ -155,6 +155,22 @@ class Data(unittest.TestCase):
         with self.assertRaises(hpu.InvalidArgumentError):
             dst.copy_(hpu.zeros(2))
 
+    def test_a_copy_across_devices_waits_for_the_sources_work(self):
+        for _ in range(5):
+            a = hpu.full((512, 512), 1.0, device=2)
+            moved = (a @ a).to(3)  # the product is still running on device 2
+            self.assertEqual(moved.sum().item(), 512.0 ** 3)
+
+    def test_later_work_on_the_sources_device_waits_for_the_copy(self):
+        for _ in range(5):
+            busy = hpu.full((512, 512), 1.0, device=3)
+            busy = busy @ busy  # the copy queues behind this on device 3
+            src = hpu.full((512, 512), 2.0, device=2)
+            dst = hpu.empty(512, 512, device=3).copy_(src)
+            src.fill_(0)
+            self.assertEqual(dst.sum().item(), 2.0 * 512 * 512)
+        hpu.synchronize(2)  # leaves no queued work to defer other tests' frees
+
     def test_memory_is_counted(self):
         before = hpu.memory_allocated(5)
         t = hpu.empty(1000, dtype=hpu.float32, device=5)
