@@ -177,8 +177,9 @@ export declare class Tensor {
    * ordered with the array: synchronize() before using it again. The array
    * keeps the memory alive until its buffer is collected, even after
    * release(). Throws HPU_ERROR_INVALID_HANDLE for a released tensor and
-   * HPU_ERROR_INVALID_ARGUMENT for a non-contiguous one. An empty tensor gives
-   * an empty array of its own.
+   * HPU_ERROR_INVALID_ARGUMENT for a non-contiguous one, HPU_ERROR_UNSUPPORTED
+   * past buffer.constants.MAX_LENGTH bytes. An empty tensor gives an empty
+   * array of its own.
    */
   hostView(): Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | Uint16Array |
     BigInt64Array | BigUint64Array;

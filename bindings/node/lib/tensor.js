@@ -10,6 +10,8 @@ const { DTYPES, dtypeInfo, dtypeName, dtypeOfArray } = require('./dtypes');
 const { bytesOf } = require('./memory');
 
 const MAX_DIMS = abi.CONSTANTS.HPU_TENSOR_MAX_DIMS;
+// The largest ArrayBuffer koffi.view() makes; a larger one aborts the process.
+const MAX_VIEW_BYTES = require('node:buffer').constants.MAX_LENGTH;
 
 
 // Releases the handles of collected Tensors, and of collected hostView()
@@ -99,6 +101,10 @@ class Tensor {
     if (!this.isContiguous()) {
       throw invalidArgument(`hostView: ${this} has strides [${this.strides.join(', ')}], not contiguous; ` +
         'take the hostView() of its contiguous() copy');
+    }
+    if (this.nbytes > MAX_VIEW_BYTES) {
+      throw new HpuError(Status.UNSUPPORTED, `hostView: ${this} has ${this.nbytes} bytes; an ArrayBuffer holds at ` +
+        `most ${MAX_VIEW_BYTES} (buffer.constants.MAX_LENGTH): take the hostView() of slices along dim 0`);
     }
     synchronizeOpened(this.device);
     const HostArray = DTYPES[this.dtype].array;

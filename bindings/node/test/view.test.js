@@ -5,6 +5,7 @@ const assert = require('node:assert/strict');
 const { MessageChannel, receiveMessageOnPort } = require('node:worker_threads');
 const v8 = require('node:v8');
 const vm = require('node:vm');
+const { constants: { MAX_LENGTH } } = require('node:buffer');
 const hpu = require('..');
 const { runNode } = require('./support');
 
@@ -178,6 +179,16 @@ test('bad input', () => {
   assert.throws(() => t.slice(1, 0, 3, 2).hostView(), isHpuError('HPU_ERROR_INVALID_ARGUMENT',
     'hostView: hpu.Tensor(shape=[2,2], dtype=float32, device=hpu:0) has strides [3, 2], not contiguous; ' +
     'take the hostView() of its contiguous() copy'));
+  // Larger than any ArrayBuffer (the memory is reserved, not touched).
+  const huge = hpu.empty([MAX_LENGTH + 1], { dtype: 'uint8' });
+  assert.throws(() => huge.hostView(), isHpuError('HPU_ERROR_UNSUPPORTED',
+    `hostView: hpu.Tensor(shape=[${MAX_LENGTH + 1}], dtype=uint8, device=hpu:0) has ${MAX_LENGTH + 1} bytes; ` +
+    `an ArrayBuffer holds at most ${MAX_LENGTH} (buffer.constants.MAX_LENGTH): take the hostView() of slices along dim 0`));
+  const most = huge.slice(0, 1).hostView();
+  assert.equal(most.length, MAX_LENGTH);
+  most[MAX_LENGTH - 1] = 7;
+  assert.deepEqual(Array.from(huge.slice(0, MAX_LENGTH).data()), [7]);
+  huge.release();
   const empty = hpu.empty([0, 3], { dtype: 'int32' }).hostView();
   assert.equal(empty.constructor, Int32Array);
   assert.equal(empty.length, 0);
