@@ -167,6 +167,22 @@ export declare class Tensor {
   bytes(): Buffer;
   /** Flat elements (bfloat16 / float16 as Float32Array; bool as boolean[]). */
   data(): ArrayBufferView | boolean[];
+  /**
+   * The flat elements as a TypedArray over the tensor's memory, no copy:
+   * writes through it are the tensor's. Float32Array, Float64Array,
+   * Int32Array, Uint32Array, Int8Array, Uint8Array (uint8; bool as 0/1),
+   * BigInt64Array, BigUint64Array; bfloat16 and float16 as Uint16Array of
+   * their bits. Waits first for the work queued on every open device (throwing
+   * the tensor's device's sticky stream error); work queued afterwards is not
+   * ordered with the array: synchronize() before using it again. The array
+   * keeps the memory alive until its buffer is collected, even after
+   * release(). Throws HPU_ERROR_INVALID_HANDLE for a released tensor and
+   * HPU_ERROR_INVALID_ARGUMENT for a non-contiguous one, HPU_ERROR_UNSUPPORTED
+   * past buffer.constants.MAX_LENGTH bytes. An empty tensor gives an empty
+   * array of its own.
+   */
+  hostView(): Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | Uint16Array |
+    BigInt64Array | BigUint64Array;
   toList(): unknown;
   item(): number | bigint | boolean;
   fill(value: number): this;

@@ -3,15 +3,22 @@
 // have no JavaScript array type: their values travel as Float32Array and libhpu
 // converts on the device (round to nearest even); bytes() gives their raw bits.
 
-const { C, abi, sized } = require('./native');
-const { invalidArgument } = require('./errors');
-const { resolve, deviceOfHandle } = require('./device');
+const { koffi, C, abi, sized } = require('./native');
+const { Status, HpuError, invalidArgument } = require('./errors');
+const { resolve, deviceOfHandle, synchronizeOpened } = require('./device');
 const { DTYPES, dtypeInfo, dtypeName, dtypeOfArray } = require('./dtypes');
 const { bytesOf } = require('./memory');
 
 const MAX_DIMS = abi.CONSTANTS.HPU_TENSOR_MAX_DIMS;
+// The largest ArrayBuffer koffi.view() makes; a larger one aborts the process.
+const MAX_VIEW_BYTES = require('node:buffer').constants.MAX_LENGTH;
 
 
+// Releases the handles of collected Tensors, and of collected hostView()
+// buffers: each such ArrayBuffer holds a tensor handle of its own over the
+// memory it shows (a libhpu view, which keeps the memory alive). The buffer is
+// external memory that cannot be detached (a transfer to a worker copies it),
+// so no array over the memory outlives that handle.
 const reaper = new FinalizationRegistry((handle) => {
   try { C.hpuTensorRelease(handle); } catch { /* the process may be ending */ }
 });
@@ -79,6 +86,43 @@ class Tensor {
 
   _stream() {
     return require('./stream').streamFor(this.device.index);
+  }
+
+  /**
+   * The tensor's elements as a TypedArray over its memory, without a copy
+   * (bfloat16 and float16: Uint16Array of their bits; bool: Uint8Array of 0/1).
+   * First waits for the work queued on every open device, so the array shows
+   * what all ops queued so far have written. The array keeps the memory alive
+   * until it (and every array over its buffer) is collected, even after
+   * release(). The tensor must be contiguous.
+   */
+  hostView() {
+    if (!this._live) throw new HpuError(Status.INVALID_HANDLE, `hostView: ${this} was released`);
+    if (!this.isContiguous()) {
+      throw invalidArgument(`hostView: ${this} has strides [${this.strides.join(', ')}], not contiguous; ` +
+        'take the hostView() of its contiguous() copy');
+    }
+    if (this.nbytes > MAX_VIEW_BYTES) {
+      throw new HpuError(Status.UNSUPPORTED, `hostView: ${this} has ${this.nbytes} bytes; an ArrayBuffer holds at ` +
+        `most ${MAX_VIEW_BYTES} (buffer.constants.MAX_LENGTH): take the hostView() of slices along dim 0`);
+    }
+    synchronizeOpened(this.device);
+    const HostArray = DTYPES[this.dtype].array;
+    if (this.numel === 0) return new HostArray(0);
+    const out = [null];
+    C.hpuTensorWindow(out, this.handle, 0, 1, int64s([this.numel]));
+    const window = out[0];
+    let buffer;
+    try {
+      const data = [null];
+      C.hpuTensorGetData(window, data);
+      buffer = koffi.view(data[0], this.nbytes);
+    } catch (e) {
+      C.hpuTensorRelease(window);
+      throw e;
+    }
+    reaper.register(buffer, window);
+    return new HostArray(buffer);
   }
 
   // ---- host data ----------------------------------------------------------
