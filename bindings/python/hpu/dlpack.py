@@ -16,15 +16,18 @@ cannot be closed.
 
 libhpu calls an imported tensor's deleter on whichever thread lets go of the
 memory last (maybe a device's worker), so :func:`from_dlpack` hands libhpu a
-deleter of its own that takes the GIL before it calls the producer's.
+deleter of its own that takes the GIL before it calls the producer's; at exit,
+while imports are alive, the binding waits for the devices' queued work, so
+that no worker needs the GIL once the interpreter is finalizing.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
-from . import _lib
+from . import _lib, device as _device
 from .device import DeviceLike, resolve
 from .errors import InvalidArgumentError, UnsupportedError
 from .stream import Stream, stream_for
@@ -131,6 +134,20 @@ def _release_import(address: int) -> None:
     _, deleter, managed, _capsule = _imports.pop(address)
     if deleter:
         _PyDeleter(deleter)(managed)
+
+
+@atexit.register
+def _finish_imports() -> None:
+    """Work queued on an imported tensor holds its memory, and the worker that finishes it last
+    calls _release_import, which needs the GIL: a thread other than the main one cannot take it
+    once the interpreter is finalizing. So at exit, while it still can, let that work finish."""
+    if not _imports:
+        return
+    for handle in list(_device._handles.values()):
+        try:
+            _lib.hpuDeviceSynchronize(handle)
+        except Exception:  # a sticky error: the work is done all the same
+            pass
 
 
 def _is_capsule(obj: Any) -> bool:

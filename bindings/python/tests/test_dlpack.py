@@ -7,6 +7,7 @@ import unittest
 
 import hpu
 from hpu import dlpack
+from support import run_python
 
 try:
     import numpy as np
@@ -79,6 +80,17 @@ class Protocol(unittest.TestCase):
         t.fill_(8)
         back = hpu.from_dlpack(t.__dlpack__(stream=s))
         self.assertEqual(back[0].item(), 8.0)
+
+    def test_exit_with_work_queued_on_an_import_is_clean(self):
+        # The worker that finishes the last fill lets go of the import, and its deleter needs
+        # the GIL: the interpreter must not be finalizing by then.
+        r = run_python("import hpu\n"
+                       "t = hpu.zeros(1 << 22)\n"
+                       "h = hpu.from_dlpack(t.__dlpack__())\n"
+                       "for _ in range(50):\n    h.fill_(1)\n"
+                       "del h, t\n"
+                       "print('exiting')\n")
+        self.assertEqual((r.returncode, r.stdout.strip(), r.stderr), (0, "exiting", ""))
 
     def test_bad_arguments(self):
         t = hpu.zeros(2)
