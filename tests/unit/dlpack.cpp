@@ -192,6 +192,31 @@ TEST_F(DLPack, ExportBadInput) {
   EXPECT_EQ(m, nullptr);
 }
 
+TEST_F(DLPack, ExportReturnsTheStreamsStickyErrorAndOnlyTakesItsDevicesStreams) {
+  hpuTensor_t t = from({1, 2}, {2});
+  const float x[6] = {};
+  const int64_t labels[2] = {1, 3}, xs[2] = {2, 3}, ls[1] = {2};
+  hpuTensor_t input = nullptr, target = nullptr, loss = nullptr;
+  ASSERT_HPU_OK(hpuTensorCreateFromHost(&input, dev, HPU_FLOAT32, 2, xs, x));
+  ASSERT_HPU_OK(hpuTensorCreateFromHost(&target, dev, HPU_INT64, 1, ls, labels));
+  hpuStream_t s = nullptr;
+  ASSERT_HPU_OK(hpuStreamCreate(&s, dev));
+  ASSERT_HPU_OK(hpuCrossEntropyLoss(s, input, target, nullptr, nullptr, &loss));  // target[1] fails on s
+  DLManagedTensor *m = nullptr;
+  EXPECT_HPU_FAIL(hpuTensorToDLPack(s, t, &m), HPU_ERROR_INVALID_ARGUMENT, "target[1] is 3");
+  EXPECT_EQ(m, nullptr);
+  EXPECT_HPU_OK(hpuStreamDestroy(s));
+  // A stream of another device.
+  hpuDevice_t other = nullptr;
+  hpuStream_t os = nullptr;
+  ASSERT_HPU_OK(hpuDeviceOpen(&other, 1));
+  ASSERT_HPU_OK(hpuDeviceGetDefaultStream(other, &os));
+  EXPECT_HPU_FAIL(hpuTensorToDLPack(os, t, &m), HPU_ERROR_INVALID_ARGUMENT, "belongs to device 1");
+  EXPECT_EQ(m, nullptr);
+  EXPECT_HPU_OK(hpuDeviceClose(other));
+  for (hpuTensor_t x : {loss, target, input, t}) EXPECT_HPU_OK(hpuTensorRelease(x));
+}
+
 // ---- imports ----------------------------------------------------------------------------
 
 TEST_F(DLPack, ImportSharesTheProducersMemoryAndCallsItsDeleterOnce) {
@@ -264,6 +289,24 @@ TEST_F(DLPack, RoundTripKeepsTheMemoryUntilBothSidesLetGo) {
   EXPECT_EQ(in_use(), before);
 }
 
+TEST_F(DLPack, ImportedMemoryIsNotDeviceMemory) {
+  const uint64_t before = in_use();
+  Producer<DLManagedTensor> p;
+  p.managed.dl_tensor.device = {kDLROCMHost, 0};  // CPU-addressable too
+  hpuTensor_t t = nullptr;
+  ASSERT_HPU_OK(hpuTensorFromDLPack(&t, dev, &p.managed));
+  EXPECT_EQ(in_use(), before);  // the producer's memory does not count
+  void *data = nullptr;
+  ASSERT_HPU_OK(hpuTensorGetData(t, &data));
+  float copy[6];
+  EXPECT_HPU_FAIL(hpuMemcpy(copy, data, sizeof copy, HPU_MEMCPY_DEVICE_TO_HOST), HPU_ERROR_INVALID_HANDLE, "src");
+  // Tensor functions and ops take it.
+  hpuTensor_t sum = nullptr;
+  ASSERT_HPU_OK(hpuSum(nullptr, t, nullptr, 0, 0, &sum));
+  EXPECT_EQ(host(sum), std::vector<float>{21});
+  for (hpuTensor_t x : {sum, t}) EXPECT_HPU_OK(hpuTensorRelease(x));
+}
+
 TEST_F(DLPack, DeviceCloseIsRefusedWhileAnImportLives) {
   Producer<DLManagedTensor> p;
   hpuTensor_t t = nullptr;
@@ -300,6 +343,10 @@ TEST_F(DLPack, ImportBadInputNamesTheFieldAndValue) {
   EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, dev, nullptr), HPU_ERROR_INVALID_ARGUMENT, "managed is NULL");
   EXPECT_HPU_FAIL(hpuTensorFromDLPack(nullptr, dev, &p.managed), HPU_ERROR_INVALID_ARGUMENT, "tensor is NULL");
   EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, nullptr, &p.managed), HPU_ERROR_INVALID_HANDLE, "dev");
+  hpuDevice_t closed = nullptr;
+  ASSERT_HPU_OK(hpuDeviceOpen(&closed, 2));
+  ASSERT_HPU_OK(hpuDeviceClose(closed));
+  EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, closed, &p.managed), HPU_ERROR_INVALID_HANDLE);
 
   dl.device = {kDLCUDA, 1};
   EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, dev, &p.managed), HPU_ERROR_UNSUPPORTED, "managed->dl_tensor.device is (2 kDLCUDA, 1)", "kDLCPU");
@@ -325,7 +372,12 @@ TEST_F(DLPack, ImportBadInputNamesTheFieldAndValue) {
   p.strides[0] = 3;
   p.shape[0] = -2;
   EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, dev, &p.managed), HPU_ERROR_INVALID_ARGUMENT, "managed->dl_tensor.shape[0] is -2");
+  p.shape[0] = int64_t(1) << 40;
+  p.shape[1] = int64_t(1) << 40;
+  EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, dev, &p.managed), HPU_ERROR_INVALID_ARGUMENT,
+                  "managed->dl_tensor.shape [1099511627776, 1099511627776] is too large");
   p.shape[0] = 2;
+  p.shape[1] = 3;
   dl.ndim = 9;
   EXPECT_HPU_FAIL(hpuTensorFromDLPack(&t, dev, &p.managed), HPU_ERROR_INVALID_ARGUMENT, "managed->dl_tensor.ndim 9");
   dl.ndim = 2;
