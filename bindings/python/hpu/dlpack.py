@@ -12,7 +12,8 @@ The emulated devices' memory is host memory: a tensor presents DLPack device
 (see :func:`hpu.stream`); work queued after the export may change the memory
 while the consumer reads it. Each side keeps the memory alive for as long as
 it holds it, whatever the other releases; a device with memory shared this way
-cannot be closed.
+cannot be closed. A capsule that no consumer takes gives its export back at the
+next garbage collection, export or import (:func:`sweep`).
 
 libhpu calls an imported tensor's deleter on whichever thread lets go of the
 memory last (maybe a device's worker), so :func:`from_dlpack` hands libhpu a
@@ -24,8 +25,11 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
+import sys
+import threading
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _lib, device as _device
 from .device import DeviceLike, resolve
@@ -35,7 +39,7 @@ from .stream import Stream, stream_for
 if TYPE_CHECKING:
     from .tensor import Tensor
 
-__all__ = ["from_dlpack", "KDLCPU"]
+__all__ = ["from_dlpack", "sweep", "KDLCPU"]
 
 KDLCPU = 1
 # Device types whose memory the CPU addresses: kDLCPU, kDLCUDAHost, kDLROCMHost.
@@ -79,9 +83,6 @@ _capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, c_void_p, c_char_p, c_void_p)
 _capsule_name = ctypes.PYFUNCTYPE(c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
 _capsule_pointer = ctypes.PYFUNCTYPE(c_void_p, ctypes.py_object, c_char_p)(("PyCapsule_GetPointer", _api))
 _capsule_set_name = ctypes.PYFUNCTYPE(c_int, ctypes.py_object, c_char_p)(("PyCapsule_SetName", _api))
-# In a capsule's destructor the capsule is being freed: it is passed by address.
-_dying_valid = ctypes.PYFUNCTYPE(c_int, c_void_p, c_char_p)(("PyCapsule_IsValid", _api))
-_dying_pointer = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 
 # A DLPack deleter: void (*)(DLManagedTensor *). Called through CFUNCTYPE (the GIL
 # let go: libhpu's deleters do not touch Python) or PYFUNCTYPE (the GIL kept: a
@@ -89,17 +90,54 @@ _dying_pointer = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_Get
 _Deleter = ctypes.CFUNCTYPE(None, c_void_p)
 _PyDeleter = ctypes.PYFUNCTYPE(None, c_void_p)
 
+# The capsules of exports. A capsule destructor written in Python would run while
+# the capsule is freed, often with an exception pending (a consumer that refused
+# it, a frame unwinding), and any Python code there loses that exception; so the
+# capsules have none, and sweep() frees the exports whose capsules nobody else
+# holds and no consumer took: at the next export or import and after each garbage
+# collection.
+_exports: List[Any] = []
+_exports_lock = threading.Lock()
 
-@ctypes.CFUNCTYPE(None, c_void_p)
-def _capsule_destructor(capsule: int) -> None:
-    """An export's capsule, freed: a consumer that did not take it (the name is still
-    "dltensor"/"dltensor_versioned") leaves libhpu's deleter to us."""
-    for versioned, name in _NAMES.items():
-        if _dying_valid(capsule, name):
-            managed = _dying_pointer(capsule, name)
+
+def _unconsumed_deleter(capsule: Any) -> Optional[Tuple[int, int]]:
+    """(managed, its deleter) when no consumer took the capsule (it still has its name)."""
+    name = _capsule_name(capsule)
+    for versioned, ours in _NAMES.items():
+        if name == ours:
+            managed = _capsule_pointer(capsule, ours)
             struct = DLManagedTensorVersioned if versioned else DLManagedTensor
-            _Deleter(struct.from_address(managed).deleter)(managed)
-            return
+            return managed, struct.from_address(managed).deleter
+    return None
+
+
+def sweep(wait: bool = True) -> None:
+    """Frees the exports whose capsules only this module still holds: libhpu's deleter for
+    one no consumer took (a consumer owns the one it took). wait=False: nothing when another
+    sweep holds the list (a collection that runs inside one)."""
+    if not _exports_lock.acquire(blocking=wait):
+        return
+    try:
+        live, dead = [], []
+        for capsule in _exports:
+            # References: _exports, this loop's variable and getrefcount's argument.
+            (live if sys.getrefcount(capsule) > 3 else dead).append(capsule)
+        _exports[:] = live
+    finally:
+        _exports_lock.release()
+    for capsule in dead:
+        unconsumed = _unconsumed_deleter(capsule)
+        if unconsumed:
+            managed, deleter = unconsumed
+            _Deleter(deleter)(managed)
+
+
+def _after_collection(phase: str, info: Dict[str, int]) -> None:
+    if phase == "stop":
+        sweep(wait=False)
+
+
+gc.callbacks.append(_after_collection)
 
 
 def to_capsule(tensor: "Tensor", stream: Optional[Stream], max_version: Optional[Tuple[int, int]]) -> Any:
@@ -110,17 +148,21 @@ def to_capsule(tensor: "Tensor", stream: Optional[Stream], max_version: Optional
     if max_version is not None and not (isinstance(max_version, tuple) and len(max_version) == 2
                                         and all(isinstance(v, int) for v in max_version)):
         raise TypeError(f"__dlpack__: max_version {max_version!r} is not None or a (major, minor) tuple")
+    sweep()
     versioned = max_version is not None and max_version[0] >= 1
     handle = stream.handle if stream is not None else stream_for(tensor.device.index)
     managed = c_void_p()
     export = _lib.hpuTensorToDLPackVersioned if versioned else _lib.hpuTensorToDLPack
     export(handle, tensor.handle, ctypes.byref(managed))
     try:
-        return _capsule_new(managed, _NAMES[versioned], ctypes.cast(_capsule_destructor, c_void_p))
+        capsule = _capsule_new(managed, _NAMES[versioned], None)
+        with _exports_lock:
+            _exports.append(capsule)
     except BaseException:
         struct = DLManagedTensorVersioned if versioned else DLManagedTensor
         _Deleter(struct.from_address(managed.value).deleter)(managed)
         raise
+    return capsule
 
 
 # Imports libhpu holds: the address of the struct handed to libhpu -> (that struct,
@@ -137,10 +179,12 @@ def _release_import(address: int) -> None:
 
 
 @atexit.register
-def _finish_imports() -> None:
+def _at_exit() -> None:
     """Work queued on an imported tensor holds its memory, and the worker that finishes it last
     calls _release_import, which needs the GIL: a thread other than the main one cannot take it
-    once the interpreter is finalizing. So at exit, while it still can, let that work finish."""
+    once the interpreter is finalizing. So at exit, while it still can, let that work finish.
+    The collections of the interpreter's end sweep nothing (the module is going)."""
+    gc.callbacks.remove(_after_collection)
     if not _imports:
         return
     for handle in list(_device._handles.values()):
@@ -163,6 +207,7 @@ def from_dlpack(obj: Any, device: DeviceLike = None) -> "Tensor":
     writable). The producer's memory stays alive until the tensor and its views are gone."""
     from .tensor import Tensor
 
+    sweep()
     if _is_capsule(obj):
         capsule = obj
     elif hasattr(obj, "__dlpack__"):

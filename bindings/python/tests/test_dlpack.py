@@ -69,6 +69,15 @@ class Protocol(unittest.TestCase):
         hpu.synchronize()
         self.assertEqual(hpu.memory_allocated(), before)
 
+    def test_a_capsule_dropped_while_an_exception_unwinds_leaves_it_alone(self):
+        t = hpu.zeros(2)
+
+        def export_then_fail():
+            capsule = t.__dlpack__()  # noqa: F841  (freed while the ValueError propagates)
+            raise ValueError("the caller's own error")
+        with self.assertRaisesRegex(ValueError, "the caller's own error"):
+            export_then_fail()
+
     def test_the_export_waits_for_the_current_stream(self):
         s = hpu.Stream()
         t = hpu.empty(1 << 16)
@@ -192,6 +201,16 @@ class Numpy(unittest.TestCase):
         h = hpu.from_dlpack(n[:, ::2])
         self.assertEqual(h.stride(), (4, 2))
         self.assertEqual(h.tolist(), [[0.0, 2.0], [4.0, 6.0], [8.0, 10.0]])
+
+    def test_a_consumer_that_refuses_an_export_keeps_its_error_and_the_memory_comes_back(self):
+        before = hpu.memory_allocated()
+        b = hpu.tensor([True, False] * 100)
+        with self.assertRaisesRegex(RuntimeError, "Unsupported dtype"):  # NumPy 1.x lacks kDLBool
+            np.from_dlpack(b)
+        del b
+        gc.collect()
+        hpu.synchronize()
+        self.assertEqual(hpu.memory_allocated(), before)
 
     def test_what_cannot_be_shared_raises(self):
         with self.assertRaisesRegex(hpu.UnsupportedError, r"strides\[0\] is -1; libhpu tensors take strides >= 0"):
