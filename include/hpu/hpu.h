@@ -11,6 +11,7 @@
 #include <hpu/memory.h>
 #include <hpu/comm.h>
 #include <hpu/tensor.h>
+#include <hpu/dlpack.h>
 #include <hpu/ops.h>
 #include <hpu/autocast.h>
 #include <hpu/log.h>

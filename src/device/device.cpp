@@ -118,6 +118,9 @@ void Device::close() {
   collect_deferred();
   if (int n = user_streams_.load())
     fail(HPU_ERROR_BUSY, "device %d still has %d stream%s; destroy them first", ordinal_, n, n == 1 ? "" : "s");
+  if (int n = imports_.load())
+    fail(HPU_ERROR_BUSY, "device %d still has %d tensor%s over imported DLPack memory; release them first", ordinal_, n,
+         n == 1 ? "" : "s");
   // The last check: an allocation racing this close either comes first (and
   // the close fails) or finds the allocator closed.
   allocator_.close();

@@ -57,6 +57,10 @@ class Device {
   void comm_closed() { comms_.fetch_sub(1); }
   int comm_count() const { return comms_.load(std::memory_order_relaxed); }
   void stream_destroyed() { user_streams_.fetch_sub(1); }
+  // Tensors over memory imported from another library (DLPack): the last
+  // close fails with HPU_ERROR_BUSY while any is alive, as with its own memory.
+  void import_added() { imports_.fetch_add(1); }
+  void import_released() { imports_.fetch_sub(1); }
 
  private:
   struct Deferred {
@@ -76,6 +80,7 @@ class Device {
   hpuStream_t default_handle_ = nullptr;
   std::atomic<int> user_streams_{0};
   std::atomic<int> comms_{0};
+  std::atomic<int> imports_{0};
 
   std::mutex deferred_mu_;
   std::atomic<bool> has_deferred_{false};

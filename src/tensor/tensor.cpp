@@ -84,12 +84,21 @@ int furthest_element(const Dims &shape, const Dims &strides, int64_t max, int64_
 // ---- Storage and Tensor ------------------------------------------------------------
 
 Storage::~Storage() {
+  if (release) {
+    release();
+    device.import_released();
+  }
   if (!owned || !data) return;
   try {
     device.free(data);
   } catch (const Error &e) {
     HPU_LOG(error, "tensor", "freeing tensor memory %p: %s", data, e.what());
   }
+}
+
+void Storage::adopt(std::function<void()> done) {
+  device.import_added();
+  release = std::move(done);
 }
 
 std::shared_ptr<Tensor> Tensor::empty(Device &dev, hpuDataType_t dtype, const Dims &shape) {

@@ -14,6 +14,7 @@
 #include <hpu/tensor.h>
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -76,11 +77,17 @@ struct Storage {
   // Every tensor handle over the storage pins that allocation against
   // hpuMemFree (tensor_handle() to release_tensor_handle()).
   uintptr_t wrapped = 0;
+  // Memory imported from another library (DLPack, adopt()): tells its
+  // producer that libhpu is done with it.
+  std::function<void()> release;
 
   Storage(Device &d, void *p, size_t n, bool own) : device(d), data(p), bytes(n), owned(own) {}
   ~Storage();
   Storage(const Storage &) = delete;
   Storage &operator=(const Storage &) = delete;
+  // Takes imported memory over: `done` runs once, when the storage goes, and
+  // until then the device counts an import (its last close is refused).
+  void adopt(std::function<void()> done);
 };
 
 class Tensor {

@@ -51,6 +51,19 @@ struct Fixture {
   hpuRandomState_t random_state = HPU_RANDOM_STATE_INIT;
   hpuUniqueId_t unique_id;
 
+  // A new DLPack export of `tensor`, for an import to take (each successful
+  // import takes its own).
+  DLManagedTensor *exported() {
+    DLManagedTensor *m = nullptr;
+    EXPECT_EQ(hpuTensorToDLPack(nullptr, tensor, &m), HPU_SUCCESS);
+    return m;
+  }
+  DLManagedTensorVersioned *exported_versioned() {
+    DLManagedTensorVersioned *m = nullptr;
+    EXPECT_EQ(hpuTensorToDLPackVersioned(nullptr, tensor, &m), HPU_SUCCESS);
+    return m;
+  }
+
   // A new allocation of 512 bytes on `device`, for hpuMemFree to free.
   void *fresh_allocation() {
     void *p = nullptr;

@@ -63,6 +63,8 @@ PLAUSIBLE = [
     ("hpuBroadcast", "root", "0"), ("hpuReduce", "root", "0"),
     ("hpuSquaredNorm", "tensors", "&fx.tensor"),
     ("hpuLogWrite", "component", '"badinput"'),
+    ("hpuTensorFromDLPack", "managed", "fx.exported()"),
+    ("hpuTensorFromDLPackVersioned", "managed", "fx.exported_versioned()"),
 ]
 # Structs the caller fills with their _INIT macro, by type: the fixture's copy.
 STRUCTS = {"hpuDeviceProperties_t": "fx.props", "hpuMemStats_t": "fx.stats", "hpuSgdOptions_t": "fx.sgd",

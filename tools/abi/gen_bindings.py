@@ -68,6 +68,8 @@ def py_type(api: hpuabi.Api, ctype: str) -> str:
         if n == 0:
             return "None"
         t, n = "c_void_p", n - 1
+    elif kind == "foreign":
+        t, n = "c_void_p", n - 1  # another library's struct (DLPack's): its address
     elif kind == "scalar":
         t = PY_SCALARS[base]
     else:
@@ -149,6 +151,9 @@ def koffi_param(api: hpuabi.Api, p: hpuabi.Param) -> str:
             return f"_Out_ void **{p.name}"
         if p.base == "void":
             return f"void *{p.name}"  # memory (host or device) the caller owns
+        if kind == "foreign":
+            # Another library's struct (DLPack's), by address.
+            return f"_Out_ void **{p.name}" if n == 2 else f"void *{p.name}"
         return f"{'_Inout_' if kind == 'struct' else '_Out_'} {ctype}{p.name}"
     if ctype == "const char *const *":
         ctype = "const char **"
@@ -236,6 +241,8 @@ def ts_param(api: hpuabi.Api, p: hpuabi.Param) -> str:
         t = "readonly (string | null)[]" if p.is_const else "Out<Pointer>"
     elif base == "void":
         t = "Pointer | ArrayBufferView" if n == 1 else "Out<Pointer>"
+    elif api.kind_of(p.ctype) == "foreign":
+        t = "Pointer" if n == 1 else "Out<Pointer>"
     elif api.kind_of(p.ctype) == "struct":
         t = f"Partial<{base}> | ArrayBufferView | null"
     elif p.is_const:

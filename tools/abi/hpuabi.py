@@ -125,13 +125,15 @@ class Api:
     enums: Dict[str, Enum] = field(default_factory=dict)
     handles: Dict[str, str] = field(default_factory=dict)     # "hpuDevice_t" -> "hpuDevice_st"
     callbacks: Dict[str, Callback] = field(default_factory=dict)
+    foreign: List[str] = field(default_factory=list)          # "struct DLManagedTensor": declared, not defined
     constants: Dict[str, int] = field(default_factory=dict)   # integer #defines
     statuses: List[Status] = field(default_factory=list)
     ledger: List[Tuple[str, str, str]] = field(default_factory=list)  # (name, version, library) in file order
 
     def kind_of(self, ctype: str) -> str:
         """What a type names once const and pointers are removed: "handle", "enum", "struct",
-        "callback", "scalar", "void" or "status"."""
+        "callback", "foreign" (another library's struct, taken by pointer), "scalar", "void" or
+        "status"."""
         base = ctype.replace("const", "").replace("*", "").strip()
         if base == "hpuStatus_t":
             return "status"
@@ -143,6 +145,8 @@ class Api:
             return "struct"
         if base in self.callbacks:
             return "callback"
+        if base in self.foreign:
+            return "foreign"
         if base == "void":
             return "void"
         if base in SCALARS:
@@ -282,6 +286,8 @@ def _parse_header(api: Api, path: Path) -> None:
 
     for m in re.finditer(r"\btypedef\s+struct\s+(\w+)\s*\*\s*(\w+)\s*;", code):
         api.handles[m.group(2)] = m.group(1)
+    for m in re.finditer(r"(?<!typedef )\bstruct\s+(\w+)\s*;", code):
+        api.foreign.append("struct " + m.group(1))
     for m in re.finditer(r"\btypedef\s+enum\s+\w*\s*\{([^}]*)\}\s*(\w+)\s*;", code):
         body, tname = m.group(1), m.group(2)
         if "HPU_STATUS_MAP" in body:

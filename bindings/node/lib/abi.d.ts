@@ -355,6 +355,14 @@ export interface Functions {
   hpuTensorFillUniform(stream: Pointer, tensor: Pointer, low: number, high: number): number;
   /** hpuStatus_t hpuTensorFillNormal(hpuStream_t stream, hpuTensor_t tensor, double mean, double std); */
   hpuTensorFillNormal(stream: Pointer, tensor: Pointer, mean: number, std: number): number;
+  /** hpuStatus_t hpuTensorToDLPack(hpuStream_t stream, hpuTensor_t tensor, struct DLManagedTensor **managed); */
+  hpuTensorToDLPack(stream: Pointer, tensor: Pointer, managed: Out<Pointer>): number;
+  /** hpuStatus_t hpuTensorToDLPackVersioned(hpuStream_t stream, hpuTensor_t tensor, struct DLManagedTensorVersioned **managed); */
+  hpuTensorToDLPackVersioned(stream: Pointer, tensor: Pointer, managed: Out<Pointer>): number;
+  /** hpuStatus_t hpuTensorFromDLPack(hpuTensor_t *tensor, hpuDevice_t dev, struct DLManagedTensor *managed); */
+  hpuTensorFromDLPack(tensor: Out<Pointer>, dev: Pointer, managed: Pointer): number;
+  /** hpuStatus_t hpuTensorFromDLPackVersioned(hpuTensor_t *tensor, hpuDevice_t dev, struct DLManagedTensorVersioned *managed); */
+  hpuTensorFromDLPackVersioned(tensor: Out<Pointer>, dev: Pointer, managed: Pointer): number;
   /** hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *out); */
   hpuMm(stream: Pointer, a: Pointer, b: Pointer, out: Out<Pointer>): number;
   /** hpuStatus_t hpuMmBackward(hpuStream_t stream, hpuTensor_t grad_out, hpuTensor_t a, hpuTensor_t b, hpuTensor_t *grad_a, hpuTensor_t *grad_b); */

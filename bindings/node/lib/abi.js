@@ -305,6 +305,15 @@ const FUNCTIONS = Object.freeze({
     [['stream', 'hpuStream_t'], ['tensor', 'hpuTensor_t'], ['low', 'double'], ['high', 'double']]],
   hpuTensorFillNormal: ['hpu', 'hpuStatus_t hpuTensorFillNormal(hpuStream_t stream, hpuTensor_t tensor, double mean, double std)',
     [['stream', 'hpuStream_t'], ['tensor', 'hpuTensor_t'], ['mean', 'double'], ['std', 'double']]],
+  // dlpack.h
+  hpuTensorToDLPack: ['hpu', 'hpuStatus_t hpuTensorToDLPack(hpuStream_t stream, hpuTensor_t tensor, _Out_ void **managed)',
+    [['stream', 'hpuStream_t'], ['tensor', 'hpuTensor_t'], ['managed', 'struct DLManagedTensor **']]],
+  hpuTensorToDLPackVersioned: ['hpu', 'hpuStatus_t hpuTensorToDLPackVersioned(hpuStream_t stream, hpuTensor_t tensor, _Out_ void **managed)',
+    [['stream', 'hpuStream_t'], ['tensor', 'hpuTensor_t'], ['managed', 'struct DLManagedTensorVersioned **']]],
+  hpuTensorFromDLPack: ['hpu', 'hpuStatus_t hpuTensorFromDLPack(_Out_ hpuTensor_t *tensor, hpuDevice_t dev, void *managed)',
+    [['tensor', 'hpuTensor_t *'], ['dev', 'hpuDevice_t'], ['managed', 'struct DLManagedTensor *']]],
+  hpuTensorFromDLPackVersioned: ['hpu', 'hpuStatus_t hpuTensorFromDLPackVersioned(_Out_ hpuTensor_t *tensor, hpuDevice_t dev, void *managed)',
+    [['tensor', 'hpuTensor_t *'], ['dev', 'hpuDevice_t'], ['managed', 'struct DLManagedTensorVersioned *']]],
   // ops.h
   hpuMm: ['hpu', 'hpuStatus_t hpuMm(hpuStream_t stream, hpuTensor_t a, hpuTensor_t b, _Out_ hpuTensor_t *out)',
     [['stream', 'hpuStream_t'], ['a', 'hpuTensor_t'], ['b', 'hpuTensor_t'], ['out', 'hpuTensor_t *']]],

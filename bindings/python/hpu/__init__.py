@@ -43,6 +43,7 @@ from .tensor import (Tensor, empty, from_numpy, frombuffer, full, get_rng_state,
                      set_rng_state, tensor, zeros)
 from . import ops
 from .comm import Comm, ReduceOp, get_unique_id, group
+from .dlpack import from_dlpack
 from .training import predict, train, trainer_library_path
 from .ops import (adamw_step, add, addmm, argmax, bmm, cast, cross_entropy, div, dropout, embedding, exp, gelu,
                   layer_norm, linear, log, log_softmax, matmul, mean, mm, mul, nll_loss, relu, sgd_step, sigmoid,

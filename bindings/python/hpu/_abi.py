@@ -343,6 +343,11 @@ FUNCTIONS = {
     "hpuRandomSetState": ("hpu", Status, [("dev", hpuDevice_t, "hpuDevice_t"), ("state", POINTER(hpuRandomState_t), "const hpuRandomState_t *")]),
     "hpuTensorFillUniform": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("low", c_double, "double"), ("high", c_double, "double")]),
     "hpuTensorFillNormal": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("mean", c_double, "double"), ("std", c_double, "double")]),
+    # dlpack.h
+    "hpuTensorToDLPack": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("managed", POINTER(c_void_p), "struct DLManagedTensor **")]),
+    "hpuTensorToDLPackVersioned": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("tensor", hpuTensor_t, "hpuTensor_t"), ("managed", POINTER(c_void_p), "struct DLManagedTensorVersioned **")]),
+    "hpuTensorFromDLPack": ("hpu", Status, [("tensor", POINTER(hpuTensor_t), "hpuTensor_t *"), ("dev", hpuDevice_t, "hpuDevice_t"), ("managed", c_void_p, "struct DLManagedTensor *")]),
+    "hpuTensorFromDLPackVersioned": ("hpu", Status, [("tensor", POINTER(hpuTensor_t), "hpuTensor_t *"), ("dev", hpuDevice_t, "hpuDevice_t"), ("managed", c_void_p, "struct DLManagedTensorVersioned *")]),
     # ops.h
     "hpuMm": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("out", POINTER(hpuTensor_t), "hpuTensor_t *")]),
     "hpuMmBackward": ("hpu", Status, [("stream", hpuStream_t, "hpuStream_t"), ("grad_out", hpuTensor_t, "hpuTensor_t"), ("a", hpuTensor_t, "hpuTensor_t"), ("b", hpuTensor_t, "hpuTensor_t"), ("grad_a", POINTER(hpuTensor_t), "hpuTensor_t *"), ("grad_b", POINTER(hpuTensor_t), "hpuTensor_t *")]),

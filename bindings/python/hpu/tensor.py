@@ -135,6 +135,21 @@ class Tensor:
         _lib.hpuTensorGetData(self._handle, ctypes.byref(out))
         return out.value or 0
 
+    # ---- DLPack ----------------------------------------------------------------
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None) -> Any:
+        """A DLPack capsule sharing this tensor's memory (``numpy.from_dlpack``,
+        ``torch.from_dlpack`` call it): "dltensor_versioned" (DLPack 1.0) when `max_version` is
+        (1, 0) or later, else "dltensor". It waits first for the work queued on `stream`: an
+        hpu.Stream, or None for this thread's current stream of the tensor's device. The memory
+        stays allocated until the consumer lets go, even when this tensor is released."""
+        from . import dlpack
+        return dlpack.to_capsule(self, stream, max_version)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(kDLCPU, 0): the emulated devices' memory is host memory."""
+        from . import dlpack
+        return (dlpack.KDLCPU, 0)
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-dim tensor")

@@ -5,7 +5,7 @@ import unittest
 from support import run_python
 
 SUITES = ["test_errors", "test_device", "test_memory", "test_stream", "test_autocast", "test_diagnostics",
-          "test_dtypes", "test_tensor", "test_comm"]  # test_ops needs numpy for its references
+          "test_dtypes", "test_tensor", "test_comm", "test_dlpack"]  # test_ops needs numpy for its references
 
 BLOCKED = """
 import sys, unittest
