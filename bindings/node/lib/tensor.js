@@ -193,11 +193,11 @@ class Tensor {
     // libhpu queues the copy on one stream, here this device's. As torch does, order it
     // after the work queued on the source's device and that work's later writes after it.
     const { currentStream } = require('./stream');
-    const here = currentStream(this.device);
-    const there = currentStream(src.device);
-    here.waitStream(there);
-    C.hpuTensorCopy(here.handle, this.handle, src.handle);
-    there.waitStream(here);
+    const stream = currentStream(this.device);
+    const srcStream = currentStream(src.device);
+    stream.waitStream(srcStream);
+    C.hpuTensorCopy(stream.handle, this.handle, src.handle);
+    srcStream.waitStream(stream);
     return this;
   }
 

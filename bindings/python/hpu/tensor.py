@@ -261,10 +261,10 @@ class Tensor:
             return self
         # libhpu queues the copy on one stream, here this device's. As torch does, order it
         # after the work queued on the source's device and that work's later writes after it.
-        here, there = current_stream(self.device), current_stream(src.device)
-        here.wait_stream(there)
-        _lib.hpuTensorCopy(here.handle, self._handle, src._handle)
-        there.wait_stream(here)
+        stream, src_stream = current_stream(self.device), current_stream(src.device)
+        stream.wait_stream(src_stream)
+        _lib.hpuTensorCopy(stream.handle, self._handle, src._handle)
+        src_stream.wait_stream(stream)
         return self
 
     # ---- conversions ----------------------------------------------------------
