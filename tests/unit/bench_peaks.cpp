@@ -118,17 +118,33 @@ TEST(BenchPeaks, TheBoundsFollowHpuKernelIsa) {
   EXPECT_NE(unknown.out.find(level), std::string::npos) << level << "\n" << unknown.out;
 }
 
+// The `column`th word (from 0) of `first`'s row is a positive percentage.
+void expect_percentage(const std::string &table, const std::string &first, size_t column) {
+  const std::vector<std::string> w = words(row(table, first));
+  ASSERT_GT(w.size(), column) << first << " has no row in:\n" << table;
+  const std::string pct = w[column];
+  EXPECT_EQ(pct.back(), '%') << first << ": " << pct << "\n" << table;
+  EXPECT_TRUE(positive_number(pct.substr(0, pct.size() - 1))) << first << ": " << pct << "\n" << table;
+}
+
+TEST(BenchPeaks, ElementwisePrintsItsBandwidthAsAPercentageOfTheCopyPeak) {
+  const Ran r = bench("", "elementwise --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> header = words(row(r.out, "kernel"));
+  ASSERT_GE(header.size(), 7u) << r.out;
+  EXPECT_EQ(header[6], "%peak") << r.out;  // kernel threads MiB moved libhpu GB/s %peak
+  expect_percentage(r.out, "add", 5);     // add f32 1 192 12.32 93%
+  expect_percentage(r.out, "relu", 5);
+  expect_percentage(r.out, "cast", 5);
+}
+
 TEST(BenchPeaks, TrainPrintsItsSamplesPerSecondAsAPercentageOfThePeak) {
   const Ran r = bench("", "train --steps 1 --rounds 1 --no-peer --devices 1 --precision 32-true");
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::vector<std::string> header = words(row(r.out, "precision")), w = words(row(r.out, "32-true"));
+  const std::vector<std::string> header = words(row(r.out, "precision"));
   ASSERT_GE(header.size(), 4u) << r.out;
   EXPECT_EQ(header[3], "%peak") << r.out;
-  ASSERT_GE(w.size(), 4u) << r.out;
-  const std::string pct = w[3];
-  ASSERT_FALSE(pct.empty());
-  EXPECT_EQ(pct.back(), '%') << r.out;
-  EXPECT_TRUE(positive_number(pct.substr(0, pct.size() - 1))) << r.out;
+  expect_percentage(r.out, "32-true", 3);
   EXPECT_NE(r.out.find("9564160 FLOP"), std::string::npos) << r.out;
 }
 #endif
