@@ -71,6 +71,44 @@ std::string find_beside_self(const std::vector<std::string> &candidates, std::st
 // or the program fails (torch not importable, ...; its stderr is dropped).
 std::string python_output(const char *name, const char *script, const std::string &args);
 
+// The machine's own peaks (bench/peaks.cpp, hpu-bench peaks) on some number of
+// threads: GFLOP/s of f32 FMA on 512- and 256-bit vectors, of the AVX-512 bf16
+// dot product and of the AMX bf16 tiles; GB/s of a streaming read and of a
+// copy (bytes read + written). 0 where the CPU lacks the unit.
+struct Peaks {
+  double fma512 = 0, fma256 = 0, bf16_dot = 0, amx = 0;
+  double read = 0, copy = 0;
+};
+
+// The peaks of the `loops` asked for (kComputePeaks, kMemoryPeaks or both),
+// each the best of `reps` short runs on `threads` threads (not pinned); the
+// memory loops use memory_bytes, or 0: 4 x the last level cache within
+// 256 MiB - 1 GiB.
+enum { kComputePeaks = 1, kMemoryPeaks = 2 };
+Peaks measure_peaks(int threads, int reps, int loops, size_t memory_bytes = 0);
+
+// The CPUs this process may run on (nproc).
+int all_threads();
+
+// The instruction set libhpu's kernels use ("amx", "avx512", "avx2",
+// "scalar"): hpu(7)'s rule for HPU_KERNEL_ISA applied by the bench.
+const char *library_isa();
+
+// A peak and its row name in hpu-bench peaks.
+struct Bound {
+  double value;
+  const char *name;
+};
+
+// The peak that bounds a matrix product on library_isa(): bf16 ones on AMX
+// tiles at amx, on the bf16 dot product at avx512 (when the CPU has it), else
+// like f32 ones on FMA. Element-wise kernels are bounded by the memory copy.
+Bound product_bound(const Peaks &p, bool bf16);
+Bound elementwise_bound(const Peaks &p);
+
+// value as a percentage of peak ("63%"), or "n/a" when there is no peak.
+std::string percent(double value, double peak);
+
 }  // namespace bench
 
 #define HPU_BENCH_CAT2_(a, b) a##b

@@ -7,7 +7,8 @@
 // (Debian's python3-torch, when /usr/bin/python3 imports torch; one python
 // process per thread count with torch.set_num_threads = threads, the median
 // of 5 timed repetitions after a warm-up). Issue 3 expects it at about a
-// quarter of sgemm, so hpu bf16 / torch bf16 should be about 4.
+// quarter of sgemm, so hpu bf16 / torch bf16 should be about 4. %peak: hpu's
+// GFLOP/s over the peak that bounds it on as many threads (bench/peaks.cpp).
 #include <cblas.h>
 
 #include <cstring>
@@ -138,10 +139,15 @@ int run(int threads, const std::vector<Shape> &shapes) {
     std::printf("# %d thread(s): PyTorch absent: /usr/bin/python3 cannot import torch "
                 "(scripts/deps --bench installs python3-torch)\n",
                 threads);
+  // The peaks, before libhpu's threads start too.
+  const bench::Peaks peaks = bench::measure_peaks(threads, 3, bench::kComputePeaks);
+  const bench::Bound f32_peak = bench::product_bound(peaks, false), bf16_peak = bench::product_bound(peaks, true);
   hpuDevice_t dev;
   BENCH_CHECK(hpuDeviceOpen(&dev, 0));
-  std::printf("# %d thread(s): empty operation round trip (hpuEventRecord + hpuStreamSynchronize) %.1f us\n", threads,
-              round_trip_us(dev));
+  std::printf("# %d thread(s): empty operation round trip (hpuEventRecord + hpuStreamSynchronize) %.1f us;\n"
+              "# peaks on as many threads (hpu-bench peaks; libhpu uses %s): f32 %s %.1f, bf16 %s %.1f GFLOP/s\n",
+              threads, round_trip_us(dev), bench::library_isa(), f32_peak.name, f32_peak.value, bf16_peak.name,
+              bf16_peak.value);
   int misses = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Shape &s = shapes[i];
@@ -151,8 +157,9 @@ int run(int threads, const std::vector<Shape> &shapes) {
     double bf16 = flop / hpu_seconds(dev, HPU_BFLOAT16, s) * 1e-9;
     bool ok = bf16 / peer >= s.target;
     misses += !ok;
-    std::printf("%-22s %7d %10.1f %10.1f %10.1f %8.2f %8.2f %7.2f %-4s", s.name, threads, peer, f32, bf16, f32 / peer,
-                bf16 / peer, s.target, ok ? "ok" : "MISS");
+    std::printf("%-22s %7d %10.1f %10.1f %7s %10.1f %7s %8.2f %8.2f %7.2f %-4s", s.name, threads, peer, f32,
+                bench::percent(f32, f32_peak.value).c_str(), bf16, bench::percent(bf16, bf16_peak.value).c_str(),
+                f32 / peer, bf16 / peer, s.target, ok ? "ok" : "MISS");
     if (torch.empty()) std::printf(" %10s %10s\n", "-", "-");
     else std::printf(" %10.1f %10.2f\n", flop / torch[i] * 1e-9, bf16 * torch[i] / flop * 1e9);
     std::fflush(stdout);
@@ -191,9 +198,11 @@ int gemm_main(int argc, char **argv) {
   std::printf("# GFLOP/s; sgemm = plain cblas_sgemm (Debian OpenBLAS, openblas_set_num_threads = threads);\n"
               "# f32/bf16 = hpuMm through libhpu (HPU_NUM_THREADS = threads), stream round trip included;\n"
               "# torch bf16 = torch.mm on bf16 tensors (python3-torch, set_num_threads = threads), median of 5;\n"
-              "# bf16/torch = hpu bf16 / torch bf16, expected about 4 (issue 3: torch bf16 ~ sgemm / 4)\n");
-  std::printf("%-22s %7s %10s %10s %10s %8s %8s %7s %-4s %10s %10s\n", "shape", "threads", "sgemm", "hpu f32",
-              "hpu bf16", "f32/sg", "bf16/sg", "target", "", "torch bf16", "bf16/torch");
+              "# bf16/torch = hpu bf16 / torch bf16, expected about 4 (issue 3: torch bf16 ~ sgemm / 4);\n"
+              "# %%peak = hpu's GFLOP/s as a percentage of the peak that bounds it on as many threads\n"
+              "# (hpu-bench peaks: f32 on FMA, bf16 on the unit of the ISA libhpu uses)\n");
+  std::printf("%-22s %7s %10s %10s %7s %10s %7s %8s %8s %7s %-4s %10s %10s\n", "shape", "threads", "sgemm", "hpu f32",
+              "%peak", "hpu bf16", "%peak", "f32/sg", "bf16/sg", "target", "", "torch bf16", "bf16/torch");
   int misses = bench::in_child_per_thread_count(thread_counts, [&](int t) { return run(t, shapes); });
   std::printf("# %d shape(s) below target\n", misses);
   return 0;

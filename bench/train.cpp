@@ -8,6 +8,8 @@
 // fp32; devices=2 >= 1.5 x torch DDP at the same global batch. Both sides are
 // timed --rounds times (default 3) in turn, the order swapping every round, and
 // the table shows medians: one run of either moves by 20-40% on a busy VM.
+// %peak: the products' FLOP per second over the peak that bounds them on all
+// the process's CPUs (bench/peaks.cpp).
 // --profile: the profiler's cost on the step (issue 10: none measurable when
 // off, under 5% when on). Each configuration runs --rounds rounds (default 5)
 // of three fits, each step timed alone to its devices' end:
@@ -39,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -97,15 +100,26 @@ hpu::TensorDataset random_images(size_t n) {
   return hpu::TensorDataset(std::move(x), std::move(y), {1, 28, 28});
 }
 
+constexpr int64_t kWidths[] = {784, 1024, 1024, 10};  // the MLP's layer widths
+
 hpu::Sequential mlp() {
   hpu::Sequential s;
   s.add(hpu::Flatten());
-  s.add(hpu::Linear(784, 1024));
+  s.add(hpu::Linear(kWidths[0], kWidths[1]));
   s.add(hpu::ReLU());
-  s.add(hpu::Linear(1024, 1024));
+  s.add(hpu::Linear(kWidths[1], kWidths[2]));
   s.add(hpu::ReLU());
-  s.add(hpu::Linear(1024, 10));
+  s.add(hpu::Linear(kWidths[2], kWidths[3]));
   return s;
+}
+
+// FLOP of the step's matrix products per sample: each Linear(in, out) costs
+// 2 in out forward and as much for its weight gradient; its input gradient
+// too, except the first layer's (the images need none). 9,564,160.
+double flop_per_sample() {
+  double flop = 0;
+  for (size_t l = 0; l + 1 < std::size(kWidths); ++l) flop += (l == 0 ? 2 : 3) * 2.0 * kWidths[l] * kWidths[l + 1];
+  return flop;
 }
 
 // One fit of `steps` timed training steps.
@@ -468,12 +482,18 @@ int train_main(int argc, char **argv) {
               {"bf16-mixed", 1, "bf16", "torch autocast bf16", 3.0},
               {"32-true", 2, "ddp", "torch DDP gloo x2", 1.5},
               {"bf16-mixed", 2, "ddp", "torch DDP gloo x2", 1.5}};
+  const bench::Peaks peaks = bench::measure_peaks(bench::all_threads(), 3, bench::kComputePeaks);
+  const bench::Bound f32_peak = bench::product_bound(peaks, false), bf16_peak = bench::product_bound(peaks, true);
   std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps, %d rounds\n"
               "# each round times our fit and the peer's in turn (the order swaps every round); samples/s\n"
-              "# are medians over the rounds, ratio is the median of the rounds' ratios [lowest-highest]\n",
-              kGlobalBatch, steps, rounds);
-  std::printf("%-11s %7s %12s %26s %12s %7s %13s %7s\n", "precision", "devices", "samples/s", "peer", "peer s/s",
-              "ratio", "range", "target");
+              "# are medians over the rounds, ratio is the median of the rounds' ratios [lowest-highest]\n"
+              "# %%peak: samples/s x %.0f FLOP (the step's products per sample) as a percentage of the\n"
+              "# peak on all %d threads (hpu-bench peaks; libhpu uses %s): 32-true %s %.1f GFLOP/s,\n"
+              "# bf16-mixed %s %.1f GFLOP/s\n",
+              kGlobalBatch, steps, rounds, flop_per_sample(), bench::all_threads(), bench::library_isa(),
+              f32_peak.name, f32_peak.value, bf16_peak.name, bf16_peak.value);
+  std::printf("%-11s %7s %12s %6s %26s %12s %7s %13s %7s\n", "precision", "devices", "samples/s", "%peak", "peer",
+              "peer s/s", "ratio", "range", "target");
   bool no_torch = false;
   for (const Row &r : rows) {
     if (!wanted(r.precision, r.devices)) continue;
@@ -489,7 +509,9 @@ int train_main(int argc, char **argv) {
         ratio.push_back(o / p);
       }
     }
-    std::printf("%-11s %7d %12.0f %26s", r.precision, r.devices, bench::median(ours), r.peer_name);
+    const bench::Bound &bound = std::strcmp(r.precision, "bf16-mixed") ? f32_peak : bf16_peak;
+    std::printf("%-11s %7d %12.0f %6s %26s", r.precision, r.devices, bench::median(ours),
+                bench::percent(bench::median(ours) * flop_per_sample() * 1e-9, bound.value).c_str(), r.peer_name);
     if (!ratio.empty()) {
       char range[32];
       std::snprintf(range, sizeof range, "%.2f-%.2f", *std::min_element(ratio.begin(), ratio.end()),

@@ -1,0 +1,150 @@
+// hpu-bench peaks (hpu-bench(1)): a row per unit with a positive figure on 1
+// thread and on all threads of the process, "n/a" only for a unit the CPU
+// lacks, and the bounds the other tables divide by, which follow
+// HPU_KERNEL_ISA; hpu-bench train's %peak column. No figure is compared with
+// a threshold: only that each is a number.
+#include <cpuid.h>
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifdef HPU_BENCH_PATH
+namespace {
+
+struct Ran {
+  int code = -1;
+  std::string out;
+};
+
+// Runs `env hpu-bench args`; its stdout, stderr dropped.
+Ran bench(const std::string &env, const std::string &args) {
+  FILE *p = popen((env + " " HPU_BENCH_PATH " " + args + " 2>/dev/null </dev/null").c_str(), "r");
+  Ran r;
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::vector<std::string> words(const std::string &line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string s; in >> s;) w.push_back(s);
+  return w;
+}
+
+// The line of `table` that starts with `first` followed by a space, or "".
+std::string row(const std::string &table, const std::string &first) {
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);)
+    if (line.compare(0, first.size() + 1, first + " ") == 0) return line;
+  return "";
+}
+
+bool positive_number(const std::string &s) {
+  char *end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  return end != s.c_str() && *end == '\0' && v > 0;
+}
+
+bool cpu_has(const std::string &unit) {
+  if (unit == "fma512") return __builtin_cpu_supports("avx512f");
+  if (unit == "fma256") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (unit == "bf16-dot") return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  if (unit == "amx-bf16") {
+    // CPUID 7: AMX-BF16 and AMX-TILE (EDX bits 22, 24), and Linux's grant of
+    // the tile data to this process (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA).
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1) &&
+           syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  }
+  return true;  // read, copy
+}
+
+// A short run: one repetition, a 64 MiB buffer.
+const char *kShort = "peaks --reps 1 --mib 64";
+
+}  // namespace
+
+TEST(BenchPeaks, EveryUnitHasARowWithAFigurePerThreadCountOrNaWhereTheCpuLacksIt) {
+  const Ran r = bench("", kShort);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string header = row(r.out, "unit");
+  ASSERT_NE(header, "") << r.out;
+  // "1 thread", and "N threads" when the process may run on more CPUs.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const size_t columns = header.find(" threads") != std::string::npos ? 2 : 1;
+  EXPECT_TRUE(cpus > 1 || columns == 1) << header;
+  for (const std::string unit : {"fma512", "fma256", "bf16-dot", "amx-bf16", "read", "copy"}) {
+    const std::vector<std::string> w = words(row(r.out, unit));
+    ASSERT_GE(w.size(), columns + 2) << unit << " has no row in:\n" << r.out;
+    // The figures per thread count, then the scaling from 1 thread to all.
+    for (size_t c = w.size() - columns - 1; c < w.size(); ++c) {
+      if (w[c] == "n/a") {
+        EXPECT_FALSE(cpu_has(unit)) << unit << ": n/a on a CPU that has it:\n" << r.out;
+      } else {
+        EXPECT_TRUE(positive_number(w[c])) << unit << " column " << c << ": " << w[c] << "\n" << r.out;
+        EXPECT_TRUE(cpu_has(unit)) << unit << " measured on a CPU without it:\n" << r.out;
+      }
+    }
+  }
+  EXPECT_NE(r.out.find("the bounds of the other tables: bf16 products "), std::string::npos) << r.out;
+}
+
+TEST(BenchPeaks, TheBoundsFollowHpuKernelIsa) {
+  // scalar: every CPU has it; bf16 products are widened to f32, bounded by FMA.
+  const Ran scalar = bench("HPU_KERNEL_ISA=scalar", kShort);
+  ASSERT_EQ(scalar.code, 0) << scalar.out;
+  EXPECT_NE(scalar.out.find("libhpu's kernels use scalar "), std::string::npos) << scalar.out;
+  EXPECT_EQ(scalar.out.find("bf16 products amx"), std::string::npos) << scalar.out;
+  EXPECT_EQ(scalar.out.find("bf16 products bf16 dot"), std::string::npos) << scalar.out;
+  // A level the CPU lacks or an unknown name: the best level, as libhpu does.
+  const Ran unknown = bench("HPU_KERNEL_ISA=no-such-isa", kShort);
+  const Ran best = bench("", kShort);
+  ASSERT_EQ(unknown.code, 0) << unknown.out;
+  const std::string line = "libhpu's kernels use ";
+  const size_t at = best.out.find(line);
+  ASSERT_NE(at, std::string::npos) << best.out;
+  const std::string level = best.out.substr(at, best.out.find(' ', at + line.size()) - at);
+  EXPECT_NE(unknown.out.find(level), std::string::npos) << level << "\n" << unknown.out;
+}
+
+// The `column`th word (from 0) of `first`'s row is a positive percentage.
+void expect_percentage(const std::string &table, const std::string &first, size_t column) {
+  const std::vector<std::string> w = words(row(table, first));
+  ASSERT_GT(w.size(), column) << first << " has no row in:\n" << table;
+  const std::string pct = w[column];
+  EXPECT_EQ(pct.back(), '%') << first << ": " << pct << "\n" << table;
+  EXPECT_TRUE(positive_number(pct.substr(0, pct.size() - 1))) << first << ": " << pct << "\n" << table;
+}
+
+TEST(BenchPeaks, ElementwisePrintsItsBandwidthAsAPercentageOfTheCopyPeak) {
+  const Ran r = bench("", "elementwise --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> header = words(row(r.out, "kernel"));
+  ASSERT_GE(header.size(), 7u) << r.out;
+  EXPECT_EQ(header[6], "%peak") << r.out;  // kernel threads MiB moved libhpu GB/s %peak
+  expect_percentage(r.out, "add", 5);     // add f32 1 192 12.32 93%
+  expect_percentage(r.out, "relu", 5);
+  expect_percentage(r.out, "cast", 5);
+}
+
+TEST(BenchPeaks, TrainPrintsItsSamplesPerSecondAsAPercentageOfThePeak) {
+  const Ran r = bench("", "train --steps 1 --rounds 1 --no-peer --devices 1 --precision 32-true");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> header = words(row(r.out, "precision"));
+  ASSERT_GE(header.size(), 4u) << r.out;
+  EXPECT_EQ(header[3], "%peak") << r.out;
+  expect_percentage(r.out, "32-true", 3);
+  EXPECT_NE(r.out.find("9564160 FLOP"), std::string::npos) << r.out;
+}
+#endif
