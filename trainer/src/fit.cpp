@@ -676,8 +676,7 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
 
 void Trainer::restore_run(const Checkpoint &ck) {
   Run &run = *run_;
-  for (Replica &r : run.reps) r.model->on_load_checkpoint(ck);  // then the callbacks', in restore_checkpoint
-  restore_checkpoint(ck);
+  restore_checkpoint(ck);  // the hooks, then the trainer's and the callbacks' state
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
   json_t *rng = json_object_get(meta.get(), "device_rng");
   for (Replica &r : run.reps) {

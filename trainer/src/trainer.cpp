@@ -182,7 +182,11 @@ void Trainer::save_checkpoint(const std::string &path) const {
 }
 
 void Trainer::restore_checkpoint(const Checkpoint &ck) {
-  // The hooks read their parts before anything is restored (Lightning's order).
+  // The hooks read their parts before anything is restored, the module's
+  // (on every replica of the model this trainer ran) then the callbacks'
+  // (Lightning's order).
+  if (run_)
+    for (Replica &r : run_->reps) r.model->on_load_checkpoint(ck);
   for (auto &c : callbacks_) c->on_load_checkpoint(*this, ck);
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
   json_t *epoch = json_object_get(meta.get(), "epoch"), *step = json_object_get(meta.get(), "global_step");

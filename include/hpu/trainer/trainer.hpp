@@ -117,7 +117,10 @@ class Trainer {
   // state is gathered from every rank. save_checkpoint writes on global rank 0.
   Checkpoint make_checkpoint() const;
   void save_checkpoint(const std::string &path) const;
-  // Restores what make_checkpoint saved (hpu::Error for a mismatch).
+  // Restores what make_checkpoint saved (hpu::Error for a mismatch): the
+  // module's on_load_checkpoint (on every replica of the model this trainer
+  // last ran, if any) and the callbacks' first, then the trainer's state
+  // and the callbacks' states.
   void restore_checkpoint(const Checkpoint &ckpt);
 
  private:
