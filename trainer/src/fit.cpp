@@ -402,9 +402,11 @@ void Trainer::train_epoch(int64_t skip) {
     if (log_now) log_metrics(m, batch_step);
     logs[0]["loss"] = losses[0];
     each(callbacks_, [&](Callback &c) { c.on_train_batch_end(*this, logs[0], b); });
+    // Its metrics log under the batch's step, as Lightning's: validation runs
+    // before _batches_that_stepped counts the batch's optimizer step.
     if (val_epoch && ((b + 1) % every == 0 || (vci.fraction && b + 1 == nb)) &&
         limit_batches(options_.limit_val_batches, 1) > 0)
-      evaluate(Stage::validate, r.data->val_data(), options_.limit_val_batches);
+      evaluate(Stage::validate, r.data->val_data(), options_.limit_val_batches, -1, batch_step);
     if (config_.max_time &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count() >= *config_.max_time) {
       if (!state_.should_stop) detail::log(HPU_LOG_INFO, "max_time has passed; the fit stops");
@@ -456,7 +458,8 @@ void Trainer::optimizer_step() {
   ++state_.global_step;
 }
 
-Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches) {
+Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches,
+                          int64_t log_step) {
   Run &r = *run_;
   const bool val = stage == Stage::validate;
   const Stage outer = state_.stage;
@@ -497,7 +500,7 @@ Metrics Trainer::evaluate(Stage stage, const TensorDataset &set, const BatchCoun
   const double total = sums[0]["\x01seen"];
   for (const auto &[k, v] : sums[0])
     if (k != "\x01seen") out[prefix + k] = total > 0 ? v / total : NAN;
-  if (!out.empty() && !state_.sanity_checking) log_metrics(out, state_.global_step);
+  if (!out.empty() && !state_.sanity_checking) log_metrics(out, log_step >= 0 ? log_step : state_.global_step);
   state_.stage = outer;
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_epoch_end(*this) : c.on_test_epoch_end(*this); });
   each(callbacks_, [&](Callback &c) { val ? c.on_validation_end(*this) : c.on_test_end(*this); });
@@ -673,8 +676,7 @@ void Trainer::add_run_state(Checkpoint &ck, json_t *meta) const {
 
 void Trainer::restore_run(const Checkpoint &ck) {
   Run &run = *run_;
-  for (Replica &r : run.reps) r.model->on_load_checkpoint(ck);  // then the callbacks', in restore_checkpoint
-  restore_checkpoint(ck);
+  restore_checkpoint(ck);  // the hooks, then the trainer's and the callbacks' state
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
   json_t *rng = json_object_get(meta.get(), "device_rng");
   for (Replica &r : run.reps) {

@@ -751,7 +751,7 @@ std::string job_to_json(const Job &job) {
   json_t *pred = json_object();
   json_object_set_new(pred, "output", json_string(job.predict_output.c_str()));
   json_object_set_new(root.get(), "predict", pred);
-  return detail::dump(root.get(), JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) + "\n";
+  return detail::dump(root.get(), JSON_INDENT(2) | JSON_PRESERVE_ORDER) + "\n";
 }
 
 }  // namespace hpu

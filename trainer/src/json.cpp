@@ -2,7 +2,10 @@
 
 #include "job_locator.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace hpu::detail {
 
@@ -28,11 +31,81 @@ Json parse_document(const std::string &text, const std::string &source) {
   fail(HPU_ERROR_CONFIG, "%s:%d: JSON syntax error: %s", source.c_str(), err.line, err.text);
 }
 
-std::string dump(const json_t *j, size_t flags) {
-  char *s = json_dumps(j, flags);
+namespace {
+
+// jansson's text for a value that is not an object, an array or a real.
+std::string scalar_text(const json_t *j, size_t flags) {
+  char *s = json_dumps(j, (flags & ~size_t(JSON_MAX_INDENT)) | JSON_ENCODE_ANY);
   if (!s) fail(HPU_ERROR_OUT_OF_MEMORY, "cannot encode JSON");
   std::string out(s);
   std::free(s);
+  return out;
+}
+
+// jansson's layout (JSON_INDENT, JSON_COMPACT, JSON_SORT_KEYS), with reals as
+// real_text() writes them.
+void write(const json_t *j, size_t flags, int depth, std::string &out) {
+  const int indent = int(flags & JSON_MAX_INDENT);
+  const bool compact = flags & JSON_COMPACT;
+  auto newline = [&](int d) {
+    if (indent) out += '\n' + std::string(size_t(indent * d), ' ');
+  };
+  auto separator = [&] {
+    out += ',';
+    if (indent) newline(depth + 1);
+    else if (!compact) out += ' ';
+  };
+  if (json_is_array(j)) {
+    if (json_array_size(j) == 0) return void(out += "[]");
+    out += '[';
+    newline(depth + 1);
+    for (size_t i = 0; i < json_array_size(j); ++i) {
+      if (i) separator();
+      write(json_array_get(j, i), flags, depth + 1, out);
+    }
+    newline(depth);
+    out += ']';
+  } else if (json_is_object(j)) {
+    if (json_object_size(j) == 0) return void(out += "{}");
+    std::vector<const char *> keys;
+    const char *k;
+    json_t *v;
+    json_object_foreach(const_cast<json_t *>(j), k, v) keys.push_back(k);
+    if (flags & JSON_SORT_KEYS)
+      std::sort(keys.begin(), keys.end(), [](const char *a, const char *b) { return std::strcmp(a, b) < 0; });
+    out += '{';
+    newline(depth + 1);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i) separator();
+      Json key(json_string(keys[i]));
+      out += scalar_text(key.get(), flags) + (compact ? ":" : ": ");
+      write(json_object_get(j, keys[i]), flags, depth + 1, out);
+    }
+    newline(depth);
+    out += '}';
+  } else if (json_is_real(j)) {
+    out += real_text(json_real_value(j));
+  } else {
+    out += scalar_text(j, flags);
+  }
+}
+
+}  // namespace
+
+std::string real_text(double v) {
+  std::string s = number_text(v);
+  if (s.find('.') == std::string::npos) {
+    const size_t e = s.find('e');
+    s.insert(e == std::string::npos ? s.size() : e, ".0");
+  }
+  return s;
+}
+
+std::string dump(const json_t *j, size_t flags) {
+  if (!j || (!(flags & JSON_ENCODE_ANY) && !json_is_object(j) && !json_is_array(j)))
+    fail(HPU_ERROR_INTERNAL, "cannot encode JSON: not an object or an array");
+  std::string out;
+  write(j, flags, 0, out);
   return out;
 }
 

@@ -25,7 +25,13 @@ Json parse_object(const std::string &text, const char *what, hpuStatus_t status)
 // "<source>:<line>: ..." for a syntax error or a key given twice in one object
 // (which jansson would otherwise resolve silently to the last value).
 Json parse_document(const std::string &text, const std::string &source);
+// A value as JSON text, laid out as json_dumps() does with `flags`; reals are
+// written by real_text(), so that they read back as the same double.
 std::string dump(const json_t *j, size_t flags);
+// A finite double as a real that JSON and YAML 1.1 read back as the same
+// double: detail::number_text() with a '.' before any exponent ("1.0",
+// "1.0e-05", "0.1").
+std::string real_text(double v);
 
 // "an object", "a string", ...: a value's type for messages.
 const char *type_name(const json_t *v);

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -102,17 +103,95 @@ void CSVLogger::flush(size_t upto) {
   written_ = upto;
 }
 
-void CSVLogger::log_hyperparams(const std::map<std::string, std::string> &params) {
-  std::string text;
-  for (const auto &[k, v] : params) {
-    json_t *s = json_string(v.c_str());
-    char *quoted = s ? json_dumps(s, JSON_ENCODE_ANY) : nullptr;
-    text += k + ": " + (quoted ? quoted : "''") + "\n";
-    std::free(quoted);
-    json_decref(s);
+namespace {
+
+// A string as YAML: plain when every YAML reader (1.1 and 1.2) reads it back
+// as this string, otherwise single-quoted, or double-quoted with escapes when
+// it holds control characters.
+std::string yaml_string(const std::string &s) {
+  bool plain = !s.empty() && (std::isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == '/') && s.back() != ' ';
+  for (char c : s) plain = plain && (std::isalnum((unsigned char)c) || (c && std::strchr("_./- ", c)));
+  std::string lower;
+  for (char c : s) lower += char(std::tolower((unsigned char)c));
+  for (const char *word : {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}) plain = plain && lower != word;
+  if (plain) return s;
+  if (std::any_of(s.begin(), s.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; })) {
+    detail::Json j(json_string(s.c_str()));
+    if (!j) fail(HPU_ERROR_INVALID_ARGUMENT, "hyperparameter text \"%s\" is not UTF-8", s.c_str());
+    return detail::dump(j.get(), JSON_ENCODE_ANY);  // a JSON string is a YAML double-quoted one
   }
-  const std::string path = writable_dir() + "/hparams.yaml";
-  detail::write_file_atomic(path, text.data(), text.size());
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+bool is_block(const json_t *v) {
+  return (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v));
+}
+
+std::string yaml_scalar(const json_t *v) {
+  switch (json_typeof(v)) {
+    case JSON_OBJECT: return "{}";
+    case JSON_ARRAY: return "[]";
+    case JSON_STRING: return yaml_string(json_string_value(v));
+    case JSON_INTEGER: return std::to_string(json_integer_value(v));
+    case JSON_REAL: return detail::real_text(json_real_value(v));  // YAML 1.1 needs its '.'
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+  }
+  return "null";
+}
+
+// A mapping's or a list's lines at `indent` spaces; with inline_first, the
+// first line continues the caller's ("- key: value").
+void yaml_node(const json_t *v, int indent, bool inline_first, std::string &out) {
+  const std::string pad(size_t(indent), ' ');
+  if (json_is_object(v)) {
+    std::vector<std::string> keys;
+    const char *k;
+    json_t *item;
+    json_object_foreach(const_cast<json_t *>(v), k, item) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const json_t *x = json_object_get(v, keys[i].c_str());
+      out += (i || !inline_first ? pad : "") + yaml_string(keys[i]) + ":";
+      if (json_is_object(x) && is_block(x)) {
+        out += "\n";
+        yaml_node(x, indent + 2, false, out);
+      } else if (is_block(x)) {
+        out += "\n";
+        yaml_node(x, indent, false, out);  // a mapping's list is not indented
+      } else {
+        out += " " + yaml_scalar(x) + "\n";
+      }
+    }
+  } else {
+    for (size_t i = 0; i < json_array_size(v); ++i) {
+      const json_t *x = json_array_get(v, i);
+      out += (i || !inline_first ? pad : "") + "- ";
+      if (is_block(x)) yaml_node(x, indent + 2, true, out);
+      else out += yaml_scalar(x) + "\n";
+    }
+  }
+}
+
+// The hyperparameters (a JSON object's text) as PyYAML's yaml.dump writes
+// them for Lightning's CSVLogger: keys sorted, a nested mapping indented by
+// two spaces, a list's items ("- ") at its key's indentation.
+std::string hparams_yaml(const std::string &params) {
+  detail::Json o = detail::parse_object(params, "the hyperparameters", HPU_ERROR_INVALID_ARGUMENT);
+  if (!is_block(o.get())) return "{}\n";
+  std::string text;
+  yaml_node(o.get(), 0, false, text);
+  return text;
+}
+
+}  // namespace
+
+void CSVLogger::log_hyperparams(const std::string &params) {
+  const std::string text = hparams_yaml(params);
+  detail::write_file_atomic(writable_dir() + "/hparams.yaml", text.data(), text.size());
 }
 
 void CSVLogger::finalize() {
@@ -141,14 +220,10 @@ void JsonLinesLogger::log_metrics(const Metrics &metrics, int64_t step) {
   if (std::fclose(f) != 0) fail(HPU_ERROR_IO, "writing %s: %s", path.c_str(), std::strerror(errno));
 }
 
-void JsonLinesLogger::log_hyperparams(const std::map<std::string, std::string> &params) {
-  json_t *o = json_object();
-  for (const auto &[k, v] : params) json_object_set_new(o, k.c_str(), json_string(v.c_str()));
-  char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
-  json_decref(o);
-  std::string s = text ? std::string(text) + "\n" : "{}\n";
-  std::free(text);
-  detail::write_file_atomic(writable_dir() + "/hparams.json", s.data(), s.size());
+void JsonLinesLogger::log_hyperparams(const std::string &params) {
+  detail::Json o = detail::parse_object(params, "the hyperparameters", HPU_ERROR_INVALID_ARGUMENT);
+  const std::string text = detail::dump(o.get(), JSON_INDENT(2) | JSON_SORT_KEYS) + "\n";
+  detail::write_file_atomic(writable_dir() + "/hparams.json", text.data(), text.size());
 }
 
 }  // namespace hpu

@@ -17,11 +17,15 @@ Metrics LearningRateMonitor::learning_rates(Trainer &t, bool momentum) {
   std::map<std::string, int> seen;
   for (Optimizer *o : t.state().optimizers) {
     int n = seen[o->name()]++;
-    std::string key = "lr-" + o->name() + (n ? "-" + std::to_string(n) : "");
-    m[key] = o->lr();
-    if (momentum) {
-      auto mom = o->momentum();
-      m[key + "-momentum"] = mom ? *mom : 0.0;
+    const std::string name = "lr-" + o->name() + (n ? "-" + std::to_string(n) : "");
+    const size_t groups = o->param_groups().size();
+    for (size_t g = 0; g < groups; ++g) {
+      const std::string key = groups > 1 ? name + "/pg" + std::to_string(g + 1) : name;
+      m[key] = o->group_lr(g);
+      if (momentum) {
+        auto mom = o->momentum();
+        m[key + "-momentum"] = mom ? *mom : 0.0;
+      }
     }
   }
   return m;

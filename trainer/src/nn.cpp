@@ -428,8 +428,14 @@ bool Optimizer::has_group_settings() const {
   return false;
 }
 
-double Optimizer::lr_of(size_t i, double lr) const {
-  const ParamGroup &g = groups_[group_of_[i]];
+double Optimizer::lr_of(size_t i, double lr) const { return group_rate(groups_[group_of_[i]], lr); }
+
+double Optimizer::group_lr(size_t g) const {
+  if (g >= groups_.size()) fail(HPU_ERROR_INVALID_ARGUMENT, "param group %zu: the optimizer has %zu", g, groups_.size());
+  return group_rate(groups_[g], lr_);
+}
+
+double Optimizer::group_rate(const ParamGroup &g, double lr) const {
   if (!g.lr) return lr;
   return initial_lr_ > 0 ? *g.lr * (lr / initial_lr_) : *g.lr;
 }

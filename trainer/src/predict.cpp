@@ -124,6 +124,7 @@ void detail::load_state_dict(const Checkpoint &ck, const std::vector<Parameter *
 void detail::load_into(LightningModule &model, const Checkpoint &ck, const std::string &source, hpuDevice_t dev) {
   Rng init(0);  // overwritten by the checkpoint's weights
   model.setup_device(dev, init);
+  model.on_load_checkpoint(ck);  // as Lightning's load_from_checkpoint: before the weights load
   load_state_dict(ck, model.parameters(), source);
 }
 
@@ -164,6 +165,7 @@ void Trainer::load_weights(const std::string &ckpt_path, Stage stage) {
   const Checkpoint ck = load_checkpoint_file(path);
   for (Replica &r : run_->reps) {
     check(hpuDeviceSynchronize(r.dev));
+    r.model->on_load_checkpoint(ck);
     detail::load_state_dict(ck, r.params, path);
     r.plan.values_changed();
   }

@@ -131,42 +131,13 @@ void Trainer::log_metrics(const Metrics &metrics, int64_t step) {
   for (auto &l : loggers_) l->log_metrics(m, step);
 }
 
-namespace {
-
-// A JSON value as flat hyperparameters: nested keys joined with dots, array
-// items by their index ("model.layers.1.out_features": "16").
-void flatten(const std::string &key, json_t *v, std::map<std::string, std::string> &out) {
-  if (json_is_object(v)) {
-    const char *k;
-    json_t *item;
-    json_object_foreach(v, k, item) flatten(key.empty() ? k : key + "." + k, item, out);
-  } else if (json_is_array(v)) {
-    for (size_t i = 0; i < json_array_size(v); ++i) flatten(key + "." + std::to_string(i), json_array_get(v, i), out);
-  } else if (json_is_string(v)) {
-    out[key] = json_string_value(v);
-  } else if (json_is_real(v)) {
-    // The fewest digits that read back as the same double.
-    const double x = json_real_value(v);
-    for (int digits = 1; digits <= 17; ++digits) {
-      out[key] = detail::format("%.*g", digits, x);
-      if (std::strtod(out[key].c_str(), nullptr) == x) break;
-    }
-  } else {
-    out[key] = detail::dump(v, JSON_ENCODE_ANY);
-  }
-}
-
-}  // namespace
-
 // As Lightning at the start of a fit: the loggers get the model's
 // hyperparameters (CSVLogger writes hparams.yaml).
 void Trainer::log_hyperparams(const LightningModule &model) {
   const std::string text = model.hyperparameters();
   if (text.empty() || !is_global_zero()) return;
-  detail::Json hp = detail::parse_object(text, "the model's hyperparameters", HPU_ERROR_INVALID_ARGUMENT);
-  std::map<std::string, std::string> flat;
-  flatten("", hp.get(), flat);
-  for (auto &l : loggers_) l->log_hyperparams(flat);
+  detail::parse_object(text, "the model's hyperparameters", HPU_ERROR_INVALID_ARGUMENT);
+  for (auto &l : loggers_) l->log_hyperparams(text);
 }
 
 Checkpoint Trainer::make_checkpoint() const {
@@ -211,7 +182,11 @@ void Trainer::save_checkpoint(const std::string &path) const {
 }
 
 void Trainer::restore_checkpoint(const Checkpoint &ck) {
-  // The hooks read their parts before anything is restored (Lightning's order).
+  // The hooks read their parts before anything is restored, the module's
+  // (on every replica of the model this trainer ran) then the callbacks'
+  // (Lightning's order).
+  if (run_)
+    for (Replica &r : run_->reps) r.model->on_load_checkpoint(ck);
   for (auto &c : callbacks_) c->on_load_checkpoint(*this, ck);
   detail::Json meta = detail::parse_object(ck.meta, "checkpoint meta", HPU_ERROR_IO);
   json_t *epoch = json_object_get(meta.get(), "epoch"), *step = json_object_get(meta.get(), "global_step");

@@ -210,12 +210,14 @@ struct SavingModule : hpu::Classifier {
   SavingModule() : Classifier(relu_mlp(), adamw()) {}
   void on_save_checkpoint(hpu::Checkpoint &ck) override { ck.set_meta("module_note", "\"saved by the module\""); }
   void on_load_checkpoint(const hpu::Checkpoint &ck) override {
+    ++loads;
     note = ck.get_meta("module_note");
     // Before the weights are restored: they are still this module's own.
     first_weight = parameters()[0]->value.to_vector<float>()[0];
   }
   std::string note;
   float first_weight = 0;
+  int loads = 0;
 };
 
 }  // namespace
@@ -253,6 +255,47 @@ TEST(Hooks, CheckpointHooksAddAndReadTheirOwnParts) {
   float saved = 0;
   std::memcpy(&saved, mine.tensors["state_dict/" + model.parameters()[0]->name].bytes.data(), 4);
   EXPECT_NE(model.first_weight, saved);  // same seed, but the saved weights had trained
+}
+
+// As Lightning's: the module's on_load_checkpoint runs whenever a checkpoint
+// loads into it, before its weights do, not only when fit resumes.
+TEST(Hooks, TheModulesOnLoadCheckpointRunsWheneverACheckpointLoadsIntoIt) {
+  TempDir dir;
+  hpu::InMemoryData data = blob_data();
+  const std::string path = dir / "hooks.ckpt";
+  float saved = 0;
+  {
+    hpu::Trainer t(quiet(dir));
+    SavingModule model;
+    t.fit(model, data);
+    t.save_checkpoint(path);
+    std::memcpy(&saved, hpu::load_checkpoint_file(path).tensors["state_dict/" + model.parameters()[0]->name].bytes.data(), 4);
+  }
+  auto expect_loaded_once = [&](const SavingModule &m, const char *entry) {
+    SCOPED_TRACE(entry);
+    EXPECT_EQ(m.loads, 1);
+    EXPECT_EQ(m.note, "\"saved by the module\"");
+    EXPECT_NE(m.first_weight, saved);  // the hook ran before the weights loaded
+  };
+  hpu::Trainer t(quiet(dir));
+  SavingModule validated, tested, predicted, loaded;
+  t.validate(validated, data, path);
+  expect_loaded_once(validated, "validate");
+  t.test(tested, data, path);
+  expect_loaded_once(tested, "test");
+  t.predict(predicted, data, path);
+  expect_loaded_once(predicted, "predict");
+  hpu::Device dev(0);
+  hpu::load_from_checkpoint(loaded, path, dev.get());
+  expect_loaded_once(loaded, "load_from_checkpoint");
+
+  // restore_checkpoint: the model the trainer last ran (predicted).
+  t.restore_checkpoint(hpu::load_checkpoint_file(path));
+  EXPECT_EQ(predicted.loads, 2);
+  EXPECT_EQ(tested.loads, 1);
+  // Without a ckpt_path nothing loads.
+  t.test(tested, data);
+  EXPECT_EQ(tested.loads, 1);
 }
 
 TEST(Hooks, SetMetaRejectsTextThatIsNotJson) {

@@ -107,10 +107,10 @@ TEST(LoadFromCheckpoint, CheckpointsCarryTheHyperparametersAndCsvLoggerWritesThe
   hpu::Classifier model(mlp_spec());
   t.fit(model, data);
   const std::string yaml = slurp(t.log_dir() + "/hparams.yaml");
-  EXPECT_NE(yaml.find("optimizer.name: \"adamw\"\n"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("optimizer.lr: \"0.01\"\n"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("model.layers.1.type: \"gelu\"\n"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("model.layers.3.out_features: \"4\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\noptimizer:\n  beta1: 0.9\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\n  lr: 0.01\n  name: adamw\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("model:\n  layers:\n  - bias: true\n    in_features: 16\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\n  - type: gelu\n"), std::string::npos) << yaml;
   const std::string best = t.callback<hpu::ModelCheckpoint>()->best_model_path();
   json_t *meta = meta_of(best);
   json_t *hp = json_object_get(meta, "hyper_parameters");

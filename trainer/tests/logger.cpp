@@ -21,8 +21,8 @@ TEST(CSVLogger, WritesLightningsLayoutAndRewritesTheHeaderForNewKeys) {
   log.log_metrics({{"val_acc", NAN}}, 3);
   log.finalize();
   EXPECT_EQ(slurp(log.metrics_path()), "step,loss,val_acc\n0,2.5,\n1,1.25,0.875\n2,1,\n3,,nan\n");
-  log.log_hyperparams({{"lr", "0.001"}, {"name", "a: b"}});
-  EXPECT_EQ(slurp(log.log_dir() + "/hparams.yaml"), "lr: \"0.001\"\nname: \"a: b\"\n");
+  log.log_hyperparams(R"({"lr": 0.001, "name": "a: b"})");
+  EXPECT_EQ(slurp(log.log_dir() + "/hparams.yaml"), "lr: 0.001\nname: 'a: b'\n");
   // The next logger in the same folder takes the next version.
   hpu::CSVLogger second(dir.path());
   EXPECT_EQ(second.log_dir(), dir.path() + "/lightning_logs/version_1");
@@ -50,8 +50,8 @@ TEST(JsonLinesLogger, WritesOneObjectPerCall) {
   ASSERT_TRUE(b) << err.text;
   EXPECT_TRUE(json_is_null(json_object_get(b, "loss")));
   json_decref(b);
-  log.log_hyperparams({{"batch_size", "256"}});
-  EXPECT_NE(slurp(log.log_dir() + "/hparams.json").find("\"batch_size\": \"256\""), std::string::npos);
+  log.log_hyperparams(R"({"batch_size": 256})");
+  EXPECT_NE(slurp(log.log_dir() + "/hparams.json").find("\"batch_size\": 256"), std::string::npos);
 }
 
 TEST(Loggers, TheTrainerGivesItsLoggersOneVersionAndLogsOnRankZero) {

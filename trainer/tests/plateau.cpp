@@ -177,7 +177,7 @@ TEST(Plateau, TheJobKeysAreReadWrittenAndChecked) {
   EXPECT_EQ(j.scheduler.cooldown, 2);
   const std::string text = hpu::job_to_json(j);
   for (const char *key : {"\"monitor\": \"val_acc\"", "\"mode\": \"max\"", "\"factor\": 0.1", "\"patience\": 10",
-                          "\"threshold_mode\": \"rel\"", "\"cooldown\": 2", "\"min_lr\": 1e-5"})
+                          "\"threshold_mode\": \"rel\"", "\"cooldown\": 2", "\"min_lr\": 1.0e-05"})
     EXPECT_NE(text.find(key), std::string::npos) << key << " not in " << text;
   EXPECT_EQ(hpu::parse_job(text, "again.json").scheduler.monitor, "val_acc");
   hpu::Classifier c(mlp(), adamw(), j.scheduler);

@@ -134,7 +134,9 @@ class EarlyStopping : public Callback {
 // Logs each optimizer's learning rate as "lr-<Name>" ("lr-AdamW", a suffix
 // "-1", "-2" for repeated names), and with log_momentum "lr-<Name>-momentum",
 // every logging step ("step") or every epoch ("epoch"); none: with the
-// scheduler's interval.
+// scheduler's interval. As Lightning's, an optimizer with several param
+// groups logs each group's rate: "lr-AdamW/pg1", "lr-AdamW/pg2" (and
+// "lr-AdamW/pg1-momentum").
 class LearningRateMonitor : public Callback {
  public:
   explicit LearningRateMonitor(std::string logging_interval = "", bool log_momentum = false);

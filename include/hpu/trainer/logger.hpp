@@ -19,7 +19,9 @@ class Logger {
   virtual ~Logger() = default;
   virtual std::string name() const = 0;
   virtual void log_metrics(const Metrics &metrics, int64_t step) = 0;
-  virtual void log_hyperparams(const std::map<std::string, std::string> &params) { (void)params; }
+  // The hyperparameters as the text of a JSON object, nested as the model
+  // gave them (LightningModule::hyperparameters).
+  virtual void log_hyperparams(const std::string &params) { (void)params; }
   virtual void finalize() {}
   // The run's folder; resolving it picks the version (the first free
   // version_<n> unless one was given). The folder is created when the logger
@@ -52,14 +54,17 @@ class FolderLogger : public Logger {
 // order of first appearance (the file is rewritten when a new key appears); a
 // step's row is written when a later step is logged, and at finalize;
 // hparams.yaml with the hyperparameters (the trainer gives it the model's when
-// a fit starts). Both file loggers write integers in full and other numbers in
-// the shortest form that reads back as the same double.
+// a fit starts) as Lightning's CSVLogger writes them with PyYAML: nested
+// mappings, keys sorted, lists as "- " items, numbers as numbers, strings
+// quoted only when YAML would read them as something else. Both file loggers
+// write integers in full and other numbers in the shortest form that reads
+// back as the same double.
 class CSVLogger : public FolderLogger {
  public:
   explicit CSVLogger(std::string save_dir = ".", std::string name = "lightning_logs",
                      std::optional<int> version = std::nullopt);
   void log_metrics(const Metrics &metrics, int64_t step) override;
-  void log_hyperparams(const std::map<std::string, std::string> &params) override;
+  void log_hyperparams(const std::string &params) override;
   void finalize() override;
   std::string metrics_path() { return log_dir() + "/metrics.csv"; }
 
@@ -72,13 +77,14 @@ class CSVLogger : public FolderLogger {
 };
 
 // metrics.jsonl: one JSON object per log call: {"step": n, "<key>": value, ...};
-// hparams.json with the hyperparameters. Non-finite values are written as null.
+// hparams.json with the hyperparameters (nested, keys sorted). Non-finite
+// values are written as null.
 class JsonLinesLogger : public FolderLogger {
  public:
   explicit JsonLinesLogger(std::string save_dir = ".", std::string name = "lightning_logs",
                            std::optional<int> version = std::nullopt);
   void log_metrics(const Metrics &metrics, int64_t step) override;
-  void log_hyperparams(const std::map<std::string, std::string> &params) override;
+  void log_hyperparams(const std::string &params) override;
   std::string metrics_path() { return log_dir() + "/metrics.jsonl"; }
 };
 

@@ -89,8 +89,11 @@ class LightningModule {
   virtual CallbackNeeds needs() const { return {}; }
   // As Callback's: on save (replica 0's module), after the trainer and the
   // callbacks filled `ckpt`, the module may add tensors and meta keys of its
-  // own; when fit resumes from a checkpoint (every replica), before anything
-  // is restored, it may read them.
+  // own. When a checkpoint loads into the module, before its weights and
+  // anything else are restored, it may read them: fit resuming from
+  // ckpt_path, validate, test and predict with a ckpt_path (every replica),
+  // Trainer::restore_checkpoint (every replica of the model that trainer
+  // last ran) and load_from_checkpoint, as Lightning's.
   virtual void on_save_checkpoint(Checkpoint &ckpt) { (void)ckpt; }
   virtual void on_load_checkpoint(const Checkpoint &ckpt) { (void)ckpt; }
   // The module's layers by name ("net"), for the model summary; none by

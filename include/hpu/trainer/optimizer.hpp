@@ -79,6 +79,10 @@ class Optimizer {
   const std::vector<ParamGroup> &param_groups() const { return groups_; }
   // Whether some group with parameters has a setting of its own.
   bool has_group_settings() const;
+  // The learning rate param_groups()[g] steps with now: its own lr scaled as
+  // the optimizer's is (see ParamGroup), or lr(). hpu::Error
+  // (HPU_ERROR_INVALID_ARGUMENT) for a g past the groups.
+  double group_lr(size_t g) const;
 
  protected:
   explicit Optimizer(double lr, std::vector<Parameter *> params = {});
@@ -92,6 +96,7 @@ class Optimizer {
   int64_t steps_ = 0;
 
  private:
+  double group_rate(const ParamGroup &g, double lr) const;
   StepPlan *plan_ = nullptr;
   double lr_, initial_lr_;
   std::vector<Parameter *> params_;

@@ -117,7 +117,10 @@ class Trainer {
   // state is gathered from every rank. save_checkpoint writes on global rank 0.
   Checkpoint make_checkpoint() const;
   void save_checkpoint(const std::string &path) const;
-  // Restores what make_checkpoint saved (hpu::Error for a mismatch).
+  // Restores what make_checkpoint saved (hpu::Error for a mismatch): the
+  // module's on_load_checkpoint (on every replica of the model this trainer
+  // last ran, if any) and the callbacks' first, then the trainer's state
+  // and the callbacks' states.
   void restore_checkpoint(const Checkpoint &ckpt);
 
  private:
@@ -142,8 +145,10 @@ class Trainer {
   Metrics run_validate(LightningModule &model, DataModule &data, const std::string &ckpt_path);
   Metrics run_test(LightningModule &model, DataModule &data, const std::string &ckpt_path);
   Predictions run_predict(LightningModule &model, DataModule &data, const std::string &ckpt_path);
-  // max_batches >= 0: at most that many of the batches the limit lets run.
-  Metrics evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches = -1);
+  // max_batches >= 0: at most that many of the batches the limit lets run;
+  // log_step >= 0: the step its metrics log under (by default global_step).
+  Metrics evaluate(Stage stage, const TensorDataset &set, const BatchCount &limit, int64_t max_batches = -1,
+                   int64_t log_step = -1);
   bool can_stop_early() const;  // min_epochs reached
   void sanity_check();
   void step_plateau();
