@@ -354,7 +354,7 @@ TEST(CommWire, StrangersAtTheRootAreDropped) {
     write_all(garbage.get(), junk, sizeof junk, in(5), nullptr, "stranger");
     Fd wrong = connect_retry(root, in(5), nullptr, "stranger");
     uint8_t bad_secret[16] = {1, 2, 3};
-    int32_t hello[2] = {0, 2};
+    int32_t hello[3] = {0, 2, 0};  // rank, nranks, pid
     EXPECT_THROW(handshake_client(wrong.get(), bad_secret, Purpose::bootstrap, hello, sizeof hello, in(5), nullptr,
                                   "stranger"),
                  Error);
@@ -387,7 +387,7 @@ TEST(CommWire, ReplayedHandshakeIsDropped) {
   read_all(upstream.get(), challenge, sizeof challenge, in(5), nullptr, "recorder");
   Fd relay = listen_on(Address::resolve("127.0.0.1", 0, "test"), "relay");
   Address relay_at = Address::local_of(relay.get());
-  int32_t hello[2] = {0, 2};
+  int32_t hello[3] = {0, 2, 0};  // rank, nranks, pid
   std::thread client([&] {
     Fd fd = connect_retry(relay_at, in(5), nullptr, "client");
     handshake_client(fd.get(), id.secret, Purpose::bootstrap, hello, sizeof hello, in(5), nullptr, "client");
@@ -430,7 +430,7 @@ void strike_mid_bootstrap(int sig) {
         // Join by hand, then die before the exchange completes.
         Address root = Address::from_bytes(id.address);
         Fd fd = connect_retry(root, in(5), nullptr, "rank 2");
-        int32_t hello[2] = {2, n};
+        int32_t hello[3] = {2, n, static_cast<int32_t>(getpid())};  // rank, nranks, pid
         handshake_client(fd.get(), id.secret, Purpose::bootstrap, hello, sizeof hello, in(5), nullptr, "rank 2");
         s->ready.fetch_add(1);
         pause();

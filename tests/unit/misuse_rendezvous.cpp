@@ -446,7 +446,7 @@ TEST(Misuse, StrangerWithTheJobsPublicParametersIsRefused) {
   auto in = [](int s) { return Clock::now() + std::chrono::seconds(s); };
   uint8_t derived[16], zero[16] = {};
   old_derived_secret("127.0.0.1", std::stoi(port), 2, derived);
-  int32_t hello[2] = {1, 2};
+  int32_t hello[3] = {1, 2, 0};  // rank, nranks, pid
   for (const uint8_t *guess : {static_cast<const uint8_t *>(derived), static_cast<const uint8_t *>(zero)}) {
     Fd stranger = connect_retry(root, in(20), nullptr, "stranger");
     EXPECT_THROW(handshake_client(stranger.get(), guess, Purpose::bootstrap, hello, sizeof hello, in(10), nullptr,
@@ -500,7 +500,9 @@ TEST(Misuse, SecretFileMadeByManyProcessesAtOnceIsOne) {
     if (pid == 0) {
       for (auto &[k, v] : launch(r, n, port, dir)) setenv(k.c_str(), v.c_str(), 1);
       std::string message;
-      _exit(init_from_env(&message) == HPU_SUCCESS ? 0 : 2);
+      if (init_from_env(&message) == HPU_SUCCESS) _exit(0);
+      std::fprintf(stderr, "process %d: %s\n", r, message.c_str());
+      _exit(2);
     }
     pids.push_back(pid);
   }

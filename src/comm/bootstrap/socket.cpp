@@ -33,6 +33,7 @@ constexpr auto kRootIo = std::chrono::seconds(10);  // the root's patience with 
 struct Hello {
   int32_t rank;
   int32_t nranks;
+  int32_t pid;  // the rank's process, so that the root can tell its own process's ranks
 };
 
 class Root;
@@ -69,6 +70,7 @@ class Root {
     Fd fd;
     std::string from;
     bool goodbye = false;
+    bool here = false;  // a rank of the root's own process
   };
   struct Round {
     uint32_t bytes = 0;
@@ -137,7 +139,7 @@ class Root {
     expires_ = std::max(expires_, Clock::now() + patience_);
     HPU_LOG(debug, "comm", "rendezvous root %s: rank %d of %d joined from %s", name_.c_str(), h.rank, h.nranks,
             peer.from.c_str());
-    ranks_[h.rank] = Rank{std::move(peer.fd), peer.from, false};
+    ranks_[h.rank] = Rank{std::move(peer.fd), peer.from, false, h.pid == pid_};
   }
 
   // One frame from rank r; false when the group is over.
@@ -188,19 +190,22 @@ class Root {
     if (f.bytes) std::memcpy(round.data.data() + static_cast<size_t>(r) * f.bytes, payload.data(), f.bytes);
     round.present[static_cast<size_t>(r)] = true;
     if (++round.have < nranks_) return true;
+    // The ranks of other processes first: once a rank of this process has its
+    // result, its init may end and the process exit, this thread with it.
     Frame out{static_cast<uint32_t>(round.data.size()), kResult, f.round};
-    for (auto &[q, other] : ranks_) {
-      if (!other.fd) continue;
-      try {
-        write_all(other.fd.get(), &out, sizeof out, Clock::now() + kRootIo, &stop_, "rendezvous root");
-        write_all(other.fd.get(), round.data.data(), round.data.size(), Clock::now() + kRootIo, &stop_,
-                  "rendezvous root");
-      } catch (const Error &e) {
-        fail_group(strf("rank %d (%s) stopped taking bootstrap results: %s", q, other.from.c_str(), e.what()),
-                   HPU_ERROR_REMOTE);
-        return false;
+    for (bool here : {false, true})
+      for (auto &[q, other] : ranks_) {
+        if (!other.fd || other.here != here) continue;
+        try {
+          write_all(other.fd.get(), &out, sizeof out, Clock::now() + kRootIo, &stop_, "rendezvous root");
+          write_all(other.fd.get(), round.data.data(), round.data.size(), Clock::now() + kRootIo, &stop_,
+                    "rendezvous root");
+        } catch (const Error &e) {
+          fail_group(strf("rank %d (%s) stopped taking bootstrap results: %s", q, other.from.c_str(), e.what()),
+                     HPU_ERROR_REMOTE);
+          return false;
+        }
       }
-    }
     rounds_.erase(f.round);
     return true;
   }
@@ -333,7 +338,7 @@ void SocketBootstrap::join(Deadline deadline) {
   fd_ = connect_retry(root, deadline, &aborted_, what.c_str());
   local_ = Address::local_of(fd_.get());
   local_.set_port(0);
-  Hello h{rank(), size()};
+  Hello h{rank(), size(), static_cast<int32_t>(getpid())};
   handshake_client(fd_.get(), id_.secret, Purpose::bootstrap, &h, sizeof h, deadline, &aborted_, what.c_str());
   HPU_LOG(debug, "comm", "rank %d of %d joined group %s at %s from %s", rank(), size(), id_.short_name().c_str(),
           root.str().c_str(), local_.str().c_str());
