@@ -134,20 +134,7 @@ function synchronize(device) {
   resolve(device).synchronize();
 }
 
-/**
- * Waits for all work queued on every device this binding has opened. Only
- * `device`'s sticky stream error is thrown; another device's stays for its own
- * synchronize() to report.
- */
-function synchronizeOpened(device) {
-  for (const [index, h] of handles) {
-    if (index === device.index) continue;
-    try { C.hpuDeviceSynchronize(h); } catch { /* that device's error, reported by its own synchronize() */ }
-  }
-  device.synchronize();
-}
-
 module.exports = {
   Device, resolve, deviceOfHandle, deviceCount, isAvailable, currentDevice, setDevice, withDevice,
-  getDeviceProperties, getDeviceName, synchronize, synchronizeOpened,
+  getDeviceProperties, getDeviceName, synchronize,
 };

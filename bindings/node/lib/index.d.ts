@@ -172,8 +172,8 @@ export declare class Tensor {
    * writes through it are the tensor's. Float32Array, Float64Array,
    * Int32Array, Uint32Array, Int8Array, Uint8Array (uint8; bool as 0/1),
    * BigInt64Array, BigUint64Array; bfloat16 and float16 as Uint16Array of
-   * their bits. Waits first for the work queued on every open device (throwing
-   * the tensor's device's sticky stream error); work queued afterwards is not
+   * their bits. Waits first for the work queued on the tensor's device (a copy
+   * to another device included; throwing its sticky stream error); work queued afterwards is not
    * ordered with the array: synchronize() before using it again. The array
    * keeps the memory alive until its buffer is collected, even after
    * release(). Throws HPU_ERROR_INVALID_HANDLE for a released tensor and

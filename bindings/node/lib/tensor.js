@@ -5,7 +5,7 @@
 
 const { koffi, C, abi, sized } = require('./native');
 const { Status, HpuError, invalidArgument } = require('./errors');
-const { resolve, deviceOfHandle, synchronizeOpened } = require('./device');
+const { resolve, deviceOfHandle } = require('./device');
 const { DTYPES, dtypeInfo, dtypeName, dtypeOfArray } = require('./dtypes');
 const { bytesOf } = require('./memory');
 
@@ -91,8 +91,9 @@ class Tensor {
   /**
    * The tensor's elements as a TypedArray over its memory, without a copy
    * (bfloat16 and float16: Uint16Array of their bits; bool: Uint8Array of 0/1).
-   * First waits for the work queued on every open device, so the array shows
-   * what all ops queued so far have written. The array keeps the memory alive
+   * First waits for the work queued on the tensor's device, so the array shows
+   * what all ops queued so far have written (a copy to another device is
+   * ordered on this device's stream too, see copyFrom). The array keeps the memory alive
    * until it (and every array over its buffer) is collected, even after
    * release(). The tensor must be contiguous.
    */
@@ -106,7 +107,7 @@ class Tensor {
       throw new HpuError(Status.UNSUPPORTED, `hostView: ${this} has ${this.nbytes} bytes; an ArrayBuffer holds at ` +
         `most ${MAX_VIEW_BYTES} (buffer.constants.MAX_LENGTH): take the hostView() of slices along dim 0`);
     }
-    synchronizeOpened(this.device);
+    this.device.synchronize();
     const HostArray = DTYPES[this.dtype].array;
     if (this.numel === 0) return new HostArray(0);
     const out = [null];
