@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "bench.hpp"
@@ -112,12 +113,6 @@ PEAK_AMX double amx_bf16(int64_t iters) {
 bool cpu_has_amx_bf16() {
   unsigned a, b, c, d;
   return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1);
-}
-
-// CPUID leaf 1: F16C (ECX bit 29); GCC's __builtin_cpu_supports may not know it.
-bool cpu_has_f16c() {
-  unsigned a, b, c, d;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
 
 // Linux gives the AMX tile data state only to a process that asks for it
@@ -217,24 +212,15 @@ void memory_peaks(int threads, int reps, size_t bytes, double *read, double *cop
   }
 }
 
-// The instruction set libhpu's kernels use: the highest level this CPU
-// supports (the rule of hpu(7), HPU_KERNEL_ISA), lowered to HPU_KERNEL_ISA
-// when that names a supported level. The library does not report its choice
-// through its API, so the bench applies the same rule with its own checks.
-const char *choose_isa() {
-  const bool avx2 = has_fma256() && cpu_has_f16c();
-  const bool avx512 = has_fma512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  const bool amx = avx512 && has_bf16_dot() && tiles_granted();
-  const char *levels[] = {"scalar", "avx2", "avx512", "amx"};
-  const int best = amx ? 3 : avx512 ? 2 : avx2 ? 1 : 0;
-  char *want = nullptr;
-  int chosen = best;
-  if (hpuConfigGet("HPU_KERNEL_ISA", &want, nullptr) == HPU_SUCCESS && want) {
-    for (int l = 0; l < best; ++l)
-      if (!std::strcmp(want, levels[l])) chosen = l;
-    hpuFree(want);
-  }
-  return levels[chosen];
+// The instruction set libhpu's kernels use, as device 0's properties report
+// it (hpuDeviceGetProperties(3) kernel_isa).
+std::string kernel_isa() {
+  hpuDevice_t dev;
+  BENCH_CHECK(hpuDeviceOpen(&dev, 0));
+  hpuDeviceProperties_t props = HPU_DEVICE_PROPERTIES_INIT;
+  BENCH_CHECK(hpuDeviceGetProperties(dev, &props));
+  BENCH_CHECK(hpuDeviceClose(dev));
+  return props.kernel_isa;
 }
 
 int process_threads() {
@@ -249,8 +235,8 @@ namespace bench {
 int all_threads() { return process_threads(); }
 
 const char *library_isa() {
-  static const char *isa = choose_isa();
-  return isa;
+  static const std::string isa = kernel_isa();
+  return isa.c_str();
 }
 
 Peaks measure_peaks(int threads, int reps, int loops, size_t memory_bytes) {

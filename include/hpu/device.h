@@ -15,9 +15,11 @@ typedef struct hpuDeviceProperties {
   uint64_t memory_limit;  /* usable bytes: total_memory x HPU_MEMORY_FRACTION */
   int ordinal;            /* index among visible devices, as hpuDeviceOpen takes */
   int module_id;          /* index among all emulated devices (HPU_VISIBLE_DEVICES) */
+  char kernel_isa[16];    /* the instruction set the kernels use: "amx", "avx512",
+                             "avx2" or "scalar" (the CPU's best, or HPU_KERNEL_ISA) */
 } hpuDeviceProperties_t;
 
-#define HPU_DEVICE_PROPERTIES_INIT {sizeof(hpuDeviceProperties_t), {0}, {0}, 0, 0, 0, 0}
+#define HPU_DEVICE_PROPERTIES_INIT {sizeof(hpuDeviceProperties_t), {0}, {0}, 0, 0, 0, 0, {0}}
 
 HPU_EXTERN_C_BEGIN
 

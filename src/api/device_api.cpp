@@ -3,6 +3,7 @@
 
 #include "api/api.hpp"
 #include "device/device.hpp"
+#include "kernels/cpu.hpp"
 
 using namespace hpu;
 
@@ -42,6 +43,7 @@ HPU_API hpuStatus_t hpuDeviceGetProperties(hpuDevice_t dev, hpuDeviceProperties_
   p.memory_limit = d.allocator().stats().limit;
   p.ordinal = d.ordinal();
   p.module_id = d.module_id();
+  snprintf(p.kernel_isa, sizeof p.kernel_isa, "%s", kernels::isa_name(kernels::best_isa()));
   api::copy_sized(props, p, "props");
   HPU_API_END
 }

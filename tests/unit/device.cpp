@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -119,6 +120,51 @@ TEST(Device, Properties) {
   EXPECT_HPU_OK(hpuDeviceClose(dev));
 }
 
+// kernel_isa as device `ordinal`'s properties report it.
+static std::string kernel_isa_of(int ordinal) {
+  hpuDevice_t dev;
+  hpuDeviceProperties_t p = HPU_DEVICE_PROPERTIES_INIT;
+  EXPECT_HPU_OK(hpuDeviceOpen(&dev, ordinal));
+  EXPECT_HPU_OK(hpuDeviceGetProperties(dev, &p));
+  EXPECT_HPU_OK(hpuDeviceClose(dev));
+  return p.kernel_isa;
+}
+
+// hpuDeviceGetProperties(3): kernel_isa names the level the kernels use: the
+// CPU's best, or HPU_KERNEL_ISA's when the CPU has it. device.cmake runs this
+// again with HPU_KERNEL_ISA=scalar and =avx2.
+TEST(Device, PropertiesNameTheKernelIsa) {
+  const std::string isa = kernel_isa_of(0);
+  const char *want = std::getenv("HPU_KERNEL_ISA");
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (want && std::string(want) == "scalar") {
+    EXPECT_EQ(isa, "scalar");
+  } else if (want && std::string(want) == "avx2" && has_avx2) {
+    EXPECT_EQ(isa, "avx2");
+  } else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl")) {
+    EXPECT_TRUE(isa == "avx512" || isa == "amx") << isa;
+    if (isa == "amx") {
+      EXPECT_TRUE(__builtin_cpu_supports("avx512bf16"));
+    }
+  } else {
+    EXPECT_EQ(isa, has_avx2 ? "avx2" : "scalar");
+  }
+  EXPECT_EQ(kernel_isa_of(1), isa) << "every device reports the same level";
+}
+
+// hpuConfigGet(3): HPU_KERNEL_ISA is reported as the environment says now, but
+// the kernels read it once; kernel_isa stays the level in use.
+TEST(Device, KernelIsaIsReadOnce) {
+  const std::string in_use = kernel_isa_of(0), other = in_use == "scalar" ? "avx2" : "scalar";
+  setenv("HPU_KERNEL_ISA", other.c_str(), 1);
+  char *value = nullptr;
+  ASSERT_HPU_OK(hpuConfigGet("HPU_KERNEL_ISA", &value, nullptr));
+  EXPECT_EQ(std::string(value), other);
+  hpuFree(value);
+  EXPECT_EQ(kernel_isa_of(0), in_use);
+}
+
 TEST(Device, PropertiesHonourAnOlderStructSize) {
   hpuDevice_t dev;
   ASSERT_HPU_OK(hpuDeviceOpen(&dev, 0));
@@ -130,6 +176,12 @@ TEST(Device, PropertiesHonourAnOlderStructSize) {
   EXPECT_STREQ(p.profile, "gaudi2");
   EXPECT_EQ(p.total_memory, 0xABABABABABABABABull) << "a field beyond struct_size was written";
   EXPECT_EQ(p.ordinal, static_cast<int>(0xABABABAB));
+  // libhpu 0.2's struct ended after module_id.
+  std::memset(&p, 0xAB, sizeof p);
+  p.struct_size = offsetof(hpuDeviceProperties_t, kernel_isa);
+  ASSERT_HPU_OK(hpuDeviceGetProperties(dev, &p));
+  EXPECT_EQ(p.module_id, 0);
+  EXPECT_EQ(static_cast<unsigned char>(p.kernel_isa[0]), 0xABu) << "kernel_isa is beyond struct_size";
 
   hpuDeviceProperties_t q = HPU_DEVICE_PROPERTIES_INIT;
   EXPECT_HPU_FAIL(hpuDeviceGetProperties(dev, nullptr), HPU_ERROR_INVALID_ARGUMENT, "props is NULL");

@@ -86,6 +86,7 @@ export interface hpuDeviceProperties_t {
   memory_limit: number | bigint;
   ordinal: number;
   module_id: number;
+  kernel_isa: string;
 }
 
 /** hpuMemStats_t of memory.h, as koffi reads and writes it. */

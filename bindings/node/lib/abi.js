@@ -106,7 +106,7 @@ const ENUMS = Object.freeze({
 
 /** Structs: field -> koffi type. */
 const STRUCTS = Object.freeze({
-  hpuDeviceProperties_t: Object.freeze({ struct_size: 'size_t', name: 'char[64]', profile: 'char[16]', total_memory: 'uint64_t', memory_limit: 'uint64_t', ordinal: 'int', module_id: 'int' }),
+  hpuDeviceProperties_t: Object.freeze({ struct_size: 'size_t', name: 'char[64]', profile: 'char[16]', total_memory: 'uint64_t', memory_limit: 'uint64_t', ordinal: 'int', module_id: 'int', kernel_isa: 'char[16]' }),
   hpuMemStats_t: Object.freeze({ struct_size: 'size_t', limit: 'uint64_t', in_use: 'uint64_t', max_in_use: 'uint64_t', num_allocs: 'uint64_t', num_frees: 'uint64_t', active_allocs: 'int64_t', max_alloc_size: 'uint64_t', total_system_allocs: 'uint64_t', total_system_frees: 'uint64_t', total_active_allocs: 'int64_t', reserved_bytes: 'uint64_t', segment_allocs: 'uint64_t', segment_frees: 'uint64_t' }),
   hpuUniqueId_t: Object.freeze({ internal: 'char[128]' }),
   hpuRandomState_t: Object.freeze({ struct_size: 'size_t', seed: 'uint64_t', offset: 'uint64_t' }),

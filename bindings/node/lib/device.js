@@ -45,13 +45,13 @@ class Device {
     Object.freeze(this);
   }
 
-  /** { name, profile, totalMemory, memoryLimit, ordinal, moduleId } */
+  /** { name, profile, totalMemory, memoryLimit, ordinal, moduleId, kernelIsa } */
   get properties() {
     const p = sized('hpuDeviceProperties_t');
     C.hpuDeviceGetProperties(this.handle, p);
     return {
       name: p.name, profile: p.profile, totalMemory: p.total_memory, memoryLimit: p.memory_limit,
-      ordinal: p.ordinal, moduleId: p.module_id,
+      ordinal: p.ordinal, moduleId: p.module_id, kernelIsa: p.kernel_isa,
     };
   }
 

@@ -26,6 +26,8 @@ export interface DeviceProperties {
   memoryLimit: number;
   ordinal: number;
   moduleId: number;
+  /** The instruction set the kernels use: "amx", "avx512", "avx2" or "scalar". */
+  kernelIsa: string;
 }
 
 export declare class Device {

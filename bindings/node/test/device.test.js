@@ -23,10 +23,18 @@ test('properties', () => {
   const p = hpu.getDeviceProperties(1);
   assert.deepEqual(p, {
     name: 'HPU 1 (gaudi2, emulated)', profile: 'gaudi2', totalMemory: 96 * 2 ** 30,
-    memoryLimit: hpu.memoryStats(1).Limit, ordinal: 1, moduleId: 1,
+    memoryLimit: hpu.memoryStats(1).Limit, ordinal: 1, moduleId: 1, kernelIsa: p.kernelIsa,
   });
+  assert.ok(['amx', 'avx512', 'avx2', 'scalar'].includes(p.kernelIsa), p.kernelIsa);
   assert.equal(hpu.getDeviceName(1), p.name);
   assert.deepEqual(new hpu.Device(1).properties, p);
+});
+
+test('kernelIsa follows HPU_KERNEL_ISA', () => {
+  const r = runNode(`const hpu = require('.'); console.log(hpu.getDeviceProperties(0).kernelIsa)`,
+    { HPU_KERNEL_ISA: 'scalar' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), 'scalar');
 });
 
 test('profile and memory fraction', () => {

@@ -151,7 +151,8 @@ class hpuDeviceProperties_t(ctypes.Structure):
                 ("total_memory", c_uint64),
                 ("memory_limit", c_uint64),
                 ("ordinal", c_int),
-                ("module_id", c_int)]
+                ("module_id", c_int),
+                ("kernel_isa", c_char * 16)]
 
 
 class hpuMemStats_t(ctypes.Structure):

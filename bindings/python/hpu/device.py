@@ -27,6 +27,7 @@ class DeviceProperties(NamedTuple):
     memory_limit: int  #: usable bytes: total_memory x HPU_MEMORY_FRACTION (the Limit statistic)
     ordinal: int       #: index among visible devices
     module_id: int     #: index among all emulated devices
+    kernel_isa: str    #: the instruction set the kernels use: "amx", "avx512", "avx2" or "scalar"
 
 
 _handles: dict = {}
@@ -98,7 +99,7 @@ class Device:
         p = _lib.sized(_abi.hpuDeviceProperties_t)
         _lib.hpuDeviceGetProperties(self._handle, ctypes.byref(p))
         return DeviceProperties(p.name.decode(), p.profile.decode(), p.total_memory, p.memory_limit,
-                                p.ordinal, p.module_id)
+                                p.ordinal, p.module_id, p.kernel_isa.decode())
 
     @property
     def name(self) -> str:

@@ -33,6 +33,13 @@ class Properties(unittest.TestCase):
         self.assertEqual(p.memory_limit, hpu.memory_stats(1)["Limit"])
         self.assertEqual(hpu.get_device_name(1), p.name)
         self.assertEqual(hpu.Device(1).properties, p)
+        self.assertIn(p.kernel_isa, ("amx", "avx512", "avx2", "scalar"))
+
+    def test_kernel_isa_follows_hpu_kernel_isa(self):
+        r = run_python("import hpu; print(hpu.get_device_properties(0).kernel_isa)",
+                       env={"HPU_KERNEL_ISA": "scalar"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "scalar")
 
     def test_profile_and_fraction(self):
         r = run_python("import hpu; p = hpu.get_device_properties(0); "
