@@ -4,12 +4,16 @@
 // found at build time and mpirun runs) and Gloo's ring allreduce over its tcp
 // transport (hpu-bench-gloo, when libgloo-dev was found). f32 sum; nccl-tests
 // columns; busbw = algbw x 2(n-1)/n for all; each ratio is ours over the
-// peer's busbw. With more than 2 processes it also times a 2-process job at
-// the smallest size and prints our latency ratio (N ranks over 2 ranks).
+// peer's busbw. One table per transport and process count asked for, then a
+// summary: our ratio to Open MPI per size, transport and process count, and,
+// for shm and tcp both, our latency at the smallest size with N processes
+// over that with 2 (N: the largest -np above 2, else 4), beside its limit of
+// 4 (jobs of their own at that size where the tables did not time it).
 //
-//   --transport T  shm or tcp (default: by locality, i.e. shm); Open MPI uses
-//                  its shared-memory BTL for shm and `--mca btl tcp,self` for tcp
-//   -np N          processes (default 2)
+//   --transport T  shm, tcp or both (shm,tcp; default: by locality, i.e. shm);
+//                  Open MPI uses its shared-memory BTL for shm and
+//                  `--mca btl tcp,self` for tcp
+//   -np N          processes, or a list of counts (2,4; default 2)
 //   -b / -e / -f   smallest, largest size in bytes, factor (default 4K, 16M, 4)
 //   -n / -w        iterations per size (default ~256 MiB moved, 5..1000), warm-up
 //                  iterations before them (default as many: the first runs of a
@@ -29,6 +33,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -42,8 +47,10 @@
 namespace {
 
 struct Options {
-  std::string transport;
-  int np = 2;
+  std::string transport;  // of one job ("": by locality)
+  int np = 2;             // of one job
+  std::vector<std::string> transports{""};  // the tables: every transport...
+  std::vector<int> nps{2};                  // ...with every process count
   size_t min_bytes = 4096, max_bytes = size_t(16) << 20;
   double factor = 4;
   int iters = 0, warmup = -1;  // -1: as many as the timed iterations
@@ -307,6 +314,98 @@ void print_peer(const std::map<size_t, double> &peer, size_t bytes, double facto
   std::printf(" | %10.2f %8.3f %6.2f", it->second, pbus, busbw / pbus);
 }
 
+// "a,b,c" split at the commas.
+std::vector<std::string> split_list(const std::string &s) {
+  std::vector<std::string> items;
+  size_t from = 0;
+  for (size_t comma; (comma = s.find(',', from)) != std::string::npos; from = comma + 1)
+    items.push_back(s.substr(from, comma - from));
+  items.push_back(s.substr(from));
+  return items;
+}
+
+// One job's options: `transport` with `np` processes (pinned when asked and
+// there are CPUs enough).
+Options job_options(const Options &o, const std::string &transport, int np, bool bind_asked) {
+  Options j = o;
+  j.transport = transport;
+  j.np = np;
+  j.bind = bind_asked && static_cast<size_t>(np) <= allowed_cpus().size();
+  return j;
+}
+
+// Our seconds per allreduce at every size of a job, and its wrong elements.
+struct JobTimes {
+  std::vector<double> seconds;
+  std::vector<long> wrong;
+};
+
+bool time_job(const Options &o, Shared *shared, JobTimes *out) {
+  if (!run_job(o, shared)) return false;
+  const auto sz = sizes(o);
+  for (size_t k = 0; k < sz.size() && k < 64; ++k) {
+    long wrong = 0;
+    out->seconds.push_back(job_time(*shared, o.np, k, &wrong));
+    out->wrong.push_back(wrong);
+  }
+  return true;
+}
+
+// One table: a job of ours beside the peers on the same transport and
+// process count.
+struct Table {
+  Options o;
+  JobTimes ours;
+  Peer mpi, gloo;
+};
+
+void print_table(const Table &t, bool bind_asked) {
+  const Options &o = t.o;
+  double factor = 2.0 * (o.np - 1) / o.np;
+  std::printf("# hpu-bench allreduce-proc: %d processes x 1 device, transport %s, float sum\n", o.np,
+              o.transport.empty() ? "by locality (shm)" : o.transport.c_str());
+  std::printf("# peer mpi: %s\n", t.mpi.note.c_str());
+  std::printf("# peer gloo: %s\n", t.gloo.note.c_str());
+  std::printf("# binding: %s\n", o.bind ? "each rank pinned to a CPU of its own (mpirun binds each rank to a core too)"
+                                  : bind_asked ? "none (more ranks than CPUs; mpirun does not bind then either)"
+                                               : "none (--no-bind: the scheduler places the ranks)");
+  std::printf("# ratio = our busbw / the peer's (for latency: the peer's time / ours)\n");
+  std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s %6s | %10s %8s %6s\n", "size", "count", "time(us)", "algbw",
+              "busbw", "#wrong", "mpi(us)", "busbw", "ratio", "gloo(us)", "busbw", "ratio");
+  auto sz = sizes(o);
+  for (size_t k = 0; k < t.ours.seconds.size(); ++k) {
+    double sec = t.ours.seconds[k];
+    double algbw = static_cast<double>(sz[k]) / sec / 1e9, busbw = algbw * factor;
+    std::printf("%12zu %12zu %10.2f %8.3f %8.3f %7ld", sz[k], sz[k] / 4, sec * 1e6, algbw, busbw, t.ours.wrong[k]);
+    print_peer(t.mpi.times, sz[k], factor, busbw);
+    print_peer(t.gloo.times, sz[k], factor, busbw);
+    std::printf("\n");
+  }
+}
+
+// The transport a table ran over, as the summary names it ("" is by
+// locality: shm on one host).
+std::string transport_name(const std::string &t) { return t.empty() ? "shm" : t; }
+
+// The summary's rows: "vs-mpi TRANSPORT RANKS" and our ratio to Open MPI at
+// every size ("-" where it did not run), for every table.
+void print_mpi_ratios(const std::vector<Table> &tables) {
+  const auto sz = sizes(tables[0].o);
+  std::printf("# ratio to Open MPI per size: our busbw / Open MPI's (>= 1: at least as fast)\n");
+  std::printf("#%-6s %9s %5s", "", "transport", "ranks");
+  for (size_t b : sz) std::printf(" %9zu", b);
+  std::printf("\n");
+  for (const Table &t : tables) {
+    std::printf("%-7s %9s %5d", "vs-mpi", transport_name(t.o.transport).c_str(), t.o.np);
+    for (size_t k = 0; k < t.ours.seconds.size(); ++k) {
+      auto it = t.mpi.times.find(sz[k]);
+      if (it == t.mpi.times.end()) std::printf(" %9s", "-");
+      else std::printf(" %9.2f", it->second * 1e-6 / t.ours.seconds[k]);
+    }
+    std::printf("\n");
+  }
+}
+
 int allreduce_proc_main(int argc, char **argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -321,8 +420,17 @@ int allreduce_proc_main(int argc, char **argv) {
     }
     if (i + 1 >= argc) return bench::kBadUsage;
     const char *v = argv[++i];
-    if (a == "--transport") o.transport = v;
-    else if (a == "-np") o.np = std::atoi(v);
+    if (a == "--transport") {
+      o.transports = split_list(v);
+      for (const std::string &t : o.transports)
+        if (t != "shm" && t != "tcp") return bench::kBadUsage;
+    } else if (a == "-np") {
+      o.nps.clear();
+      for (const std::string &n : split_list(v)) {
+        o.nps.push_back(std::atoi(n.c_str()));
+        if (o.nps.back() < 2 || o.nps.back() > 64) return bench::kBadUsage;
+      }
+    }
     else if (a == "-b") o.min_bytes = parse_size(v);
     else if (a == "-e") o.max_bytes = parse_size(v);
     else if (a == "-f") o.factor = std::atof(v);
@@ -330,49 +438,44 @@ int allreduce_proc_main(int argc, char **argv) {
     else if (a == "-w") o.warmup = std::atoi(v);
     else return bench::kBadUsage;
   }
-  if (o.np < 2 || o.np > 64 || o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return bench::kBadUsage;
-  if (!o.transport.empty() && o.transport != "shm" && o.transport != "tcp") return bench::kBadUsage;
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor < 1) return bench::kBadUsage;
   const bool bind_asked = o.bind;
-  o.bind = o.bind && static_cast<size_t>(o.np) <= allowed_cpus().size();
   auto *shared = static_cast<Shared *>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  // With more than two ranks, our own two-rank latency at the smallest size first.
-  double two_rank = 0;
-  if (o.np > 2) {
-    Options two = o;
-    two.np = 2;
-    two.max_bytes = o.min_bytes;
-    two.bind = bind_asked && allowed_cpus().size() >= 2;  // as a 2-rank run of its own would be
-    if (!run_job(two, shared)) return 1;
-    two_rank = job_time(*shared, 2, 0, nullptr);
-  }
-  if (!run_job(o, shared)) return 1;
-  const Peer mpi = mpi_peer(o), gloo = gloo_peer(o);
-  double factor = 2.0 * (o.np - 1) / o.np;
-  std::printf("# hpu-bench allreduce-proc: %d processes x 1 device, transport %s, float sum\n", o.np,
-              o.transport.empty() ? "by locality (shm)" : o.transport.c_str());
-  std::printf("# peer mpi: %s\n", mpi.note.c_str());
-  std::printf("# peer gloo: %s\n", gloo.note.c_str());
-  std::printf("# binding: %s\n", o.bind ? "each rank pinned to a CPU of its own (mpirun binds each rank to a core too)"
-                                  : bind_asked ? "none (more ranks than CPUs; mpirun does not bind then either)"
-                                               : "none (--no-bind: the scheduler places the ranks)");
-  std::printf("# ratio = our busbw / the peer's (for latency: the peer's time / ours)\n");
-  std::printf("#%11s %12s %10s %8s %8s %7s | %10s %8s %6s | %10s %8s %6s\n", "size", "count", "time(us)", "algbw",
-              "busbw", "#wrong", "mpi(us)", "busbw", "ratio", "gloo(us)", "busbw", "ratio");
-  auto sz = sizes(o);
-  for (size_t k = 0; k < sz.size() && k < 64; ++k) {
-    long wrong = 0;
-    double t = job_time(*shared, o.np, k, &wrong);
-    double algbw = static_cast<double>(sz[k]) / t / 1e9, busbw = algbw * factor;
-    std::printf("%12zu %12zu %10.2f %8.3f %8.3f %7ld", sz[k], sz[k] / 4, t * 1e6, algbw, busbw, wrong);
-    print_peer(mpi.times, sz[k], factor, busbw);
-    print_peer(gloo.times, sz[k], factor, busbw);
-    std::printf("\n");
-  }
-  if (two_rank > 0) {
-    double t = job_time(*shared, o.np, 0, nullptr);
-    std::printf("# latency at %zu B: %d ranks %.2f us, 2 ranks %.2f us: %.2f x (target <= 4)\n", sz[0], o.np, t * 1e6,
-                two_rank * 1e6, t / two_rank);
+  std::vector<Table> tables;
+  for (const std::string &transport : o.transports)
+    for (int np : o.nps) {
+      Table t;
+      t.o = job_options(o, transport, np, bind_asked);
+      if (!time_job(t.o, shared, &t.ours)) return 1;
+      t.mpi = mpi_peer(t.o);
+      t.gloo = gloo_peer(t.o);
+      print_table(t, bind_asked);
+      std::fflush(stdout);
+      tables.push_back(std::move(t));
+    }
+  print_mpi_ratios(tables);
+  // The latency rows: N ranks over 2 at the smallest size, for shm and tcp,
+  // from the tables where they timed it, else from a job at that size alone.
+  const int largest = *std::max_element(o.nps.begin(), o.nps.end());
+  const int many = largest > 2 ? largest : 4;
+  const size_t smallest = sizes(o)[0];
+  std::printf("# latency at %zu B: %d ranks over 2 ranks (target <= 4)\n", smallest, many);
+  for (const char *transport : {"shm", "tcp"}) {
+    double at[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+      const int np = i == 0 ? 2 : many;
+      for (const Table &t : tables)
+        if (transport_name(t.o.transport) == transport && t.o.np == np) at[i] = t.ours.seconds[0];
+      if (at[i] > 0) continue;
+      Options one = job_options(o, transport, np, bind_asked);
+      one.max_bytes = one.min_bytes;
+      JobTimes j;
+      if (!time_job(one, shared, &j)) return 1;
+      at[i] = j.seconds[0];
+    }
+    std::printf("%-7s %9s %5d %9.2f us, 2 ranks %9.2f us: %6.2f x (target <= 4)\n", "latency", transport, many,
+                at[1] * 1e6, at[0] * 1e6, at[1] / at[0]);
   }
   munmap(shared, sizeof *shared);
   return 0;
@@ -381,6 +484,6 @@ int allreduce_proc_main(int argc, char **argv) {
 }  // namespace
 
 HPU_BENCH("allreduce-proc", "allreduce between processes over shm or tcp, vs Open MPI's MPI_Allreduce and Gloo",
-          "[--transport shm|tcp] [-np N] [-b BYTES] [-e BYTES] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
-          "       [--no-mpi] [--no-gloo] [--no-bind]\n",
+          "[--transport shm|tcp|shm,tcp] [-np N[,N...]] [-b BYTES] [-e BYTES] [-f FACTOR] [-n ITERS]\n"
+          "       [-w WARMUP] [--no-mpi] [--no-gloo] [--no-bind]\n",
           allreduce_proc_main);

@@ -205,7 +205,41 @@ void pairwise_reducescatter(Ctx &c, const void *send, void *recv, size_t recvcou
   x.wait_sent();
 }
 
+// gather_allreduce on a transport that chains (its messages move on threads of
+// its own): the receives combine the inputs into recv as they land, in rank
+// order, on those threads, so the waiting thread wakes once, when the result
+// is there. Rank 0's input starts the sum (as it is on ranks other than 0);
+// the receive of rank q's input, posted once the sum of ranks 0..q-1 is done
+// (a chain), combines it into that sum. This rank's own input takes its place
+// in the chain as a message to itself. In place, the sum overwrites the input
+// only once the sends of it are done.
+void arrival_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * dtype_bytes(dtype);
+  auto *out = static_cast<char *>(recv);
+  std::vector<RequestPtr> all;
+  std::vector<Request *> after;
+  for (int k = r == 0 ? 1 : 0; k < n; ++k) {  // rank 0 sends itself nothing: its input starts the sum
+    all.push_back(c.send(mod(r + k, n), 0, send, bytes));
+    if (send == recv) after.push_back(all.back().get());
+  }
+  const Combine onto_sum = make_combine(dtype, op, out, /*local_first=*/true);
+  for (int q = 0; q < n; ++q) {
+    if (q == 0 && r == 0) {  // rank 0's input starts the sum where it is: the next combine reads it from send
+      const Combine first = make_combine(dtype, op, send, /*local_first=*/true);
+      all.push_back(c.recv(1, 0, out, bytes, &first, after));
+      ++q;
+    } else {
+      all.push_back(c.recv(q, 0, out, bytes, q == 0 ? nullptr : &onto_sum, after));
+    }
+    after = {all.back().get()};
+  }
+  c.wait(all);
+  finish_average(recv, count, dtype, op, n);
+}
+
 void gather_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
+  if (c.chains()) return arrival_allreduce(c, send, recv, count, dtype, op);
   Contributions x(c, send, dtype, [&](int) { return Piece{0, count}; });
   if (send == recv) x.wait_sent();  // in place: the result overwrites what the peers were sent
   for (size_t j = 0; j < x.segments(); ++j) x.combine(j, static_cast<char *>(recv), op);

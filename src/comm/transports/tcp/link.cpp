@@ -83,6 +83,13 @@ struct Stream {
   size_t fill = 0;      // bytes in staging not reduced yet (less than elem after each read)
 };
 
+// Staging only grows (up to the largest payload it held; see on_read): a
+// vector that shrank would zero the bytes again on every regrowth, and frames
+// reduced on arrival (a 256 KiB piece) alternate with plain ones.
+void grow(std::vector<uint8_t> &staging, size_t bytes) {
+  if (staging.size() < bytes) staging.resize(bytes);
+}
+
 struct WriteReq {
   uv_write_t req;
   Frame frame;
@@ -342,7 +349,7 @@ class TcpEngine final : public Engine {
       if (!s->target) {
         s->sink = e->t_.absorber(s->peer, s->frame, &s->elem);
         s->absorbed = s->fill = 0;
-        s->staging.resize(s->sink ? std::max(s->staging.size(), kPiece) : bytes);
+        grow(s->staging, s->sink ? kPiece : bytes);
         s->target = s->staging.data();
       }
       s->in_payload = true;
@@ -374,7 +381,7 @@ class TcpEngine final : public Engine {
       if (!s->in_payload) continue;
       if (s->sink) s->sink = nullptr;  // (its reads land at staging + have from now on)
       else if (s->target == s->staging.data()) continue;
-      s->staging.resize(payload_bytes(s->frame));
+      grow(s->staging, payload_bytes(s->frame));
       s->target = s->staging.data();
     }
   }
