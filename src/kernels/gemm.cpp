@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -19,11 +20,6 @@ namespace hpu::kernels {
 
 namespace {
 
-// Work below this many flops per chunk is not worth waking a helper for
-// (waking one costs ~15-30 us on a virtual machine); the native bf16 kernel
-// does ~3x the flops of sgemm in that time.
-constexpr double kFlopsPerChunk = 2e6;
-constexpr double kFlopsPerChunkBf16 = 1.6e7;
 // Most blocks a product through OpenBLAS is cut into (see gemm.hpp).
 constexpr int64_t kBlasBlocks = 8;
 
@@ -109,10 +105,10 @@ void gemm_widened(hpuDataType_t dt, const GemmShape &s, float alpha, const void 
   std::vector<float> shared;
   if (split_cols) {
     shared.resize(static_cast<size_t>(m * k));
-    s.trans_a ? widen(dt, a, lda, k, m, shared.data(), true) : widen(dt, a, lda, m, k, shared.data(), true);
+    s.trans_a ? widen(dt, a, lda, k, m, shared.data(), blocks > 1) : widen(dt, a, lda, m, k, shared.data(), blocks > 1);
   } else {
     shared.resize(static_cast<size_t>(k * n));
-    s.trans_b ? widen(dt, b, ldb, n, k, shared.data(), true) : widen(dt, b, ldb, k, n, shared.data(), true);
+    s.trans_b ? widen(dt, b, ldb, n, k, shared.data(), blocks > 1) : widen(dt, b, ldb, k, n, shared.data(), blocks > 1);
   }
   parallel_blocks(split_cols ? n : m, blocks, [&](int64_t lo, int64_t hi) {
     const int64_t len = hi - lo;
@@ -214,6 +210,46 @@ void gemm_then_sink(hpuDataType_t dt, const GemmShape &s, float alpha, const voi
 
 }  // namespace
 
+GemmPathCost gemm_path_cost(GemmPath path) {
+  switch (path) {
+    case GemmPath::amx: return {1e12, 32, 16, 32};
+    case GemmPath::avx512_bf16: return {4e11, 1, 16, 2};
+    case GemmPath::avx512_f32: return {2e11, 1, 16, 1};
+    case GemmPath::blas: break;
+  }
+  return {1e11, 1, 1, 1};
+}
+
+const char *gemm_path_name(GemmPath path) {
+  switch (path) {
+    case GemmPath::amx: return "amx";
+    case GemmPath::avx512_bf16: return "avx512 bf16";
+    case GemmPath::avx512_f32: return "avx512 f32";
+    case GemmPath::blas: break;
+  }
+  return "openblas";
+}
+
+GemmPlan gemm_plan(hpuDataType_t dt, const GemmShape &s) {
+  GemmPlan plan{GemmPath::blas, false, 0.0, 1};
+  if (dt == HPU_BFLOAT16 && gemm_bf16_native_supported())
+    plan.path = gemm_bf16_amx_supported() ? GemmPath::amx : GemmPath::avx512_bf16;
+  else if (dt == HPU_FLOAT32 && gemm_f32_native_supported())
+    plan.path = GemmPath::avx512_f32;
+  // Split the longer side of C (columns only when C is short and wide).
+  plan.split_cols = s.n > 2 * s.m;
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0) return plan;
+  const GemmPathCost cost = gemm_path_cost(plan.path);
+  auto padded = [](int64_t x, int64_t step) { return static_cast<double>((x + step - 1) / step * step); };
+  plan.seconds = 2.0 * padded(s.m, cost.m_step) * padded(s.n, cost.n_step) * padded(s.k, cost.k_step) /
+                 cost.flops_per_second;
+  const int64_t lines = plan.split_cols ? s.n : s.m;
+  const double most = std::min(plan.seconds / kMinThreadSeconds, static_cast<double>(lines));
+  plan.threads = std::max<int64_t>(1, static_cast<int64_t>(most));
+  if (plan.path == GemmPath::blas) plan.threads = std::min(plan.threads, kBlasBlocks);
+  return plan;
+}
+
 void gemm_sink_rows(const Epilogue &ep, const float *results, int64_t ld, int64_t rows, int64_t cols, int64_t ldc) {
   for (int64_t r = 0; r < rows; ++r) ep.sink->row(*ep.sink, ep.at + r * ldc, cols, results + r * ld);
 }
@@ -230,6 +266,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
   const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
+  const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
   const Epilogue &ep = s.ep;
   if (ep.bias && beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's bias needs beta 0");
   if (ep.sink) {
@@ -251,16 +288,9 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     if (epilogue) epilogue_pass(s, c, ldc, c_dt);
     return;
   }
-  // Split the longer side of C (columns only when C is short and wide), in
-  // chunks worth at least kFlopsPerChunk.
-  const bool split_cols = n > 2 * m;
+  const GemmPlan plan = gemm_plan(dt, s);
+  const bool split_cols = plan.split_cols;
   const int64_t len = split_cols ? n : m;
-  const double flops_per_line = 2.0 * static_cast<double>(split_cols ? m : n) * static_cast<double>(k);
-  const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
-  const double chunk_flops = native_bf16 ? kFlopsPerChunkBf16 : kFlopsPerChunk;
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(chunk_flops / flops_per_line) + 1);
-  // Through OpenBLAS: as many blocks as chunks of the grain, at most kBlasBlocks.
-  const int64_t blas_blocks = std::min(len / grain, kBlasBlocks);
   // The activations as the native bf16 kernel stores a bf16 C (relu and its
   // backward), or in a pass afterwards.
   const bool in_kernel = native_bf16 && c_dt == HPU_BFLOAT16 &&
@@ -268,7 +298,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
                          (ep.backward == Activation::none || ep.backward == Activation::relu);
   const bool epilogue_pass_after = epilogue && !in_kernel;
   if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16) {
-    gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, blas_blocks);
+    gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, plan.threads);
     if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
     return;
   }
@@ -306,9 +336,9 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     }
   };
   if (native_bf16 || native_f32)
-    parallel_for(len, grain, block);
+    parallel_for_threads(len, plan.threads, block);
   else
-    parallel_blocks(len, blas_blocks, block);
+    parallel_blocks(len, plan.threads, block);
   if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
 }
 
@@ -324,11 +354,12 @@ void gemm_batched(hpuDataType_t dt, const GemmShape &s, int64_t batch, float alp
          static_cast<const char *>(b) + i * stride_b * es, ldb, beta, static_cast<char *>(c) + i * stride_c * cs,
          ldc, c_dt);
   };
-  // Small products run side by side; large ones one after another, each
-  // split over the threads.
-  const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
-  if (flops < 4 * kFlopsPerChunk) {
-    parallel_for(batch, std::max<int64_t>(1, static_cast<int64_t>(kFlopsPerChunk / std::max(flops, 1.0))),
+  // Products too small to split run side by side, at least
+  // kMinThreadSeconds of them per thread; larger ones one after another,
+  // each split over the threads.
+  const GemmPlan plan = gemm_plan(dt, s);
+  if (plan.threads == 1 && batch > 1) {
+    parallel_for(batch, static_cast<int64_t>(std::ceil(kMinThreadSeconds / std::max(plan.seconds, 1e-9))),
                  [&](int64_t lo, int64_t hi) {
                    for (int64_t i = lo; i < hi; ++i) one(i);
                  });

@@ -15,19 +15,25 @@
 //
 // Threads: OpenBLAS and the bf16 kernel run single-threaded and gemm splits C
 // into row (or, for short wide C, column) blocks that run on the calling thread plus helper
-// threads borrowed from the ComputeBudget with try_acquire. The split never
-// changes the bits (hpu(7): the same bits within one level whatever the
+// threads borrowed from the ComputeBudget with try_acquire. How many threads
+// at most follows a cost rule (gemm_plan): the product's time on one thread
+// is estimated from its work on the path that runs it, and each thread must
+// get at least kMinThreadSeconds of it, as waking a helper and joining it
+// (and the caller's synchronize sleeping rather than spinning while two
+// threads compute) costs tens of microseconds. So a small product runs on the
+// calling thread alone, where helpers would cost more than they save. The
+// split never changes the bits (hpu(7): the same bits within one level whatever the
 // thread count and the load on other devices). The native f32 and bf16
 // kernels sum each element of C over k in an order fixed by k alone, whatever
 // block of C holds it, so their blocks follow the idle threads. OpenBLAS's
 // bits depend on the shape of each call (its kernels and blocking follow m
 // and n), so a product through it (f32 below avx512, f64, and the widened
-// 16-bit inputs) is cut into blocks that depend on the shape alone: one per
-// chunk of the grain, at most 8, whatever the threads that share them. The library's
+// 16-bit inputs) is cut into blocks that depend on the shape alone: the
+// plan's thread count (at most 8), whatever the threads that share them. The library's
 // stream workers and helpers are the only threads that compute, all counted
 // by the one budget, and helpers spin at most 50 us between jobs: Debian's
 // pthread OpenBLAS pool spinning beside our workers was seen to cut throughput
-// to a third on two cores. Small products run on the calling thread alone.
+// to a third on two cores.
 #pragma once
 
 #include <hpu/types.h>
@@ -49,6 +55,40 @@ struct GemmShape {
   // the product and feed a sink from the product in a scratch buffer.
   Epilogue ep{};
 };
+
+// The kernel that runs a product: AMX tiles (bf16 at amx), the AVX-512 bf16
+// dot product, the AVX-512 f32 kernel, or OpenBLAS (f32 and f64 below
+// avx512, and bf16/f16 widened to f32).
+enum class GemmPath { amx, avx512_bf16, avx512_f32, blas };
+
+// The cost rule's per-path figures, per thread: the rate it assumes (FLOP/s,
+// at the high end of what the path reaches, so that a product is split only
+// when it surely gains) and the steps the kernel pads the product to (AMX
+// tiles: 32 rows x 16 columns x 32 k; AVX-512: 16-column vectors).
+struct GemmPathCost {
+  double flops_per_second;
+  int64_t m_step, n_step, k_step;
+};
+GemmPathCost gemm_path_cost(GemmPath path);
+// The least time a thread must get of a product for it to be split.
+constexpr double kMinThreadSeconds = 50e-6;
+
+// How gemm runs a product: on which path, which side of C it splits, its
+// estimated time on one thread (the padded FLOP at the path's rate) and the
+// most threads it is split over: seconds / kMinThreadSeconds, at most one per
+// line of the split side, and for OpenBLAS at most 8 (its blocks); 1 runs it
+// on the calling thread. Fewer threads run it when the budget has fewer idle.
+// Moving A, B and C is left out of the estimate: the threads share the
+// memory's bandwidth, so it gains little from a split (a product whose time
+// is mostly that, such as a short k's, stays on one thread).
+struct GemmPlan {
+  GemmPath path;
+  bool split_cols;
+  double seconds;
+  int64_t threads;
+};
+GemmPlan gemm_plan(hpuDataType_t dt, const GemmShape &s);
+const char *gemm_path_name(GemmPath path);
 
 // Feeds rows x cols results (row stride ld) to ep's sink, as the part of C
 // (row stride ldc) that starts at ep.at: on the calling thread.

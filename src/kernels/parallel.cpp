@@ -130,14 +130,14 @@ struct Latch {
   std::exception_ptr error;
 };
 
-}  // namespace
+thread_local int t_last_threads = 1;  // parallel_last_threads()
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(grain, 1);
+// [0, n) in at most max_chunks even chunks (n > 0).
+void run_chunks(int64_t n, int64_t max_chunks, const std::function<void(int64_t, int64_t)> &fn) {
   ComputeBudget &budget = ComputeBudget::instance();
-  int64_t max_chunks = std::min<int64_t>(n / grain, budget.size());
+  max_chunks = std::min<int64_t>(max_chunks, budget.size());
   int helpers = max_chunks > 1 ? budget.try_acquire(static_cast<int>(max_chunks - 1)) : 0;
+  t_last_threads = helpers + 1;
   if (helpers == 0) {
     fn(0, n);
     return;
@@ -176,6 +176,20 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (mine) std::rethrow_exception(mine);
   if (latch.error) std::rethrow_exception(latch.error);
 }
+
+}  // namespace
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
+  if (n <= 0) return;
+  run_chunks(n, n / std::max<int64_t>(grain, 1), fn);
+}
+
+void parallel_for_threads(int64_t n, int64_t threads, const std::function<void(int64_t, int64_t)> &fn) {
+  if (n <= 0) return;
+  run_chunks(n, std::min(n, threads), fn);
+}
+
+int parallel_last_threads() { return t_last_threads; }
 
 void parallel_blocks(int64_t n, int64_t blocks, const std::function<void(int64_t, int64_t)> &fn) {
   if (n <= 0) return;

@@ -15,11 +15,19 @@ namespace hpu::kernels {
 // given (n, grain, thread count) always gives the same chunks.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)> &fn);
 
+// parallel_for over at most `threads` even chunks: fn(begin, end) on as many
+// of them as the ComputeBudget lends threads (one: fn(0, n) on the caller).
+void parallel_for_threads(int64_t n, int64_t threads, const std::function<void(int64_t begin, int64_t end)> &fn);
+
 // Runs fn(begin, end) once for each of `blocks` even blocks of [0, n)
 // (block i is [n i / blocks, n (i + 1) / blocks)), the blocks shared out as
 // parallel_for shares chunks. Unlike parallel_for's chunks, the blocks depend
 // on n and blocks alone, never on how many threads are idle: for work whose
 // bits depend on how it is cut (a product through OpenBLAS).
 void parallel_blocks(int64_t n, int64_t blocks, const std::function<void(int64_t begin, int64_t end)> &fn);
+
+// The threads the calling thread's last parallel loop ran on (its chunks'
+// count; 1 before any): what a kernel's split chose, for tests.
+int parallel_last_threads();
 
 }  // namespace hpu::kernels
