@@ -164,7 +164,7 @@ StepBytes step_bytes(bool bf16, int devices) {
   // with more it is written, summed across the replicas (read, written) and
   // read back by AdamW. bf16-mixed: the bf16 copy of each weight is written.
   // The batch's images are read from the dataset and written to the device.
-  double state = 24 * params + (devices > 1 ? 16 * params : 0) + (bf16 ? 2 * weights : 0);
+  const double state = 24 * params + (devices > 1 ? 16 * params : 0) + (bf16 ? 2 * weights : 0);
   StepBytes b;
   b.moved = devices * state + 2 * image * kGlobalBatch;
   // The parameters and moments, the bf16 copies, and each layer's output and
