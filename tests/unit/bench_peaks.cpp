@@ -1,8 +1,11 @@
 // hpu-bench peaks (hpu-bench(1)): a row per unit with a positive figure on 1
 // thread and on all threads of the process, "n/a" only for a unit the CPU
 // lacks, and the bounds the other tables divide by, which follow
-// HPU_KERNEL_ISA; hpu-bench train's %peak column. No figure is compared with
-// a threshold: only that each is a number.
+// HPU_KERNEL_ISA; hpu-bench train's %peak column, and its %bound column (the
+// step's roofline: the bytes counted, the working set and the bandwidth over
+// it), whose compute peak follows HPU_KERNEL_ISA. No figure is compared with
+// a threshold: only that each is a number, and how the byte counts of the two
+// precisions differ.
 #include <cpuid.h>
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
@@ -146,5 +149,43 @@ TEST(BenchPeaks, TrainPrintsItsSamplesPerSecondAsAPercentageOfThePeak) {
   EXPECT_EQ(header[3], "%peak") << r.out;
   expect_percentage(r.out, "32-true", 3);
   EXPECT_NE(r.out.find("9564160 FLOP"), std::string::npos) << r.out;
+}
+
+// train's row of `precision` on 1 device: precision devices samples/s %peak
+// %bound MB-moved MB-set GB/s peer ...
+constexpr size_t kBound = 4, kMoved = 5, kSet = 6, kBandwidth = 7;
+const char *kShortTrain = "train --steps 1 --rounds 1 --no-peer --devices 1";
+
+double number(const std::string &s) { return positive_number(s) ? std::strtod(s.c_str(), nullptr) : 0; }
+
+TEST(BenchPeaks, TrainPrintsEachRowsPercentageOfItsRooflineAndWhatTheRooflineCounts) {
+  const Ran r = bench("", kShortTrain);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> header = words(row(r.out, "precision"));
+  ASSERT_GT(header.size(), kBound) << r.out;
+  EXPECT_EQ(header[kBound], "%bound") << r.out;
+  for (const std::string precision : {"32-true", "bf16-mixed"}) {
+    expect_percentage(r.out, precision, kBound);
+    const std::vector<std::string> w = words(row(r.out, precision));
+    ASSERT_GT(w.size(), kBandwidth) << precision << " has no row in:\n" << r.out;
+    for (size_t c : {kMoved, kSet, kBandwidth})
+      EXPECT_TRUE(positive_number(w[c])) << precision << " column " << c << ": " << w[c] << "\n" << r.out;
+  }
+  // bf16-mixed also writes the bf16 copy of each of the 1,861,632 weights
+  // (2 bytes: 3.7 MB), which is part of its working set too.
+  const std::vector<std::string> f32 = words(row(r.out, "32-true")), bf16 = words(row(r.out, "bf16-mixed"));
+  ASSERT_GT(f32.size(), kSet);
+  ASSERT_GT(bf16.size(), kSet);
+  EXPECT_NEAR(number(bf16[kMoved]) - number(f32[kMoved]), 3.7, 0.15) << r.out;
+  EXPECT_GT(number(bf16[kSet]), number(f32[kSet])) << r.out;
+  EXPECT_NE(r.out.find("%bound: samples/s as a percentage of the roofline"), std::string::npos) << r.out;
+}
+
+TEST(BenchPeaks, TrainBoundsBothPrecisionsBy256BitFmaAtAvx2) {
+  // A CPU without avx2 runs at scalar, bounded the same way.
+  const Ran r = bench("HPU_KERNEL_ISA=avx2", kShortTrain);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("32-true fma256 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bf16-mixed fma256 "), std::string::npos) << r.out;
 }
 #endif
