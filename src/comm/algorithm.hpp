@@ -165,8 +165,10 @@ void pairwise_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuData
                      int root);
 void pairwise_reducescatter(Ctx &c, const void *send, void *recv, size_t recvcount, hpuDataType_t dtype,
                             hpuRedOp_t op);
-// Small messages in one step: every rank that needs the result (all, or the
-// root) gets every input and combines them in rank order.
+// Small messages: every rank that needs the result (all, or the root) gets
+// every input and combines them in rank order (one step); between processes
+// on more than 2 ranks the allreduce's rank 0 alone does, and sends the
+// result to every rank (two steps, 2(n - 1) messages instead of n(n - 1)).
 void gather_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op);
 void gather_reduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op, int root);
 

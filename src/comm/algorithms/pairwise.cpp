@@ -205,41 +205,45 @@ void pairwise_reducescatter(Ctx &c, const void *send, void *recv, size_t recvcou
   x.wait_sent();
 }
 
-// gather_allreduce on a transport that chains (its messages move on threads of
-// its own): the receives combine the inputs into recv as they land, in rank
-// order, on those threads, so the waiting thread wakes once, when the result
-// is there. Rank 0's input starts the sum (as it is on ranks other than 0);
-// the receive of rank q's input, posted once the sum of ranks 0..q-1 is done
-// (a chain), combines it into that sum. This rank's own input takes its place
-// in the chain as a message to itself. In place, the sum overwrites the input
-// only once the sends of it are done.
+// gather_allreduce with the inputs combined as they land, in rank order, by
+// the receives (on the transport's threads where it chains, so the waiting
+// thread wakes once, when the result is there). On 2 ranks each receives the
+// other's input (one step; the messages of the general path). On more, rank 0
+// alone receives every input, each receive (posted once the one before it is
+// done) combining one rank's input into the sum of the ranks before it, and
+// sends the result to every rank: 2(n - 1) messages instead of n(n - 1), in
+// two steps instead of one. With more ranks than CPUs the messages' system
+// calls and wake-ups, not the steps, take the time. In place, a rank's result
+// overwrites its input only once it is sent.
 void arrival_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * dtype_bytes(dtype);
-  auto *out = static_cast<char *>(recv);
+  constexpr uint32_t kResultStep = 1;
   std::vector<RequestPtr> all;
-  std::vector<Request *> after;
-  for (int k = r == 0 ? 1 : 0; k < n; ++k) {  // rank 0 sends itself nothing: its input starts the sum
-    all.push_back(c.send(mod(r + k, n), 0, send, bytes));
-    if (send == recv) after.push_back(all.back().get());
-  }
-  const Combine onto_sum = make_combine(dtype, op, out, /*local_first=*/true);
-  for (int q = 0; q < n; ++q) {
-    if (q == 0 && r == 0) {  // rank 0's input starts the sum where it is: the next combine reads it from send
-      const Combine first = make_combine(dtype, op, send, /*local_first=*/true);
-      all.push_back(c.recv(1, 0, out, bytes, &first, after));
-      ++q;
-    } else {
-      all.push_back(c.recv(q, 0, out, bytes, q == 0 ? nullptr : &onto_sum, after));
-    }
-    after = {all.back().get()};
+  if (n == 2 || r != 0) {
+    const int from = n == 2 ? 1 - r : 0;
+    all.push_back(c.send(from, 0, send, bytes));
+    Request *sent = send == recv ? all.back().get() : nullptr;
+    const Combine other = make_combine(dtype, op, send, /*local_first=*/r == 0);
+    all.push_back(n == 2 ? c.recv(from, 0, recv, bytes, &other, {sent})
+                         : c.recv(0, kResultStep, recv, bytes, nullptr, {sent}));
+  } else {
+    const Combine first = make_combine(dtype, op, send, /*local_first=*/true);
+    const Combine onto_sum = make_combine(dtype, op, recv, /*local_first=*/true);
+    for (int q = 1; q < n; ++q)
+      all.push_back(c.recv(q, 0, recv, bytes, q == 1 ? &first : &onto_sum, {q == 1 ? nullptr : all.back().get()}));
+    Request *sum = all.back().get();
+    for (int q = 1; q < n; ++q) all.push_back(c.send(q, kResultStep, recv, bytes, {sum}));
   }
   c.wait(all);
-  finish_average(recv, count, dtype, op, n);
+  finish_average(recv, count, dtype, op, n);  // (rank 0 sends the sum: each rank averages it alike)
 }
 
 void gather_allreduce(Ctx &c, const void *send, void *recv, size_t count, hpuDataType_t dtype, hpuRedOp_t op) {
-  if (c.chains()) return arrival_allreduce(c, send, recv, count, dtype, op);
+  // Every rank takes the same branch: the group shares an address space or
+  // not, and the two-rank exchange moves the messages of the path below.
+  if (c.size() == 2 ? c.chains() : !c.shares_address_space())
+    return arrival_allreduce(c, send, recv, count, dtype, op);
   Contributions x(c, send, dtype, [&](int) { return Piece{0, count}; });
   if (send == recv) x.wait_sent();  // in place: the result overwrites what the peers were sent
   for (size_t j = 0; j < x.segments(); ++j) x.combine(j, static_cast<char *>(recv), op);
