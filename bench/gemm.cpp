@@ -15,6 +15,7 @@
 #include <cblas.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -33,7 +34,8 @@ struct Shape {
 // How long time_call measures: calibration, then the best of 3 runs.
 double g_run_seconds = 0.05;
 // Each thread count is measured this many times, in turn with the others,
-// each time in a new child process; the best figure counts. A figure on a
+// each time in a new child process, first in alternate rounds; the best
+// figure counts. A figure on a
 // shared or virtual machine moves by a third from one process to the next,
 // for seconds at a time, beyond what the best of 3 runs within one removes.
 constexpr int kRounds = 2;
@@ -263,9 +265,14 @@ int gemm_main(int argc, char **argv) {
   }
   Result *results = static_cast<Result *>(mem);
   std::memset(mem, 0, bytes);
+  // Odd rounds take the thread counts in reverse order, so that each runs
+  // first once: on a virtual machine, a process that follows one that kept
+  // both CPUs busy was seen to run a third slower for seconds.
   for (int round = 0; round < kRounds; ++round) {
-    size_t slot = 0;
-    bench::in_child_per_thread_count(thread_counts, [&](int t) {
+    std::vector<int> order = thread_counts;
+    if (round % 2) std::reverse(order.begin(), order.end());
+    bench::in_child_per_thread_count(order, [&](int t) {
+      size_t slot = 0;
       while (thread_counts[slot] != t) ++slot;
       measure(t, shapes, results + (round * thread_counts.size() + slot) * per);
       return 0;

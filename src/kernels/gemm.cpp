@@ -241,8 +241,9 @@ GemmPlan gemm_plan(hpuDataType_t dt, const GemmShape &s) {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0) return plan;
   const GemmPathCost cost = gemm_path_cost(plan.path);
   auto padded = [](int64_t x, int64_t step) { return static_cast<double>((x + step - 1) / step * step); };
-  plan.seconds = 2.0 * padded(s.m, cost.m_step) * padded(s.n, cost.n_step) * padded(s.k, cost.k_step) /
-                 cost.flops_per_second;
+  const double flops = 2.0 * padded(s.m, cost.m_step) * padded(s.n, cost.n_step) * padded(s.k, cost.k_step);
+  const double bytes = static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) * static_cast<double>(dtype_size(dt));
+  plan.seconds = flops / cost.flops_per_second + bytes / kGemmBytesPerSecond;
   const int64_t lines = plan.split_cols ? s.n : s.m;
   const double most = std::min(plan.seconds / kMinThreadSeconds, static_cast<double>(lines));
   plan.threads = std::max<int64_t>(1, static_cast<int64_t>(most));

@@ -64,23 +64,24 @@ enum class GemmPath { amx, avx512_bf16, avx512_f32, blas };
 // The cost rule's per-path figures, per thread: the rate it assumes (FLOP/s,
 // at the high end of what the path reaches, so that a product is split only
 // when it surely gains) and the steps the kernel pads the product to (AMX
-// tiles: 32 rows x 16 columns x 32 k; AVX-512: 16-column vectors).
+// tiles: 32 rows x 16 columns x 32 k; AVX-512: 16-column vectors). Reading
+// A and B and writing C is costed at kGemmBytesPerSecond.
 struct GemmPathCost {
   double flops_per_second;
   int64_t m_step, n_step, k_step;
 };
 GemmPathCost gemm_path_cost(GemmPath path);
+constexpr double kGemmBytesPerSecond = 1e10;
 // The least time a thread must get of a product for it to be split.
 constexpr double kMinThreadSeconds = 50e-6;
 
 // How gemm runs a product: on which path, which side of C it splits, its
-// estimated time on one thread (the padded FLOP at the path's rate) and the
-// most threads it is split over: seconds / kMinThreadSeconds, at most one per
-// line of the split side, and for OpenBLAS at most 8 (its blocks); 1 runs it
-// on the calling thread. Fewer threads run it when the budget has fewer idle.
-// Moving A, B and C is left out of the estimate: the threads share the
-// memory's bandwidth, so it gains little from a split (a product whose time
-// is mostly that, such as a short k's, stays on one thread).
+// estimated time on one thread (the padded FLOP at the path's rate plus the
+// elements of A, B and C, in dt's size, at kGemmBytesPerSecond: a short k's
+// product spends most of its time storing C) and the most threads it is
+// split over: seconds / kMinThreadSeconds, at most one per line of the split
+// side, and for OpenBLAS at most 8 (its blocks); 1 runs it on the calling
+// thread. Fewer threads run it when the budget has fewer idle.
 struct GemmPlan {
   GemmPath path;
   bool split_cols;
