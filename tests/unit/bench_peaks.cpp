@@ -1,7 +1,7 @@
 // hpu-bench peaks (hpu-bench(1)): a row per unit with a positive figure on 1
 // thread and on all threads of the process, "n/a" only for a unit the CPU
 // lacks, and the bounds the other tables divide by, which follow
-// HPU_KERNEL_ISA; hpu-bench train's %peak column, and its %bound column (the
+// HPU_KERNEL_ISA; hpu-bench gemm's and train's %peak columns, train's %bound column (the
 // step's roofline: the bytes counted, the working set and the bandwidth over
 // it), whose compute peak follows HPU_KERNEL_ISA. No figure is compared with
 // a threshold: only that each is a number, and how the byte counts of the two
@@ -187,5 +187,32 @@ TEST(BenchPeaks, TrainBoundsBothPrecisionsBy256BitFmaAtAvx2) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("32-true fma256 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bf16-mixed fma256 "), std::string::npos) << r.out;
+}
+// hpu-bench gemm: per shape and type, the GFLOP/s on 1 and 2 threads, their
+// ratio, and each as a percentage of the peak that bounds it.
+TEST(BenchPeaks, GemmPrintsEachProductsThreadRatioAndPercentagesOfThePeak) {
+  const Ran r = bench("", "gemm --quick --shapes 'square 256'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // shape type hpu 1t hpu 2t 2t/1t %peak %peak ...; a row's shape is 2 words.
+  const std::vector<std::string> header = words(row(r.out, "shape"));
+  ASSERT_GE(header.size(), 9u) << r.out;
+  EXPECT_EQ(header[6], "2t/1t") << r.out;
+  EXPECT_EQ(header[7], "%peak") << r.out;
+  EXPECT_EQ(header[8], "%peak") << r.out;
+  int rows = 0;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    const std::vector<std::string> w = words(line);
+    if (w.size() < 8 || w[0] != "square" || w[1] != "256") continue;
+    ++rows;
+    EXPECT_TRUE(w[2] == "f32" || w[2] == "bf16") << line;
+    for (size_t c : {3, 4, 5}) EXPECT_TRUE(positive_number(w[c])) << "column " << c << ": " << line;
+    for (size_t c : {6, 7}) {
+      EXPECT_EQ(w[c].back(), '%') << line;
+      EXPECT_TRUE(positive_number(w[c].substr(0, w[c].size() - 1))) << line;
+    }
+    EXPECT_NEAR(number(w[5]), number(w[4]) / number(w[3]), 0.02) << "2t/1t is 2t over 1t: " << line;
+  }
+  EXPECT_EQ(rows, 2) << r.out;
 }
 #endif
