@@ -24,7 +24,7 @@ constexpr int64_t kBlockK = 384;
 // passes over it).
 constexpr int64_t kPanelBytes = 384 << 10;
 
-thread_local AlignedBuffer t_packed_b;
+thread_local AlignedBuffer t_packed_a, t_packed_b;
 
 // Where a micro-tile's results go: c (row stride ldc) = alpha acc + beta c;
 // beta == 0 never reads c.
@@ -35,8 +35,8 @@ struct Out {
 };
 
 // One MR x (16 NV) tile of C over kc values of k. Element (i, p) of op(A) is
-// at a[i rs + p cs]; rows >= `rows` reuse the last valid row and are not
-// stored. b is a packed sliver: 16 NV floats per k.
+// at a[i rs + p cs] (a packed sliver: rs 1, cs MR); rows >= `rows` reuse the
+// last valid row and are not stored. b is a packed sliver: 16 NV floats per k.
 template <int MR, int NV>
 __attribute__((noinline)) HPU_F32 void micro_kernel(int64_t kc, const float *a, int64_t rs, int64_t cs, int rows,
                                                      const float *b, const Out &o, int64_t row0, int64_t col0,
@@ -136,30 +136,58 @@ HPU_F32 void pack_b(const float *b, int64_t ldb, bool trans, int64_t k0, int64_t
   }
 }
 
+// Packs rows 0 .. m and columns k0 .. k0+kc of op(A) = A^T (A stored k x m)
+// into slivers of MR rows (MR <= 16): sliver r, k p, row i ->
+// dst[(r kc + p) MR + i]; missing rows are zero. Read in place, the
+// micro-kernel's broadcasts would walk down A one row (lda floats) per k, and
+// with a power-of-two lda all those rows share one set of the L1 cache.
+HPU_F32 void pack_a_transposed(const float *a, int64_t lda, int64_t m, int64_t k0, int64_t kc, int mr, float *dst) {
+  const __mmask16 all = __mmask16((1u << mr) - 1);
+  for (int64_t i0 = 0; i0 < m; i0 += mr) {
+    float *out = dst + i0 * kc;
+    const __mmask16 valid = __mmask16((1u << std::min<int64_t>(mr, m - i0)) - 1);
+    for (int64_t p = 0; p < kc; ++p)
+      _mm512_mask_storeu_ps(out + p * mr, all, _mm512_maskz_loadu_ps(valid, a + (k0 + p) * lda + i0));
+  }
+}
+
+// op(A) stored transposed is packed when C is wider than one sliver of B, so
+// that each packed row block serves several slivers; otherwise op(A) is read
+// in place (untransposed, its MR rows stream in order: packing them measured
+// no faster).
 template <int MR, int NV>
 HPU_F32 void run(const GemmShape &s, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                  float beta, float *c, int64_t ldc) {
   constexpr int nr = 16 * NV;
   const int64_t m = s.m, n = s.n, k = s.k;
-  // Element (i, p) of op(A).
-  const int64_t rs = s.trans_a ? 1 : lda, cs = s.trans_a ? lda : 1;
+  const bool packed_a = s.trans_a && n > nr;
   for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, k - k0);
     const Out o{c, ldc, alpha, k0 == 0 ? beta : 1.0f};
-    const float *ab = a + k0 * cs;
+    // Element (i, p) of op(A) in this k block at ab[i rs + p cs].
+    const float *ab = a + k0 * (s.trans_a ? lda : 1);
+    int64_t rs = s.trans_a ? 1 : lda, cs = s.trans_a ? lda : 1;
+    if (packed_a) {
+      float *ap = t_packed_a.get<float>(static_cast<size_t>((m + MR - 1) / MR * MR * kc));
+      pack_a_transposed(a, lda, m, k0, kc, MR, ap);
+      ab = ap, rs = 1, cs = MR;
+    }
     const int64_t nc = std::max<int64_t>(nr, kPanelBytes / (kc * 4 * nr) * nr);
     float *bp = t_packed_b.get<float>(static_cast<size_t>(kc * std::min(nc, (n + nr - 1) / nr * nr)));
     for (int64_t j0 = 0; j0 < n; j0 += nc) {
       const int64_t ncur = std::min(nc, n - j0);
       pack_b(b, ldb, s.trans_b, k0, kc, j0, ncur, nr, bp);
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
+        // A packed sliver starts at row i0 of its block: i0 kc floats in.
+        const float *at = packed_a ? ab + i0 * kc : ab + i0 * rs;
         const int rows = static_cast<int>(std::min<int64_t>(MR, m - i0));
         for (int64_t jr = 0; jr < ncur; jr += nr)
-          micro_kernel<MR, NV>(kc, ab + i0 * rs, rs, cs, rows, bp + (jr / nr) * kc * nr, o, i0, j0 + jr,
+          micro_kernel<MR, NV>(kc, at, rs, cs, rows, bp + (jr / nr) * kc * nr, o, i0, j0 + jr,
                                static_cast<int>(std::min<int64_t>(nr, ncur - jr)));
       }
     }
   }
+  t_packed_a.trim();
   t_packed_b.trim();
 }
 

@@ -5,7 +5,9 @@
 //
 // B is packed a block of k x nc at a time into slivers of NR columns (one
 // row of NR floats per k; op(B) stored transposed is transposed 16 x 16 in
-// registers while packing); op(A) is read in place either way round. The
+// registers while packing). op(A) stored transposed is packed a k block at
+// a time into slivers of MR rows (MR floats per k, so each broadcast reads the
+// next float); untransposed it is read in place, its MR rows in order. The
 // micro-kernel keeps an MR x NR tile of C in registers while it walks k,
 // broadcasting one element of A per row against NR/16 vectors of packed B.
 // Products are summed with FMA in f32, k in order within each k block, so
