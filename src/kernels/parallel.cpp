@@ -59,10 +59,14 @@ bool yield_until(Done done) {
 
 class Pool {
  public:
-  void submit(std::function<void()> task) {
+  // work() runs on a helper; then the helper counts itself idle before it
+  // calls finish(), which lets the caller go on (and submit again): so a
+  // caller that submits again at once finds that helper idle instead of
+  // starting another thread, and no extra helper spins beside the work.
+  void submit(std::function<void()> work, std::function<void()> finish) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
+      tasks_.push_back({std::move(work), std::move(finish)});
       queued_.store(tasks_.size(), std::memory_order_release);
       // One sleeping helper per queued task: tasks in flight never exceed the
       // tokens lent, so nobody waits for a helper that is busy elsewhere.
@@ -85,8 +89,8 @@ class Pool {
  private:
   void run() {
     std::unique_lock<std::mutex> lock(mu_);
+    ++idle_;  // counted idle while it spins too: submit() need not start a thread
     for (;;) {
-      ++idle_;  // counted idle while it spins too: submit() need not start a thread
       if (tasks_.empty() && !stop_) {
         lock.unlock();
         auto queued = [&] { return queued_.load(std::memory_order_acquire) > 0; };
@@ -94,20 +98,28 @@ class Pool {
         lock.lock();
       }
       cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      --idle_;
       if (stop_) return;
-      auto task = std::move(tasks_.front());
+      --idle_;
+      Task task = std::move(tasks_.front());
       tasks_.pop_front();
       queued_.store(tasks_.size(), std::memory_order_relaxed);
       lock.unlock();
-      task();
+      task.work();
+      lock.lock();
+      ++idle_;
+      lock.unlock();
+      task.finish();
       lock.lock();
     }
   }
 
+  struct Task {
+    std::function<void()> work, finish;
+  };
+
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
+  std::deque<Task> tasks_;
   std::vector<std::thread> threads_;
   std::atomic<size_t> queued_{0};  // tasks_.size(), for spinning helpers
   int idle_ = 0;
@@ -146,18 +158,21 @@ void run_chunks(int64_t n, int64_t max_chunks, const std::function<void(int64_t,
   auto bound = [&](int c) { return n * c / chunks; };
   Latch latch;
   latch.pending = helpers;
+  std::vector<std::exception_ptr> errors(chunks);
   for (int c = 1; c < chunks; ++c) {
-    pool().submit([&, c] {
-      std::exception_ptr error;
-      try {
-        fn(bound(c), bound(c + 1));
-      } catch (...) {
-        error = std::current_exception();
-      }
-      std::lock_guard<std::mutex> lock(latch.mu);
-      if (error && !latch.error) latch.error = error;
-      if (--latch.pending == 0) latch.cv.notify_one();
-    });
+    pool().submit(
+        [&, c] {
+          try {
+            fn(bound(c), bound(c + 1));
+          } catch (...) {
+            errors[c] = std::current_exception();
+          }
+        },
+        [&, c] {
+          std::lock_guard<std::mutex> lock(latch.mu);
+          if (errors[c] && !latch.error) latch.error = errors[c];
+          if (--latch.pending == 0) latch.cv.notify_one();
+        });
   }
   std::exception_ptr mine;
   try {
