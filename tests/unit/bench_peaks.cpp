@@ -188,6 +188,7 @@ TEST(BenchPeaks, TrainBoundsBothPrecisionsBy256BitFmaAtAvx2) {
   EXPECT_NE(r.out.find("32-true fma256 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bf16-mixed fma256 "), std::string::npos) << r.out;
 }
+
 // hpu-bench gemm: per shape and type, the GFLOP/s on 1 and 2 threads, their
 // ratio, and each as a percentage of the peak that bounds it.
 TEST(BenchPeaks, GemmPrintsEachProductsThreadRatioAndPercentagesOfThePeak) {
