@@ -266,8 +266,9 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     fail(HPU_ERROR_UNSUPPORTED, "gemm with %s inputs and a %s result", dtype_name(dt), dtype_name(c_dt));
   const int64_t m = s.m, n = s.n, k = s.k;
   if (m <= 0 || n <= 0) return;
-  const bool native_bf16 = dt == HPU_BFLOAT16 && gemm_bf16_native_supported();
-  const bool native_f32 = dt == HPU_FLOAT32 && gemm_f32_native_supported();
+  const GemmPlan plan = gemm_plan(dt, s);
+  const bool native_bf16 = plan.path == GemmPath::amx || plan.path == GemmPath::avx512_bf16;
+  const bool native_f32 = plan.path == GemmPath::avx512_f32;
   const Epilogue &ep = s.ep;
   if (ep.bias && beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's bias needs beta 0");
   if (ep.sink) {
@@ -289,7 +290,6 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     if (epilogue) epilogue_pass(s, c, ldc, c_dt);
     return;
   }
-  const GemmPlan plan = gemm_plan(dt, s);
   const bool split_cols = plan.split_cols;
   const int64_t len = split_cols ? n : m;
   // The activations as the native bf16 kernel stores a bf16 C (relu and its
