@@ -102,7 +102,8 @@ struct Bound {
 
 // The peak that bounds a matrix product on library_isa(): bf16 ones on AMX
 // tiles at amx, on the bf16 dot product at avx512 (when the CPU has it), else
-// like f32 ones on FMA. Element-wise kernels are bounded by the memory copy.
+// like f32 ones on FMA: 512-bit at amx and avx512, 256-bit at avx2 and scalar.
+// Element-wise kernels are bounded by the memory copy.
 Bound product_bound(const Peaks &p, bool bf16);
 Bound elementwise_bound(const Peaks &p);
 

@@ -262,9 +262,12 @@ Peaks measure_peaks(int threads, int reps, int loops, size_t memory_bytes) {
 Bound product_bound(const Peaks &p, bool bf16) {
   const std::string isa = library_isa();
   if (bf16 && isa == "amx") return {p.amx, "amx bf16"};
-  if (bf16 && isa != "avx2" && isa != "scalar" && p.bf16_dot > 0) return {p.bf16_dot, "bf16 dot"};
-  // f32 products (and bf16 ones widened to f32) run on FMA: libhpu's AVX-512
-  // kernel, or OpenBLAS, which picks the widest vectors the CPU has.
+  // avx2 and scalar stand for a CPU of that level: 256-bit FMA is its widest
+  // unit (OpenBLAS, which runs the products there, may use wider vectors on a
+  // CPU that has them).
+  if (isa == "avx2" || isa == "scalar") return {p.fma256, "fma256"};
+  if (bf16 && p.bf16_dot > 0) return {p.bf16_dot, "bf16 dot"};
+  // f32 products (and bf16 ones widened to f32) run on libhpu's AVX-512 FMA kernel.
   if (p.fma512 > 0) return {p.fma512, "fma512"};
   return {p.fma256, "fma256"};
 }
@@ -331,7 +334,7 @@ int peaks_main(int argc, char **argv) {
   const bench::Peaks &all = peaks.back();
   const bench::Bound bf16 = bench::product_bound(all, true), f32 = bench::product_bound(all, false),
                      mem = bench::elementwise_bound(all);
-  std::printf("# libhpu's kernels use %s (the rule of HPU_KERNEL_ISA in hpu(7), applied by the bench);\n"
+  std::printf("# libhpu's kernels use %s (kernel_isa of hpuDeviceGetProperties; HPU_KERNEL_ISA in hpu(7));\n"
               "# the bounds of the other tables: bf16 products %s, f32 products %s, element-wise %s\n",
               bench::library_isa(), bf16.name, f32.name, mem.name);
   return 0;

@@ -174,15 +174,6 @@ StepBytes step_bytes(bool bf16, int devices) {
   return b;
 }
 
-// The peak that bounds the step's products at the level libhpu's kernels use:
-// bench::product_bound, except that at avx2 (and scalar) only 256-bit FMA counts,
-// the widest unit a CPU of that level has.
-bench::Bound step_product_bound(const bench::Peaks &p, bool bf16) {
-  const std::string isa = bench::library_isa();
-  if (isa == "avx2" || isa == "scalar") return {p.fma256, "fma256"};
-  return bench::product_bound(p, bf16);
-}
-
 // PyTorch at the same level as libhpu: oneDNN (its products) and ATen (its
 // element-wise kernels) limited to the instructions of library_isa() unless
 // the caller set their variables; the names of what was set, for the header.
@@ -568,7 +559,7 @@ int train_main(int argc, char **argv) {
               {"bf16-mixed", 2, "ddp", "torch DDP gloo x2", 1.5}};
   const int threads = bench::all_threads();
   const bench::Peaks peaks = bench::measure_peaks(threads, 3, bench::kComputePeaks);
-  const bench::Bound f32_peak = step_product_bound(peaks, false), bf16_peak = step_product_bound(peaks, true);
+  const bench::Bound f32_peak = bench::product_bound(peaks, false), bf16_peak = bench::product_bound(peaks, true);
   const std::string peer_isa = peers ? limit_peer_isa() : "";
   std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps, %d rounds\n"
               "# each round times our fit and the peer's in turn (the order swaps every round); samples/s\n"

@@ -110,6 +110,8 @@ TEST(BenchPeaks, TheBoundsFollowHpuKernelIsa) {
   EXPECT_NE(scalar.out.find("libhpu's kernels use scalar "), std::string::npos) << scalar.out;
   EXPECT_EQ(scalar.out.find("bf16 products amx"), std::string::npos) << scalar.out;
   EXPECT_EQ(scalar.out.find("bf16 products bf16 dot"), std::string::npos) << scalar.out;
+  // A CPU of that level has no wider FMA than 256 bits: both kinds of product are bounded by it.
+  EXPECT_NE(scalar.out.find("bf16 products fma256, f32 products fma256"), std::string::npos) << scalar.out;
   // A level the CPU lacks or an unknown name: the best level, as libhpu does.
   const Ran unknown = bench("HPU_KERNEL_ISA=no-such-isa", kShort);
   const Ran best = bench("", kShort);
