@@ -59,6 +59,17 @@ inline void check(hpuStatus_t s, const char *what) {
 // the children's exit codes (rows below target; a crash counts one).
 int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::function<int(int threads)> &run);
 
+// One child process per thread count (HPU_NUM_THREADS = threads), all started
+// at once and run one at a time: turns[i] names the child (an index into
+// thread_counts) that runs its next step while the others wait, so that the
+// figures of different thread counts measured in neighbouring turns see the
+// machine in the same state (a virtual machine's speed moves for seconds at a
+// time). A child runs run(threads, step) for its steps 0, 1, ... and exits
+// after its last turn, before the next turn starts. Returns the number of
+// children that failed (a nonzero exit, a signal, or a turn never finished).
+int in_children_taking_turns(const std::vector<int> &thread_counts, const std::vector<int> &turns,
+                             const std::function<void(int threads, int step)> &run);
+
 // The first of `candidates` (paths relative to the folder of this executable)
 // that exists, resolved; "" when none does. `looked`, when given, receives the
 // places looked at. Programs and libraries that hpu-bench runs are found this

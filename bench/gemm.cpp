@@ -11,7 +11,9 @@
 // the %peak (the peak that bounds it on as many threads, bench/peaks.cpp).
 // Shapes: squares, and the products of the training step (hpu-train's MLP
 // 784-1024-1024-10, batch 256 on one device and 128 per rank on two). Each
-// thread count runs twice, in turn with the other, and its best figures count.
+// thread count runs in a process of its own; the processes take turns, each
+// shape and type measured kSlices times per thread count, the thread counts
+// alternating, and the best slice counts.
 #include <cblas.h>
 #include <sys/mman.h>
 
@@ -31,16 +33,16 @@ struct Shape {
   bool step;    // a product of the training step: expected at least as fast as torch's
 };
 
-// How long time_call measures: calibration, then the best of 3 runs.
+// How long time_call measures: calibration, then the best of 2 runs.
 double g_run_seconds = 0.05;
-// Each thread count is measured this many times, in turn with the others,
-// each time in a new child process, first in alternate rounds; the best
-// figure counts. A figure on a
-// shared or virtual machine moves by a third from one process to the next,
-// for seconds at a time, beyond what the best of 3 runs within one removes.
-constexpr int kRounds = 2;
+// Each shape and type is measured this many times per thread count, the
+// thread counts alternating slice by slice (the processes take turns), and
+// the best slice counts: a figure on a shared or virtual machine moves by a
+// third or more for seconds at a time, and slices next to each other in time
+// see the machine alike, so that 2t/1t compares the library with itself.
+constexpr int kSlices = 3;
 
-// Seconds per call of fn, best of 3 runs of enough calls for g_run_seconds.
+// Seconds per call of fn, best of 2 runs of enough calls for g_run_seconds.
 template <class Fn>
 double time_call(Fn fn) {
   fn();
@@ -50,7 +52,7 @@ double time_call(Fn fn) {
   double per = (bench::now_seconds() - t0) / calls;
   int reps = std::max(1, static_cast<int>(g_run_seconds / per));
   double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 2; ++r) {
     double s = bench::now_seconds();
     for (int i = 0; i < reps; ++i) fn();
     best = std::min(best, (bench::now_seconds() - s) / reps);
@@ -175,35 +177,37 @@ double round_trip_us(hpuDevice_t dev) {
   return sec * 1e6;
 }
 
-// Measures every shape on `threads` threads into results (one per shape),
-// printing a line of the machine's figures first.
-void measure(int threads, const std::vector<Shape> &shapes, Result *results) {
-  if (!measure_torch(shapes, threads, results))  // before libhpu's threads start
+// What a child process (one thread count) keeps between its turns.
+struct Child {
+  hpuDevice_t dev = nullptr;
+  Result *results = nullptr;  // one per shape
+};
+
+// A child's first turn: torch's figures and the peaks (before libhpu's
+// threads start), then the device, and a line of the machine's figures.
+void set_up(Child &ch, int threads, const std::vector<Shape> &shapes) {
+  if (!measure_torch(shapes, threads, ch.results))
     std::printf("# %d thread(s): PyTorch absent: /usr/bin/python3 cannot import torch "
                 "(scripts/deps --bench installs python3-torch)\n",
                 threads);
-  // The peaks, before libhpu's threads start too.
   const bench::Peaks peaks = bench::measure_peaks(threads, 3, bench::kComputePeaks);
   const bench::Bound f32_peak = bench::product_bound(peaks, false), bf16_peak = bench::product_bound(peaks, true);
-  hpuDevice_t dev;
-  BENCH_CHECK(hpuDeviceOpen(&dev, 0));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ch.results[i].peak_f32 = f32_peak.value;
+    ch.results[i].peak_bf16 = bf16_peak.value;
+  }
+  BENCH_CHECK(hpuDeviceOpen(&ch.dev, 0));
   std::printf("# %d thread(s): empty operation round trip (hpuEventRecord + hpuStreamSynchronize) %.1f us; "
               "peaks (hpu-bench peaks): f32 %s %.1f, bf16 %s %.1f GFLOP/s\n",
-              threads, round_trip_us(dev), f32_peak.name, f32_peak.value, bf16_peak.name, bf16_peak.value);
-  std::fflush(stdout);
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const Shape &s = shapes[i];
-    const double flop = 2.0 * s.m * s.n * s.k;
-    Result &r = results[i];
-    r.f32 = flop / hpu_seconds(dev, HPU_FLOAT32, s) * 1e-9;
-    r.bf16 = flop / hpu_seconds(dev, HPU_BFLOAT16, s) * 1e-9;
-    r.peak_f32 = f32_peak.value;
-    r.peak_bf16 = bf16_peak.value;
-  }
-  hpuDeviceClose(dev);
-  // Last: OpenBLAS's own threads, started on 2 threads, spin a while after each call.
+              threads, round_trip_us(ch.dev), f32_peak.name, f32_peak.value, bf16_peak.name, bf16_peak.value);
+}
+
+// A child's last turn: OpenBLAS's own threads, started on 2 threads, spin a
+// while after each call, so cblas_sgemm comes after every hpuMm figure.
+void sgemm_all(Child &ch, int threads, const std::vector<Shape> &shapes) {
+  hpuDeviceClose(ch.dev);
   for (size_t i = 0; i < shapes.size(); ++i)
-    results[i].sgemm = 2.0 * shapes[i].m * shapes[i].n * shapes[i].k / sgemm_seconds(shapes[i], threads) * 1e-9;
+    ch.results[i].sgemm = 2.0 * shapes[i].m * shapes[i].n * shapes[i].k / sgemm_seconds(shapes[i], threads) * 1e-9;
 }
 
 std::string ratio(double x, double y) {
@@ -221,7 +225,7 @@ std::string gflops(double x) {
 }
 
 int gemm_main(int argc, char **argv) {
-  bool big = false;
+  bool big = false, show_slices = false;
   std::vector<int> thread_counts = {1, 2};
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -229,6 +233,7 @@ int gemm_main(int argc, char **argv) {
     else if (std::strcmp(argv[i], "--quick") == 0) g_run_seconds = 0.02;
     else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) thread_counts = {std::atoi(argv[++i])};
     else if (std::strcmp(argv[i], "--shapes") == 0 && i + 1 < argc) only = argv[++i];
+    else if (std::strcmp(argv[i], "--slices") == 0) show_slices = true;
     else return bench::kBadUsage;
   }
   std::vector<Shape> all;
@@ -257,7 +262,7 @@ int gemm_main(int argc, char **argv) {
   }
 
   // The children write their results here; the parent prints them side by side.
-  const size_t per = shapes.size(), bytes = kRounds * thread_counts.size() * per * sizeof(Result);
+  const size_t per = shapes.size(), counts = thread_counts.size(), bytes = counts * per * sizeof(Result);
   void *mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     std::perror("hpu-bench gemm: mmap");
@@ -265,28 +270,37 @@ int gemm_main(int argc, char **argv) {
   }
   Result *results = static_cast<Result *>(mem);
   std::memset(mem, 0, bytes);
-  // Odd rounds take the thread counts in reverse order, so that each runs
-  // first once: on a virtual machine, a process that follows one that kept
-  // both CPUs busy was seen to run a third slower for seconds.
-  for (int round = 0; round < kRounds; ++round) {
-    std::vector<int> order = thread_counts;
-    if (round % 2) std::reverse(order.begin(), order.end());
-    bench::in_child_per_thread_count(order, [&](int t) {
-      size_t slot = 0;
-      while (thread_counts[slot] != t) ++slot;
-      measure(t, shapes, results + (round * thread_counts.size() + slot) * per);
-      return 0;
-    });
+  // The turns: each child sets up; then for each shape and type, kSlices
+  // slices per thread count, the counts alternating and the first of them
+  // moving on by one from product to product (a process that follows one
+  // that kept both CPUs busy was seen to run slower for a while); last, each
+  // child's sgemm figures. A child's steps follow its turns in this order.
+  const int n = static_cast<int>(counts), products = static_cast<int>(2 * per);
+  std::vector<int> turns;
+  for (int c = 0; c < n; ++c) turns.push_back(c);
+  for (int q = 0; q < products; ++q)
+    for (int p = 0; p < n * kSlices; ++p) turns.push_back((q + p) % n);
+  for (int c = 0; c < n; ++c) turns.push_back(c);
+  Child child;
+  const int failed = bench::in_children_taking_turns(thread_counts, turns, [&](int t, int step) {
+    size_t slot = 0;
+    while (thread_counts[slot] != t) ++slot;
+    child.results = results + slot * per;
+    if (step == 0) return set_up(child, t, shapes);
+    if (step > products * kSlices) return sgemm_all(child, t, shapes);
+    const int q = (step - 1) / kSlices;
+    const Shape &s = shapes[static_cast<size_t>(q / 2)];
+    const bool bf16 = q % 2;
+    const double gflops = 2.0 * s.m * s.n * s.k / hpu_seconds(child.dev, bf16 ? HPU_BFLOAT16 : HPU_FLOAT32, s) * 1e-9;
+    double &best = bf16 ? child.results[q / 2].bf16 : child.results[q / 2].f32;
+    best = std::max(best, gflops);
+    if (show_slices) std::printf("# slice %dt %s %s %.1f\n", t, s.name.c_str(), bf16 ? "bf16" : "f32", gflops);
+  });
+  if (failed) {
+    std::fprintf(stderr, "hpu-bench gemm: %d measuring process(es) failed\n", failed);
+    munmap(mem, bytes);
+    return 1;
   }
-  // The best of the rounds into the first.
-  for (int round = 1; round < kRounds; ++round)
-    for (size_t i = 0; i < thread_counts.size() * per; ++i) {
-      Result &r = results[i];
-      const Result &o = results[round * thread_counts.size() * per + i];
-      for (auto field : {&Result::sgemm, &Result::f32, &Result::bf16, &Result::torch_f32, &Result::torch_bf16,
-                         &Result::peak_f32, &Result::peak_bf16})
-        r.*field = std::max(r.*field, o.*field);
-    }
 
   const int t0 = thread_counts.front(), t1 = thread_counts.back();
   const bool two = thread_counts.size() > 1;
@@ -305,7 +319,7 @@ int gemm_main(int argc, char **argv) {
   int misses = 0;
   for (size_t i = 0; i < per; ++i) {
     const Shape &s = shapes[i];
-    const Result &a = results[i], &b = results[(thread_counts.size() - 1) * per + i];
+    const Result &a = results[i], &b = results[(counts - 1) * per + i];
     for (bool bf16 : {false, true}) {
       const double h0 = bf16 ? a.bf16 : a.f32, h1 = bf16 ? b.bf16 : b.f32;
       const double p0 = bf16 ? a.torch_bf16 : a.torch_f32, p1 = bf16 ? b.torch_bf16 : b.torch_f32;
@@ -330,12 +344,13 @@ int gemm_main(int argc, char **argv) {
 }  // namespace
 
 HPU_BENCH("gemm", "hpuMm f32/bf16 on 1 and 2 threads vs torch.mm and cblas_sgemm",
-          "[--4096] [--quick] [--shapes TEXT] [--threads N]\n"
+          "[--4096] [--quick] [--shapes TEXT] [--slices] [--threads N]\n"
           "  GFLOP/s of hpuMm f32/bf16 on 1 and 2 threads, their ratio, and the ratio to PyTorch's\n"
           "  torch.mm in the same type on as many threads (when /usr/bin/python3 imports torch),\n"
           "  on squares and the training step's shapes; cblas_sgemm beside the f32 rows\n"
           "  --4096         also the 4096 square\n"
           "  --quick        shorter timing runs (noisier figures)\n"
           "  --shapes TEXT  only the shapes whose name contains TEXT\n"
+          "  --slices       also print each timed slice (a line per slice, in the order run)\n"
           "  --threads N    one thread count instead of 1 and 2\n",
           gemm_main);

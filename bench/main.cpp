@@ -1,5 +1,6 @@
 // hpu-bench: benchmarks that print tables with the ratio to a peer measured in
 // the same run. `hpu-bench` alone lists the subcommands.
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,65 @@ int in_child_per_thread_count(const std::vector<int> &thread_counts, const std::
     misses += WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   }
   return misses;
+}
+
+int in_children_taking_turns(const std::vector<int> &thread_counts, const std::vector<int> &turns,
+                             const std::function<void(int threads, int step)> &run) {
+  // The parent's end of a socket pair per child: a byte down it starts the
+  // child's next step, a byte back says the step is done, closing it ends the
+  // child. (A socket rather than pipes: sending to a child that died fails
+  // with EPIPE under MSG_NOSIGNAL instead of raising SIGPIPE.)
+  struct Child {
+    pid_t pid = -1;
+    int fd = -1;
+    size_t last_turn = 0;
+  };
+  std::vector<Child> children(thread_counts.size());
+  for (size_t i = 0; i < turns.size(); ++i) children[static_cast<size_t>(turns[i])].last_turn = i;
+  std::fflush(stdout);
+  for (size_t c = 0; c < children.size(); ++c) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      std::perror("hpu-bench: socketpair");
+      std::exit(1);
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (size_t o = 0; o < c; ++o) close(children[o].fd);
+      close(fds[0]);
+      setenv("HPU_NUM_THREADS", std::to_string(thread_counts[c]).c_str(), 1);
+      char byte;
+      for (int step = 0; recv(fds[1], &byte, 1, 0) == 1; ++step) {
+        run(thread_counts[c], step);
+        std::fflush(stdout);
+        if (send(fds[1], &byte, 1, MSG_NOSIGNAL) != 1) break;
+      }
+      std::fflush(stdout);  // _exit does not flush
+      _exit(0);
+    }
+    close(fds[1]);
+    children[c].pid = pid;
+    children[c].fd = fds[0];
+  }
+  int failed = 0;
+  // Ends child c and waits for it; a child that did not exit with 0 failed.
+  auto finish = [&](size_t c) {
+    if (children[c].fd < 0) return;
+    close(children[c].fd);
+    children[c].fd = -1;
+    int status = 0;
+    waitpid(children[c].pid, &status, 0);
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  };
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const size_t c = static_cast<size_t>(turns[i]);
+    if (children[c].fd < 0) continue;
+    char byte = 1;
+    const bool ran = send(children[c].fd, &byte, 1, MSG_NOSIGNAL) == 1 && recv(children[c].fd, &byte, 1, 0) == 1;
+    if (!ran || i == children[c].last_turn) finish(c);
+  }
+  for (size_t c = 0; c < children.size(); ++c) finish(c);
+  return failed;
 }
 
 std::string python_output(const char *name, const char *script, const std::string &args) {

@@ -1,7 +1,8 @@
 // hpu-bench peaks (hpu-bench(1)): a row per unit with a positive figure on 1
 // thread and on all threads of the process, "n/a" only for a unit the CPU
 // lacks, and the bounds the other tables divide by, which follow
-// HPU_KERNEL_ISA; hpu-bench gemm's and train's %peak columns, train's %bound column (the
+// HPU_KERNEL_ISA; hpu-bench gemm's slices (the thread counts alternating)
+// and its and train's %peak columns, train's %bound column (the
 // step's roofline: the bytes counted, the working set and the bandwidth over
 // it), whose compute peak follows HPU_KERNEL_ISA. No figure is compared with
 // a threshold: only that each is a number, and how the byte counts of the two
@@ -12,8 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -194,8 +197,24 @@ TEST(BenchPeaks, TrainBoundsBothPrecisionsBy256BitFmaAtAvx2) {
 // hpu-bench gemm: per shape and type, the GFLOP/s on 1 and 2 threads, their
 // ratio, and each as a percentage of the peak that bounds it.
 TEST(BenchPeaks, GemmPrintsEachProductsThreadRatioAndPercentagesOfThePeak) {
-  const Ran r = bench("", "gemm --quick --shapes 'square 256'");
+  const Ran r = bench("", "gemm --quick --shapes 'square 256' --slices");
   ASSERT_EQ(r.code, 0) << r.out;
+  // "# slice Nt square 256 TYPE GFLOP/s", in the order run: per type, the
+  // thread counts alternate slice by slice, 3 slices each.
+  std::map<std::string, std::string> order;            // type -> "1 2 1 2 1 2"
+  std::map<std::string, std::map<int, double>> best;   // type -> threads -> best slice
+  std::istringstream slices(r.out);
+  for (std::string line; std::getline(slices, line);) {
+    const std::vector<std::string> w = words(line);
+    if (w.size() != 7 || w[1] != "slice") continue;
+    ASSERT_TRUE(positive_number(w[6])) << line;
+    const int threads = std::atoi(w[2].c_str());
+    order[w[5]] += std::to_string(threads) + " ";
+    best[w[5]][threads] = std::max(best[w[5]][threads], number(w[6]));
+  }
+  ASSERT_EQ(order.size(), 2u) << r.out;
+  for (const auto &[type, seq] : order)
+    EXPECT_TRUE(seq == "1 2 1 2 1 2 " || seq == "2 1 2 1 2 1 ") << type << ": " << seq << "\n" << r.out;
   // shape type hpu 1t hpu 2t 2t/1t %peak %peak ...; a row's shape is 2 words.
   const std::vector<std::string> header = words(row(r.out, "shape"));
   ASSERT_GE(header.size(), 9u) << r.out;
@@ -215,6 +234,8 @@ TEST(BenchPeaks, GemmPrintsEachProductsThreadRatioAndPercentagesOfThePeak) {
       EXPECT_TRUE(positive_number(w[c].substr(0, w[c].size() - 1))) << line;
     }
     EXPECT_NEAR(number(w[5]), number(w[4]) / number(w[3]), 0.02) << "2t/1t is 2t over 1t: " << line;
+    EXPECT_NEAR(number(w[3]), best[w[2]][1], 0.051) << "1t is its best slice: " << line;
+    EXPECT_NEAR(number(w[4]), best[w[2]][2], 0.051) << "2t is its best slice: " << line;
   }
   EXPECT_EQ(rows, 2) << r.out;
 }
