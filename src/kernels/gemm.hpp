@@ -73,7 +73,7 @@ struct GemmPathCost {
 GemmPathCost gemm_path_cost(GemmPath path);
 constexpr double kGemmBytesPerSecond = 1e10;
 // The least time a thread must get of a product for it to be split.
-constexpr double kMinThreadSeconds = 50e-6;
+constexpr double kMinThreadSeconds = 100e-6;
 
 // How gemm runs a product: on which path, which side of C it splits, its
 // estimated time on one thread (the padded FLOP at the path's rate plus the
