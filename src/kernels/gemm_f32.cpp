@@ -59,7 +59,9 @@ inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V load(const float *p) { return _mm512_load_ps(p); }
 inline void store(float *p, V v) { _mm512_store_ps(p, v); }
 inline V broadcast(const float *p) { return _mm512_set1_ps(*p); }
-inline __mmask16 lanes_below(int w) { return w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1); }
+inline __mmask16 lanes_below(int w) {
+  return w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1);
+}
 
 // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
 template <hpuDataType_t kDt>
@@ -148,7 +150,8 @@ inline V widen(__m128i h) {
 template <hpuDataType_t kDt>
 inline V load_n(const Elem<kDt> *p, int w) {
   if constexpr (kDt == HPU_FLOAT32) {
-    return w >= kW ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes_below(w));
+    if (w >= kW) return _mm256_loadu_ps(p);
+    return w <= 0 ? zero() : _mm256_maskload_ps(p, lanes_below(w));
   } else {
     if (w >= kW) return widen<kDt>(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     alignas(16) uint16_t part[8] = {};
@@ -251,7 +254,8 @@ void gemm_f32_native(const GemmShape &s, hpuDataType_t dt, float alpha, const vo
         return product_on<HPU_BFLOAT16, HPU_FLOAT32>(path, s, alpha, a, lda, b, ldb, beta, c, ldc);
       return product_on<HPU_BFLOAT16, HPU_BFLOAT16>(path, s, alpha, a, lda, b, ldb, beta, c, ldc);
     default:
-      if (c_dt == HPU_FLOAT32) return product_on<HPU_FLOAT16, HPU_FLOAT32>(path, s, alpha, a, lda, b, ldb, beta, c, ldc);
+      if (c_dt == HPU_FLOAT32)
+        return product_on<HPU_FLOAT16, HPU_FLOAT32>(path, s, alpha, a, lda, b, ldb, beta, c, ldc);
       return product_on<HPU_FLOAT16, HPU_FLOAT16>(path, s, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }

@@ -49,9 +49,10 @@ struct Matrix {
   std::vector<float> v;
   std::vector<unsigned char> bytes;
 
-  Matrix(hpuDataType_t t, int64_t r, int64_t c, int64_t l, std::mt19937 &rng, float lo = -1, float hi = 1)
-      : dt(t), rows(r), cols(c), ld(l), v(static_cast<size_t>(r * l)), bytes(static_cast<size_t>(r * l) * dtype_size(t)) {
-    std::uniform_real_distribution<float> u(lo, hi);
+  Matrix(hpuDataType_t t, int64_t r, int64_t c, int64_t l, std::mt19937 &rng)
+      : dt(t), rows(r), cols(c), ld(l), v(static_cast<size_t>(r * l)),
+        bytes(static_cast<size_t>(r * l) * dtype_size(t)) {
+    std::uniform_real_distribution<float> u(-1, 1);
     for (int64_t i = 0; i < r * l; ++i) set(i, u(rng));
   }
   void set(int64_t i, float x) {
