@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "kernels/convert.hpp"
+#include "kernels/convert_avx2.hpp"
 #include "kernels/convert_avx512.hpp"
 
 namespace hpu::kernels {
@@ -33,18 +34,6 @@ void f16_to_f32_scalar(const uint16_t *src, float *dst, size_t n) {
 
 // ---- AVX2 (+F16C) -------------------------------------------------------------
 
-#define HPU_AVX2 __attribute__((target("avx2,f16c,fma")))
-
-// Eight f32 bit patterns rounded to bf16, in the low 16 bits of each lane.
-HPU_AVX2 inline __m256i bf16_round8(__m256i u) {
-  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
-  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
-}
-
 HPU_AVX2 void f32_to_bf16_avx2(const float *src, uint16_t *dst, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -59,8 +48,8 @@ HPU_AVX2 void f32_to_bf16_avx2(const float *src, uint16_t *dst, size_t n) {
 HPU_AVX2 void bf16_to_f32_avx2(const uint16_t *src, float *dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i), _mm256_slli_epi32(w, 16));
+    __m256i w = bf16_widen8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i), w);
   }
   bf16_to_f32_scalar(src + i, dst + i, n - i);
 }

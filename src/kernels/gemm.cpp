@@ -1,4 +1,4 @@
-// GEMM over OpenBLAS, or bf16 on the CPU's bf16 dot product (gemm_bf16.hpp);
+// GEMM on this library's kernels (gemm_f32.hpp, gemm_bf16.hpp) or OpenBLAS;
 // the threading decision is explained in gemm.hpp.
 #include "kernels/gemm.hpp"
 
@@ -215,6 +215,7 @@ GemmPathCost gemm_path_cost(GemmPath path) {
     case GemmPath::amx: return {1e12, 32, 16, 32};
     case GemmPath::avx512_bf16: return {4e11, 1, 16, 2};
     case GemmPath::avx512_f32: return {2e11, 1, 16, 1};
+    case GemmPath::avx2_f32: return {1e11, 1, 8, 1};
     case GemmPath::blas: break;
   }
   return {1e11, 1, 1, 1};
@@ -225,6 +226,7 @@ const char *gemm_path_name(GemmPath path) {
     case GemmPath::amx: return "amx";
     case GemmPath::avx512_bf16: return "avx512 bf16";
     case GemmPath::avx512_f32: return "avx512 f32";
+    case GemmPath::avx2_f32: return "avx2 f32";
     case GemmPath::blas: break;
   }
   return "openblas";
@@ -234,8 +236,8 @@ GemmPlan gemm_plan(hpuDataType_t dt, const GemmShape &s) {
   GemmPlan plan{GemmPath::blas, false, 0.0, 1};
   if (dt == HPU_BFLOAT16 && gemm_bf16_native_supported())
     plan.path = gemm_bf16_amx_supported() ? GemmPath::amx : GemmPath::avx512_bf16;
-  else if (dt == HPU_FLOAT32 && gemm_f32_native_supported())
-    plan.path = GemmPath::avx512_f32;
+  else
+    plan.path = gemm_f32_native_path(dt);
   // Split the longer side of C (columns only when C is short and wide).
   plan.split_cols = s.n > 2 * s.m;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0) return plan;
@@ -268,7 +270,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
   if (m <= 0 || n <= 0) return;
   const GemmPlan plan = gemm_plan(dt, s);
   const bool native_bf16 = plan.path == GemmPath::amx || plan.path == GemmPath::avx512_bf16;
-  const bool native_f32 = plan.path == GemmPath::avx512_f32;
+  const bool native_f32 = plan.path == GemmPath::avx512_f32 || plan.path == GemmPath::avx2_f32;
   const Epilogue &ep = s.ep;
   if (ep.bias && beta != 0.0f) fail(HPU_ERROR_INTERNAL, "gemm's bias needs beta 0");
   if (ep.sink) {
@@ -298,7 +300,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
                          (ep.activation == Activation::none || ep.activation == Activation::relu) &&
                          (ep.backward == Activation::none || ep.backward == Activation::relu);
   const bool epilogue_pass_after = epilogue && !in_kernel;
-  if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16) {
+  if (dt != HPU_FLOAT32 && dt != HPU_FLOAT64 && !native_bf16 && !native_f32) {
     gemm_widened(dt, s, alpha, a, lda, b, ldb, beta, c, ldc, c_dt, split_cols, plan.threads);
     if (epilogue_pass_after) epilogue_pass(s, c, ldc, c_dt);
     return;
@@ -329,8 +331,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
       gemm_bf16_native(part, alpha, reinterpret_cast<const uint16_t *>(ap), lda,
                        reinterpret_cast<const uint16_t *>(bp), ldb, beta, cp, ldc, c_dt);
     } else if (native_f32) {
-      gemm_f32_native(part, alpha, reinterpret_cast<const float *>(ap), lda, reinterpret_cast<const float *>(bp), ldb,
-                      beta, reinterpret_cast<float *>(cp), ldc);
+      gemm_f32_native(part, dt, alpha, ap, lda, bp, ldb, beta, cp, ldc, c_dt);
     } else {
       single_threaded_blas();
       blas(dt, s.trans_a, s.trans_b, part.m, part.n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc);

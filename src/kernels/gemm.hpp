@@ -1,19 +1,22 @@
-// Matrix multiply (OpenBLAS, or this library's AVX-512 kernels), row-major:
+// Matrix multiply (this library's AVX-512 and AVX2 kernels, or OpenBLAS), row-major:
 //   C = alpha * op(A) * op(B) + beta * C,   op(A) m x k, op(B) k x n, C m x n
 // op(X) = X, or X transposed when trans_x (then X is stored k x m / n x k).
 // lda/ldb/ldc are row strides in elements (>= the stored row length).
 //
-// dtypes: f32 runs on AVX-512 FMA where the CPU has it (gemm_f32.hpp), else
-// cblas_sgemm; f64 calls cblas_dgemm. bf16 runs on the CPU's
-// bf16 dot product where it has one (gemm_bf16.hpp: AMX tiles, else AVX-512
-// BF16), else, like
-// f16, widens blocks of A and B to f32, runs cblas_sgemm. Either way products
-// are summed in f32 and each result is rounded once (beta * C is added in f32
-// before that rounding). C may be f32 with bf16/f16 inputs (c_dt), which then
-// skips the rounding. HPU_KERNEL_ISA=avx512 keeps bf16 off AMX;
-// HPU_KERNEL_ISA=avx2 forces OpenBLAS (and widening).
+// dtypes: f32 runs on FMA vectors (gemm_f32.hpp): 512-bit where the CPU has
+// AVX-512, 256-bit at the avx2 level; f64 calls cblas_dgemm. bf16 runs on
+// the CPU's bf16 dot product where it has one (gemm_bf16.hpp: AMX tiles, else
+// AVX-512 BF16); at the avx2 level bf16 and f16 run on the 256-bit f32
+// kernel, widened to f32 as it packs them; elsewhere (AVX-512 without BF16,
+// f16 at avx512 and up, HPU_KERNEL_ISA=scalar) they widen blocks of A and B
+// to f32 and run cblas_sgemm. Either way products are summed in f32 and each
+// result is rounded once (beta * C is added in f32 before that rounding). C
+// may be f32 with bf16/f16 inputs (c_dt), which then skips the rounding.
+// HPU_KERNEL_ISA=avx512 keeps bf16 off AMX; HPU_KERNEL_ISA=avx2 selects the
+// 256-bit kernel for f32, bf16 and f16; HPU_KERNEL_ISA=scalar OpenBLAS (f32
+// directly, 16-bit inputs widened).
 //
-// Threads: OpenBLAS and the bf16 kernel run single-threaded and gemm splits C
+// Threads: OpenBLAS and the native kernels run single-threaded and gemm splits C
 // into row (or, for short wide C, column) blocks that run on the calling thread plus helper
 // threads borrowed from the ComputeBudget with try_acquire. How many threads
 // at most follows a cost rule (gemm_plan): the product's time on one thread
@@ -27,8 +30,8 @@
 // kernels sum each element of C over k in an order fixed by k alone, whatever
 // block of C holds it, so their blocks follow the idle threads. OpenBLAS's
 // bits depend on the shape of each call (its kernels and blocking follow m
-// and n), so a product through it (f32 below avx512, f64, and the widened
-// 16-bit inputs) is cut into blocks that depend on the shape alone: the
+// and n), so a product through it (f64, and f32 and the widened 16-bit inputs
+// where no native kernel takes them) is cut into blocks that depend on the shape alone: the
 // plan's thread count (at most 8), whatever the threads that share them. The library's
 // stream workers and helpers are the only threads that compute, all counted
 // by the one budget, and helpers spin at most 50 us between jobs: Debian's
@@ -50,21 +53,23 @@ struct GemmShape {
   // What the product does as it stores C (epilogue.hpp). The native bf16
   // kernel adds the bias as it stores C, applies a relu and its backward as
   // it stores a bf16 C and feeds a sink as it stores each tile (k <= 1024);
-  // the other paths add
+  // the other paths (the f32 kernels, also with 16-bit inputs, and OpenBLAS) add
   // the bias by filling C first, apply the activations in a pass over C after
   // the product and feed a sink from the product in a scratch buffer.
   Epilogue ep{};
 };
 
 // The kernel that runs a product: AMX tiles (bf16 at amx), the AVX-512 bf16
-// dot product, the AVX-512 f32 kernel, or OpenBLAS (f32 and f64 below
-// avx512, and bf16/f16 widened to f32).
-enum class GemmPath { amx, avx512_bf16, avx512_f32, blas };
+// dot product, the AVX-512 f32 kernel, the AVX2 f32 kernel (f32, bf16 and
+// f16 at avx2), or OpenBLAS (f64, f32 at scalar, and bf16/f16 widened to f32
+// where no kernel above takes them).
+enum class GemmPath { amx, avx512_bf16, avx512_f32, avx2_f32, blas };
 
 // The cost rule's per-path figures, per thread: the rate it assumes (FLOP/s,
 // at the high end of what the path reaches, so that a product is split only
 // when it surely gains) and the steps the kernel pads the product to (AMX
-// tiles: 32 rows x 16 columns x 32 k; AVX-512: 16-column vectors). Reading
+// tiles: 32 rows x 16 columns x 32 k; AVX-512: 16-column vectors; AVX2:
+// 8-column vectors). Reading
 // A and B and writing C is costed at kGemmBytesPerSecond.
 struct GemmPathCost {
   double flops_per_second;

@@ -1,24 +1,38 @@
-// f32 GEMM on AVX-512 FMA, the blocking of gemm_bf16.hpp with one f32 per
-// lane instead of a bf16 pair:
+// f32 GEMM on FMA vectors: 512-bit (AVX-512) or 256-bit (AVX2), the blocking
+// of gemm_bf16.hpp with one f32 per lane instead of a bf16 pair:
 //
 //   C = alpha * op(A) * op(B) + beta * C    (row-major, as in gemm.hpp)
 //
 // B is packed a block of k x nc at a time into slivers of NR columns (one
-// row of NR floats per k; op(B) stored transposed is transposed 16 x 16 in
-// registers while packing). op(A) stored transposed is packed a k block at
-// a time into slivers of MR rows (MR floats per k, so each broadcast reads the
-// next float); untransposed it is read in place, its MR rows in order. The
-// micro-kernel keeps an MR x NR tile of C in registers while it walks k,
-// broadcasting one element of A per row against NR/16 vectors of packed B.
-// Products are summed with FMA in f32, k in order within each k block, so
-// results differ from OpenBLAS's sgemm only by f32 rounding. Runs on the
-// calling thread; gemm() splits C over threads.
+// row of NR floats per k; op(B) stored transposed is transposed 16 x 16, or
+// 8 x 8, in registers while packing). op(A) stored transposed is packed a k
+// block at a time into slivers of MR rows (MR floats per k, so each broadcast
+// reads the next float); untransposed it is read in place, its MR rows in
+// order. The micro-kernel keeps an MR x NR tile of C in registers while it
+// walks k, broadcasting one element of A per row against NR/16 (NR/8) vectors
+// of packed B. Products are summed with FMA in f32, k in order within each k
+// block, so results differ from OpenBLAS's sgemm only by f32 rounding, and
+// each element's sum depends on k alone (not on the tile or the part of C a
+// thread computes). Runs on the calling thread; gemm() splits C over threads.
+//
+// At the avx2 level the same kernel also takes bf16 and f16 A and B: they are
+// widened to f32 (exactly) as they are packed, op(A) untransposed into a
+// row-major f32 copy of its k block; C is f32 or the inputs' type, rounded
+// once (a 16-bit C summed over several k blocks is summed in an f32 copy
+// first). At avx512 and up, bf16 has its own kernels (gemm_bf16.hpp) and f16
+// is widened by blocks for OpenBLAS.
+//
+// The blocking is written once (gemm_f32.inc) over each vector width's
+// primitives (gemm_f32.cpp).
 //
 // Why not OpenBLAS: Debian's build picks its AVX2 (Haswell) kernels on CPUs
 // it does not know, such as AMD's AVX-512 ones, and OPENBLAS_CORETYPE can only
 // change that before the library loads (about 105 vs 175 GFLOP/s per core
-// measured on the project's VM).
+// measured on the project's VM); and at avx2 its sgemm ran the training
+// step's products at a fifth to a quarter of the 256-bit FMA peak.
 #pragma once
+
+#include <hpu/types.h>
 
 #include <cstdint>
 
@@ -26,13 +40,24 @@
 
 namespace hpu::kernels {
 
-// True when the CPU has AVX-512F and HPU_KERNEL_ISA does not ask for a lower
-// path (HPU_KERNEL_ISA=avx2 or scalar selects OpenBLAS's sgemm).
+// The path gemm_f32_native runs dt's products on at this process's level:
+// avx512_f32 for f32 where vector_isa(best_isa()) is avx512; avx2_f32 for
+// f32, bf16 and f16 where it is avx2; else blas (no native kernel:
+// HPU_KERNEL_ISA=scalar, f64, and 16-bit inputs at avx512 and up).
+GemmPath gemm_f32_native_path(hpuDataType_t dt);
+// gemm_f32_native_path(HPU_FLOAT32) != GemmPath::blas.
 bool gemm_f32_native_supported();
 
-// C = alpha op(A) op(B) + beta C for f32 A, B and C, with m, n, k > 0.
-// Requires gemm_f32_native_supported().
-void gemm_f32_native(const GemmShape &s, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                     float beta, float *c, int64_t ldc);
+// C (c_dt: f32, or dt) = alpha op(A) op(B) + beta C for A and B of dt, with
+// m, n, k > 0. s.ep is not applied (gemm() does it). Requires
+// gemm_f32_native_path(dt) != GemmPath::blas.
+void gemm_f32_native(const GemmShape &s, hpuDataType_t dt, float alpha, const void *a, int64_t lda, const void *b,
+                     int64_t ldb, float beta, void *c, int64_t ldc, hpuDataType_t c_dt);
+
+// The f32 product.
+inline void gemm_f32_native(const GemmShape &s, float alpha, const float *a, int64_t lda, const float *b,
+                            int64_t ldb, float beta, float *c, int64_t ldc) {
+  gemm_f32_native(s, HPU_FLOAT32, alpha, a, lda, b, ldb, beta, c, ldc, HPU_FLOAT32);
+}
 
 }  // namespace hpu::kernels

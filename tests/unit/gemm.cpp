@@ -3,9 +3,10 @@
 // batches, and the parallel row and column splits. bf16 runs on the native
 // kernel where the CPU has one (AMX tiles, else vdpbf16ps) and f32 on the
 // native AVX-512 one; CTest runs this file again with HPU_KERNEL_ISA=avx512
-// (GemmAvx512.*: bf16 on vdpbf16ps where AMX would be used) and with
-// HPU_KERNEL_ISA=avx2 (GemmFallback.*), which selects OpenBLAS's sgemm (bf16:
-// widen-and-sgemm).
+// (GemmAvx512.*: bf16 on vdpbf16ps where AMX would be used), with
+// HPU_KERNEL_ISA=avx2 (GemmIsaAvx2.*: f32, bf16 and f16 on the AVX2 kernel)
+// and HPU_KERNEL_ISA=scalar (GemmScalar.*: OpenBLAS's sgemm, 16-bit inputs
+// widened by blocks).
 //
 // Tolerance: |got - want| <= u(C) |want| + 4 u32 (k + 2) (|alpha| sum|a b| +
 // |beta c|), u(C) the unit roundoff of C's type (one final rounding) and u32
@@ -202,9 +203,10 @@ TEST(Gemm, Bf16OddShapes) {
 }
 
 TEST(Gemm, F32OddShapesAndLongK) {
-  // f32 runs on the native AVX-512 kernel where the CPU has it (OpenBLAS under
-  // GemmFallback): sizes off its tiles (8 x 48, 12 x 32, 12 x 16), transposed
-  // B in whole and partial 16 x 16 blocks, k over several blocks (384).
+  // f32 runs on the native AVX-512 kernel where the CPU has it (the AVX2 one
+  // under GemmIsaAvx2, OpenBLAS under GemmScalar): sizes off its tiles (8 x 48,
+  // 12 x 32, 12 x 16; 6 x 16, 12 x 8), transposed B in whole and partial
+  // 16 x 16 (8 x 8) blocks, k over several blocks (384).
   const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 255}, {17, 7, 3}, {255, 49, 17}, {13, 33, 8},
                                {9, 16, 31}, {37, 101, 1000}, {20, 64, 385}};
   for (auto &sh : shapes)
@@ -275,10 +277,11 @@ TEST(Gemm, Bf16PathFollowsTheCpuAndIsaKnob) {
   }
 }
 
-// hpuMm(3) and hpu(7) HPU_KERNEL_ISA: f32 products run on libhpu's AVX-512
-// kernel at levels amx and avx512, on OpenBLAS below (GemmFallback runs this at avx2).
+// hpuMm(3) and hpu(7) HPU_KERNEL_ISA: f32 products run on libhpu's kernels
+// at levels amx, avx512 and avx2 (GemmAvx2 runs this at avx2), on OpenBLAS at
+// scalar (GemmScalar).
 TEST(Gemm, F32PathFollowsTheIsaKnob) {
-  EXPECT_EQ(gemm_f32_native_supported(), best_isa() == Isa::avx512 || best_isa() == Isa::amx) << isa_name(best_isa());
+  EXPECT_EQ(gemm_f32_native_supported(), best_isa() != Isa::scalar) << isa_name(best_isa());
 }
 
 TEST(Gemm, IsaKnobFallsBackToTheBestSupportedLevel) {

@@ -28,6 +28,7 @@ namespace {
 GemmPath path_of(hpuDataType_t dt) {
   const Isa isa = best_isa();
   if (dt == HPU_BFLOAT16 && isa == Isa::amx) return GemmPath::amx;
+  if (isa == Isa::avx2) return GemmPath::avx2_f32;
   if (vector_isa(isa) != Isa::avx512) return GemmPath::blas;
   if (dt == HPU_FLOAT32) return GemmPath::avx512_f32;
   return __builtin_cpu_supports("avx512bf16") ? GemmPath::avx512_bf16 : GemmPath::blas;

@@ -1,0 +1,1 @@
+set(white_box ON)
