@@ -270,10 +270,10 @@ TEST(GemmAvx2, SameBitsOnOneThreadAndSplit) {
     GemmShape s;
   };
   const Split splits[] = {{HPU_FLOAT32, HPU_FLOAT32, {203, 131, 400, true, false}},
-                          {HPU_FLOAT32, HPU_FLOAT32, {7, 3001, 64, false, true}},
+                          {HPU_FLOAT32, HPU_FLOAT32, {7, 6001, 64, false, true}},
                           {HPU_BFLOAT16, HPU_BFLOAT16, {150, 90, 800, false, true}},
-                          {HPU_BFLOAT16, HPU_FLOAT32, {9, 4000, 100, true, false}},
-                          {HPU_FLOAT16, HPU_FLOAT16, {120, 100, 500, true, true}}};
+                          {HPU_BFLOAT16, HPU_FLOAT32, {9, 8000, 100, true, false}},
+                          {HPU_FLOAT16, HPU_FLOAT16, {240, 100, 500, true, true}}};
   for (const Split &sp : splits) {
     const Case cs(sp.dt, sp.c_dt, sp.s, 1.0f, 0.25f, 1, rng);
     SCOPED_TRACE(cs.describe());
