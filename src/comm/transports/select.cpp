@@ -191,13 +191,15 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
       if (i == rank) peers[pick].push_back(j);
     }
   // How this rank waits. When every peer's frames move on an engine thread,
-  // the steps of a collective go on there (chains), the waiting thread sleeps
-  // through them and is woken for the request it waits for alone, and when
-  // the waiters and engine threads outnumber the CPUs a waiter that polls
-  // would take the CPU from an engine thread, so it sleeps at once. Ranks that
-  // each have a CPU spin briefly before they yield (Transport::set_polling);
-  // with only engine-thread peers that holds while the host's ranks are at
-  // most half its CPUs.
+  // the steps of a collective go on there (chains), and a sleeping waiter is
+  // woken for the request it waits for alone. Ranks that each have a CPU spin
+  // briefly before they yield (Transport::set_polling); with only
+  // engine-thread peers that holds while the host's ranks are at most half its
+  // CPUs. Otherwise a waiter yields the CPU between looks from the start (for
+  // 50 us, then sleeps): the threads that move the data get the CPU when they
+  // need it, a result that lands within that time needs no wake-up, and the
+  // CPU does not go idle between the steps of a collective (waking an idle
+  // CPU costs tens of microseconds).
   bool any_peer = false, own_thread_only = true;
   NetTransport::Tuning tuning;
   for (size_t row = 0; row < kKinds; ++row) {
@@ -211,8 +213,6 @@ std::unique_ptr<Transport> make_net_transport(Bootstrap &bootstrap, const Locali
   if (on_host * (own_thread_only ? 2 : 1) <= available_cpus()) {
     tuning.busy_poll = std::chrono::microseconds(2);
     tuning.poll = std::chrono::microseconds(50);
-  } else if (own_thread_only) {
-    tuning.busy_poll = tuning.poll = Clock::duration::zero();
   }
   tuning.chains = tuning.wake_on_awaited = own_thread_only;  // before the engines' threads start
   std::string detail;

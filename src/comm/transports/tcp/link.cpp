@@ -3,7 +3,11 @@
 // on lane 0 in order, large messages are cut into chunks striped over all
 // lanes, and chunks without a reduction are read straight into the receive
 // buffer; those with one are reduced a piece at a time as they arrive. One
-// libuv loop thread per endpoint does all the I/O.
+// libuv loop thread per endpoint does the reads and the writes that wait;
+// a frame sent from another thread (the rank's worker) while its stream has
+// nothing queued is written at once by that thread, with a non-blocking
+// sendmsg(2), instead of being handed to the loop thread (a wake-up of another
+// thread per message, which with more ranks than CPUs is a context switch).
 //
 // Setup (collective over the bootstrap): each rank listens on the interface
 // its bootstrap connection uses, the addresses are exchanged, every rank
@@ -16,10 +20,13 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <uv.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <future>
+#include <mutex>
 #include <cstring>
 #include <thread>
 
@@ -81,6 +88,12 @@ struct Stream {
   size_t elem = 1;      // the reduction's element size
   size_t absorbed = 0;  // payload bytes reduced so far
   size_t fill = 0;      // bytes in staging not reduced yet (less than elem after each read)
+  // Writing, under write_mu (TcpEngine::send): the loop thread's writes and
+  // those of other threads (direct) must not interleave within a frame.
+  std::mutex write_mu;
+  bool writable = false;  // open: a thread other than the loop's may write (direct)
+  size_t pending = 0;     // frames handed to the loop thread and not yet all in the socket
+  bool split = false;     // one of them is the rest of a frame written in part directly
 };
 
 // Staging only grows (up to the largest payload it held; see on_read): a
@@ -143,7 +156,7 @@ class TcpEngine final : public Engine {
     s->handle.data = s;
     if (uv_tcp_open(&s->handle, fd.get()) != 0) fail(HPU_ERROR_IO, "tcp: cannot adopt the socket to rank %d", peer);
     fd.release();
-    s->open = true;
+    s->open = s->writable = true;
     if (l->streams.size() <= static_cast<size_t>(lane)) l->streams.resize(static_cast<size_t>(lane) + 1);
     l->streams[static_cast<size_t>(lane)] = s;
     streams_.push_back(s);
@@ -165,21 +178,44 @@ class TcpEngine final : public Engine {
     });
   }
 
+  // On the loop thread (a clear-to-send, data after one) the frame is
+  // written at once. From another thread it is written directly when its
+  // stream has nothing handed to the loop thread (the order of a stream's
+  // frames stays that of their sends); what the socket does not take at
+  // once, or all of it when the stream is busy, goes to the loop thread.
   void send(TcpLink &l, const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) {
-    if (t_loop_engine == this) {  // on the loop thread (a clear-to-send, data after one): write at once
-      write(l, f, payload, bytes, lane, std::move(done));
+    if (t_loop_engine == this) {
+      write(l, f, payload, bytes, lane, std::move(done), 0, false);
       return;
     }
+    // (A link's streams are all added before start(): read-only from here on.)
+    Stream *s = l.streams.empty() ? nullptr : l.streams[static_cast<size_t>(lane) % l.streams.size()];
+    std::unique_lock<std::mutex> stream_lock;
+    size_t wrote = 0;
+    if (s) {
+      stream_lock = std::unique_lock<std::mutex>(s->write_mu);
+      if (s->writable && s->pending == 0) wrote = write_direct(*s, f, payload, bytes);
+      if (wrote == sizeof(Frame) + bytes) {
+        stream_lock.unlock();
+        if (done) done(true);
+        return;
+      }
+    }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(mu_);  // (after the stream's lock: the rest queues before anything else)
       if (!stopped_) {
-        queue_.push_back([this, &l, f, payload, bytes, lane, done = std::move(done)]() mutable {
-          write(l, f, payload, bytes, lane, std::move(done));
+        if (s) {
+          ++s->pending;
+          s->split = s->split || wrote > 0;
+        }
+        queue_.push_back([this, &l, f, payload, bytes, lane, wrote, done = std::move(done)]() mutable {
+          write(l, f, payload, bytes, lane, std::move(done), wrote, true);
         });
         uv_async_send(&async_);
         return;
       }
     }
+    stream_lock = {};
     if (done) done(false);
   }
 
@@ -249,13 +285,53 @@ class TcpEngine final : public Engine {
     for (auto &fn : work) fn();
   }
 
-  // Writes a frame and its payload. What the socket takes at once is done at
+  // Writes what the socket takes at once of a frame and its payload, without
+  // blocking (under s.write_mu, from a thread other than the loop's); the
+  // bytes written. On an error, none: the loop thread's write meets it too.
+  static size_t write_direct(Stream &s, const Frame &f, const void *payload, size_t bytes) {
+    iovec iov[2] = {{const_cast<Frame *>(&f), sizeof(Frame)}, {const_cast<void *>(payload), bytes}};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = bytes ? 2 : 1;
+    uv_os_fd_t fd;
+    if (uv_fileno(reinterpret_cast<const uv_handle_t *>(&s.handle), &fd) != 0) return 0;
+    ssize_t n;
+    do n = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  }
+
+  // Writes a frame and its payload, but for its first `skip` bytes (written
+  // directly by another thread). What the socket takes at once is done at
   // once (`done` runs before this returns, so a chain's next step is posted in
   // this pass of the loop, before the next reads: fewer messages arrive before
-  // their receive); the rest is queued.
-  void write(TcpLink &l, const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done) {
-    Stream *s = l.closed || l.streams.empty() ? nullptr : l.streams[static_cast<size_t>(lane) % l.streams.size()];
-    if (!s || !s->open) {
+  // their receive); the rest is queued. `handed`: the frame came through the
+  // queue (send()) and is counted in its stream's `pending`. A frame of the
+  // loop thread's own waits in the queue too while the rest of a frame
+  // written in part directly is there.
+  void write(TcpLink &l, const Frame &f, const void *payload, size_t bytes, int lane, std::function<void(bool)> done,
+             size_t skip, bool handed) {
+    Stream *s = l.streams.empty() ? nullptr : l.streams[static_cast<size_t>(lane) % l.streams.size()];
+    std::unique_lock<std::mutex> stream_lock;
+    if (s) {
+      stream_lock = std::unique_lock<std::mutex>(s->write_mu);
+      if (handed) {
+        --s->pending;
+        if (skip) s->split = false;  // (a stream has one split frame at most: see send)
+      } else if (s->split && s->writable) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++s->pending;
+          queue_.push_back([this, &l, f, payload, bytes, lane, done = std::move(done)]() mutable {
+            write(l, f, payload, bytes, lane, std::move(done), 0, true);
+          });
+        }
+        uv_async_send(&async_);
+        return;
+      }
+    }
+    if (!s || l.closed || !s->open) {
+      stream_lock = {};
       if (done) done(false);
       return;
     }
@@ -266,18 +342,23 @@ class TcpEngine final : public Engine {
                         uv_buf_init(static_cast<char *>(const_cast<void *>(payload)), static_cast<unsigned>(bytes))};
     uv_buf_t *first = bufs;
     unsigned count = bytes ? 2 : 1;
-    int n = uv_try_write(stream, first, count);  // UV_EAGAIN while earlier writes wait in the queue
-    for (size_t wrote = n > 0 ? static_cast<size_t>(n) : 0; wrote > 0 && count > 0;) {
-      const size_t take = std::min<size_t>(wrote, first->len);
-      first->base += take;
-      first->len -= static_cast<unsigned>(take);
-      wrote -= take;
-      if (first->len == 0) {
-        ++first;
-        --count;
+    auto advance = [&](size_t wrote) {
+      while (wrote > 0 && count > 0) {
+        const size_t take = std::min<size_t>(wrote, first->len);
+        first->base += take;
+        first->len -= static_cast<unsigned>(take);
+        wrote -= take;
+        if (first->len == 0) {
+          ++first;
+          --count;
+        }
       }
-    }
+    };
+    advance(skip);
+    int n = uv_try_write(stream, first, count);  // UV_EAGAIN while earlier writes wait in the queue
+    advance(n > 0 ? static_cast<size_t>(n) : 0);
     if (count == 0) {
+      stream_lock = {};
       ++activity_;
       if (done) done(true);
       return;
@@ -285,8 +366,11 @@ class TcpEngine final : public Engine {
     w->done = std::move(done);
     w->req.data = w.get();
     ++writing_;
+    ++s->pending;
     if (uv_write(&w->req, stream, first, count, on_written) != 0) {
       --writing_;
+      --s->pending;
+      stream_lock = {};
       if (w->done) w->done(false);
       return;
     }
@@ -295,7 +379,12 @@ class TcpEngine final : public Engine {
 
   static void on_written(uv_write_t *req, int status) {
     auto *w = static_cast<WriteReq *>(req->data);
-    auto *e = static_cast<Stream *>(req->handle->data)->engine;
+    auto *s = static_cast<Stream *>(req->handle->data);
+    auto *e = s->engine;
+    {
+      std::lock_guard<std::mutex> lock(s->write_mu);
+      --s->pending;
+    }
     ++e->activity_;
     --e->writing_;
     if (w->done) w->done(status == 0);
@@ -406,6 +495,10 @@ class TcpEngine final : public Engine {
   void close_stream(Stream *s) {
     if (!s || !s->open) return;
     s->open = false;
+    {
+      std::lock_guard<std::mutex> lock(s->write_mu);  // no direct write from here on: uv_close closes the socket
+      s->writable = false;
+    }
     uv_read_stop(reinterpret_cast<uv_stream_t *>(&s->handle));
     uv_close(reinterpret_cast<uv_handle_t *>(&s->handle), nullptr);
   }
@@ -415,7 +508,7 @@ class TcpEngine final : public Engine {
     Frame bye;
     bye.type = Frame::bye;
     for (auto &l : links_)
-      if (l && !l->closed) write(*l, bye, nullptr, 0, 0, nullptr);
+      if (l && !l->closed) write(*l, bye, nullptr, 0, 0, nullptr, 0, false);
     if (writing_ == 0) {
       close_all();
       return;
