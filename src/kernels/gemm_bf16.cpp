@@ -349,51 +349,100 @@ __attribute__((always_inline)) HPU_BF16 inline void transpose_16x16_epi32(__m512
   }
 }
 
+// Slivers of a k x n B that pack_b packs side by side, a pair of rows at a
+// time: each row is read in runs of up to 8 cache lines.
+constexpr int64_t kPackSlivers = 8;
+// How many pairs of rows ahead pack_b starts fetching those runs (their first
+// and last lines; the hardware prefetchers follow with the rest): B's rows are
+// often 1-2 KiB apart, so each pair of rows is on a new 4 KiB page, where the
+// prefetchers, which stay within a page, have not got ahead.
+constexpr int64_t kPackAhead = 4;
+
 // Packs rows k0 .. k0+kc and columns j0 .. j0+nc of op(B) into slivers of
 // nr = 16 NV columns: sliver s, pair p, column j -> dst[(s pairs_out + p) nr + j]
 // = B[k0+2p][j] | B[k0+2p+1][j] << 16. Missing columns, the odd k and the
 // pairs from (kc + 1) / 2 to pairs_out are zero.
 HPU_BF16 void pack_b(const uint16_t *b, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                      int nr, int64_t pairs_out, uint32_t *dst) {
-  const int64_t pairs = (kc + 1) / 2;
-  for (int64_t s = 0; s * nr < nc; ++s) {
-    uint32_t *out = dst + s * pairs_out * nr;
-    std::memset(out + pairs * nr, 0, static_cast<size_t>((pairs_out - pairs) * nr) * sizeof *out);
-    const int64_t js = j0 + s * nr;
-    const int width = static_cast<int>(std::min<int64_t>(nr, nc - s * nr));
-    if (!trans) {
-      // B stored k x n: interleave rows 2p and 2p+1, 16 columns at a time.
+  const int64_t pairs = (kc + 1) / 2, slivers = (nc + nr - 1) / nr;
+  for (int64_t s = 0; s < slivers; ++s)
+    std::memset(dst + (s * pairs_out + pairs) * nr, 0, static_cast<size_t>((pairs_out - pairs) * nr) * sizeof *dst);
+  if (!trans) {
+    // B stored k x n: rows 2p and 2p+1 interleaved, 32 columns at a time (16
+    // in a sliver's last odd 16), across kPackSlivers slivers before the next
+    // pair of rows.
+    // vpermt2w's indices: the words of columns 0-15 and 16-31, the low half
+    // (row 2p) from the first operand, the high half from the second.
+    alignas(64) static constexpr auto kInterleave = [] {
+      struct {
+        uint16_t lo[32], hi[32];
+      } t{};
+      for (int i = 0; i < 32; ++i) {
+        t.lo[i] = static_cast<uint16_t>(i / 2 + (i % 2) * 32);
+        t.hi[i] = static_cast<uint16_t>(16 + i / 2 + (i % 2) * 32);
+      }
+      return t;
+    }();
+    const __m512i idx_lo = _mm512_load_si512(kInterleave.lo), idx_hi = _mm512_load_si512(kInterleave.hi);
+    for (int64_t g = 0; g < slivers; g += kPackSlivers) {
+      const int64_t g_end = std::min(slivers, g + kPackSlivers), g_cols = std::min(nc, g_end * nr) - g * nr;
       for (int64_t p = 0; p < pairs; ++p) {
-        const uint16_t *r0 = b + (k0 + 2 * p) * ldb + js;
+        const uint16_t *r0 = b + (k0 + 2 * p) * ldb + j0;
         const bool second = 2 * p + 1 < kc;
-        for (int v = 0; v * 16 < nr; ++v) {
-          const int w = width - 16 * v;
-          const __mmask16 mask = w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1);
-          auto load = [&](const uint16_t *q) HPU_BF16 {
-            return _mm512_cvtepu16_epi32(w >= 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q))
-                                                 : _mm256_maskz_loadu_epi16(mask, q));
-          };
-          __m512i lo = load(r0 + 16 * v), hi = second ? load(r0 + ldb + 16 * v) : _mm512_setzero_si512();
-          _mm512_store_si512(out + p * nr + 16 * v, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        for (int64_t r = 2 * (p + kPackAhead); r < 2 * (p + kPackAhead + 1) && r < kc; ++r) {
+          const uint16_t *run = b + (k0 + r) * ldb + j0 + g * nr;
+          _mm_prefetch(reinterpret_cast<const char *>(run), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char *>(run + g_cols - 1), _MM_HINT_T0);
+        }
+        for (int64_t s = g; s < g_end; ++s) {
+          uint32_t *out = dst + (s * pairs_out + p) * nr;
+          const uint16_t *q = r0 + s * nr;
+          const int64_t width = nc - s * nr;  // columns of B from the sliver's first on
+          int v = 0;
+          for (; v + 32 <= nr; v += 32) {
+            const int64_t w = width - v;
+            const __mmask32 mask = w >= 32 ? ~__mmask32(0) : w <= 0 ? __mmask32(0) : (__mmask32(1) << w) - 1;
+            auto load = [&](const uint16_t *x) HPU_BF16 {
+              return w >= 32 ? _mm512_loadu_si512(x) : _mm512_maskz_loadu_epi16(mask, x);
+            };
+            const __m512i lo = load(q + v), hi = second ? load(q + ldb + v) : _mm512_setzero_si512();
+            _mm512_store_si512(out + v, _mm512_permutex2var_epi16(lo, idx_lo, hi));
+            _mm512_store_si512(out + v + 16, _mm512_permutex2var_epi16(lo, idx_hi, hi));
+          }
+          if (v < nr) {
+            const int64_t w = width - v;
+            const __mmask16 mask = w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1);
+            auto load = [&](const uint16_t *x) HPU_BF16 {
+              return _mm512_cvtepu16_epi32(w >= 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x))
+                                                   : _mm256_maskz_loadu_epi16(mask, x));
+            };
+            const __m512i lo = load(q + v), hi = second ? load(q + ldb + v) : _mm512_setzero_si512();
+            _mm512_store_si512(out + v, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+          }
         }
       }
-    } else {
-      // B stored n x k: a pair is one 32-bit word of row j. 16 rows by 16
-      // pairs at a time, transposed in registers.
-      for (int v = 0; v * 16 < nr; ++v) {
-        const int w = width - 16 * v;  // rows of this group that exist
-        for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
-          const int64_t left = kc - 2 * p0;  // bf16 values of a row from p0 on
-          const __mmask32 mask = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
-          __m512i r[16];
-          for (int i = 0; i < 16; ++i) {
-            const uint16_t *q = b + (js + 16 * v + i) * ldb + k0 + 2 * p0;
-            r[i] = i >= w ? _mm512_setzero_si512() : left >= 32 ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi16(mask, q);
-          }
-          transpose_16x16_epi32(r);
-          const int64_t count = std::min<int64_t>(16, pairs - p0);
-          for (int64_t c = 0; c < count; ++c) _mm512_store_si512(out + (p0 + c) * nr + 16 * v, r[c]);
+    }
+    return;
+  }
+  // B stored n x k: a pair is one 32-bit word of row j. 16 rows by 16 pairs
+  // at a time, transposed in registers.
+  for (int64_t s = 0; s < slivers; ++s) {
+    uint32_t *out = dst + s * pairs_out * nr;
+    const int64_t js = j0 + s * nr;
+    const int width = static_cast<int>(std::min<int64_t>(nr, nc - s * nr));
+    for (int v = 0; v * 16 < nr; ++v) {
+      const int w = width - 16 * v;  // rows of this group that exist
+      for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+        const int64_t left = kc - 2 * p0;  // bf16 values of a row from p0 on
+        const __mmask32 mask = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          const uint16_t *q = b + (js + 16 * v + i) * ldb + k0 + 2 * p0;
+          r[i] = i >= w ? _mm512_setzero_si512() : left >= 32 ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi16(mask, q);
         }
+        transpose_16x16_epi32(r);
+        const int64_t count = std::min<int64_t>(16, pairs - p0);
+        for (int64_t c = 0; c < count; ++c) _mm512_store_si512(out + (p0 + c) * nr + 16 * v, r[c]);
       }
     }
   }
