@@ -75,10 +75,11 @@ constexpr size_t kLargeAreaBytes = size_t(16) << 20;
 // sums stay in L1).
 constexpr size_t kReduceBlock = size_t(8) << 10;
 // Up to this many ranks every rank combines all inputs itself: no rank waits
-// for another's combining, which is faster at 2 and 4 ranks. With 8 ranks on
-// 2 CPUs each CPU would combine every input four times: one combining rank is
-// faster there.
-constexpr int kAllCombineRanks = 4;
+// for another's combining, which is faster at 2 ranks. From 3 ranks on, the
+// CPUs combine every input once per rank they hold: with 4 ranks on 2 CPUs
+// each CPU would combine every input twice (and 8 ranks four times), and one
+// combining rank is faster there.
+constexpr int kAllCombineRanks = 2;
 // A waiting rank compares its peers' announcements with its own call after
 // this many looks (reading them costs a cache miss per peer and look).
 constexpr int kLooksBeforeChecks = 8;
