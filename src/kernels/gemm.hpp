@@ -6,10 +6,10 @@
 // dtypes: f32 runs on FMA vectors (gemm_f32.hpp): 512-bit where the CPU has
 // AVX-512, 256-bit at the avx2 level; f64 calls cblas_dgemm. bf16 runs on
 // the CPU's bf16 dot product where it has one (gemm_bf16.hpp: AMX tiles, else
-// AVX-512 BF16); at the avx2 level bf16 and f16 run on the 256-bit f32
-// kernel, widened to f32 as it packs them; elsewhere (AVX-512 without BF16,
-// f16 at avx512 and up, HPU_KERNEL_ISA=scalar) they widen blocks of A and B
-// to f32 and run cblas_sgemm. Either way products are summed in f32 and each
+// AVX-512 BF16); otherwise bf16, and f16 always, run on the level's f32
+// kernel (512- or 256-bit), widened to f32 as it packs them; at
+// HPU_KERNEL_ISA=scalar they widen blocks of A and B to f32 and run
+// cblas_sgemm. Either way products are summed in f32 and each
 // result is rounded once (beta * C is added in f32 before that rounding). C
 // may be f32 with bf16/f16 inputs (c_dt), which then skips the rounding.
 // HPU_KERNEL_ISA=avx512 keeps bf16 off AMX; HPU_KERNEL_ISA=avx2 selects the
@@ -30,8 +30,8 @@
 // kernels sum each element of C over k in an order fixed by k alone, whatever
 // block of C holds it, so their blocks follow the idle threads. OpenBLAS's
 // bits depend on the shape of each call (its kernels and blocking follow m
-// and n), so a product through it (f64, and f32 and the widened 16-bit inputs
-// where no native kernel takes them) is cut into blocks that depend on the shape alone: the
+// and n), so a product through it (f64, and at scalar f32 and the widened
+// 16-bit inputs) is cut into blocks that depend on the shape alone: the
 // plan's thread count (at most 8), whatever the threads that share them. The library's
 // stream workers and helpers are the only threads that compute, all counted
 // by the one budget, and helpers spin at most 50 us between jobs: Debian's
@@ -60,9 +60,9 @@ struct GemmShape {
 };
 
 // The kernel that runs a product: AMX tiles (bf16 at amx), the AVX-512 bf16
-// dot product, the AVX-512 f32 kernel, the AVX2 f32 kernel (f32, bf16 and
-// f16 at avx2), or OpenBLAS (f64, f32 at scalar, and bf16/f16 widened to f32
-// where no kernel above takes them).
+// dot product, the AVX-512 f32 kernel (f32, f16, and bf16 without a bf16 dot
+// product), the AVX2 f32 kernel (f32, bf16 and f16 at avx2), or OpenBLAS
+// (f64, and f32, bf16 and f16 at scalar, the 16-bit inputs widened to f32).
 enum class GemmPath { amx, avx512_bf16, avx512_f32, avx2_f32, blas };
 
 // The cost rule's per-path figures, per thread: the rate it assumes (FLOP/s,

@@ -41,7 +41,8 @@
 namespace hpu::kernels {
 
 // True when the CPU has AVX-512 BF16 and HPU_KERNEL_ISA does not ask for a
-// lower path (HPU_KERNEL_ISA=avx2 or scalar selects widen-and-sgemm).
+// lower path (HPU_KERNEL_ISA=avx2 selects the widening AVX2 kernel, scalar
+// widen-and-sgemm).
 bool gemm_bf16_native_supported();
 // True when gemm_bf16_native runs on AMX: best_isa() is amx (the CPU has it,
 // the system allows it, HPU_KERNEL_ISA does not ask for avx512 or lower).

@@ -12,6 +12,7 @@
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/convert_avx2.hpp"
+#include "kernels/convert_avx512.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/target.hpp"
@@ -44,9 +45,9 @@ inline float to_f32(Elem<kDt> x) {
 
 }  // namespace
 
-// ---- AVX-512: f32 only --------------------------------------------------------
+// ---- AVX-512: f32, and bf16 or f16 widened as they are packed ------------------
 
-HPU_TARGET_BEGIN("avx512f,avx512vl,fma")
+HPU_TARGET_BEGIN("avx512f,avx512bw,avx512vl,fma")
 namespace gemm_avx512 {
 namespace {
 
@@ -63,19 +64,40 @@ inline __mmask16 lanes_below(int w) {
   return w >= 16 ? __mmask16(0xFFFF) : w <= 0 ? __mmask16(0) : __mmask16((1u << w) - 1);
 }
 
+// Sixteen 16-bit values of type kDt as f32 (exact).
+template <hpuDataType_t kDt>
+inline V widen(__m256i h) {
+  if constexpr (kDt == HPU_BFLOAT16) return _mm512_castsi512_ps(bf16_widen16(h));
+  else return _mm512_cvtph_ps(h);
+}
+
 // Whole vectors use plain loads and stores (masked ones are slow on some CPUs).
 template <hpuDataType_t kDt>
-inline V load_n(const float *p, int w) {
-  static_assert(kDt == HPU_FLOAT32, "the AVX-512 kernel reads f32");
-  return w >= kW ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes_below(w), p);
+inline V load_n(const Elem<kDt> *p, int w) {
+  if constexpr (kDt == HPU_FLOAT32) {
+    return w >= kW ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes_below(w), p);
+  } else {
+    const __m256i h = w >= kW ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))
+                              : _mm256_maskz_loadu_epi16(lanes_below(w), p);
+    return widen<kDt>(h);
+  }
 }
+
+// Rounds as convert.hpp's f32_to_bf16 and f32_to_f16.
 template <hpuDataType_t kDt>
-inline void store_n(float *p, int w, V v) {
-  static_assert(kDt == HPU_FLOAT32, "the AVX-512 kernel writes f32");
-  if (w >= kW)
-    _mm512_storeu_ps(p, v);
-  else
-    _mm512_mask_storeu_ps(p, lanes_below(w), v);
+inline void store_n(Elem<kDt> *p, int w, V v) {
+  if constexpr (kDt == HPU_FLOAT32) {
+    if (w >= kW)
+      _mm512_storeu_ps(p, v);
+    else
+      _mm512_mask_storeu_ps(p, lanes_below(w), v);
+  } else {
+    const __m256i h = kDt == HPU_BFLOAT16 ? bf16_round16(_mm512_castps_si512(v)) : f16_round16(v);
+    if (w >= kW)
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), h);
+    else
+      _mm256_mask_storeu_epi16(p, lanes_below(w), h);
+  }
 }
 
 void transpose(V r[16]) {
@@ -225,8 +247,7 @@ void product_on(GemmPath path, const GemmShape &s, float alpha, const void *a, i
                 int64_t ldb, float beta, void *c, int64_t ldc) {
   const auto *ta = static_cast<const Elem<kDt> *>(a), *tb = static_cast<const Elem<kDt> *>(b);
   auto *tc = static_cast<Elem<kCDt> *>(c);
-  if constexpr (kDt == HPU_FLOAT32)
-    if (path == GemmPath::avx512_f32) return gemm_avx512::product<kDt, kCDt>(s, alpha, ta, lda, tb, ldb, beta, tc, ldc);
+  if (path == GemmPath::avx512_f32) return gemm_avx512::product<kDt, kCDt>(s, alpha, ta, lda, tb, ldb, beta, tc, ldc);
   gemm_avx2::product<kDt, kCDt>(s, alpha, ta, lda, tb, ldb, beta, tc, ldc);
 }
 
@@ -234,8 +255,9 @@ void product_on(GemmPath path, const GemmShape &s, float alpha, const void *a, i
 
 GemmPath gemm_f32_native_path(hpuDataType_t dt) {
   static const Isa isa = vector_isa(best_isa());
-  if (dt == HPU_FLOAT32 && isa == Isa::avx512) return GemmPath::avx512_f32;
-  if ((dt == HPU_FLOAT32 || dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) && isa == Isa::avx2) return GemmPath::avx2_f32;
+  if (dt != HPU_FLOAT32 && dt != HPU_BFLOAT16 && dt != HPU_FLOAT16) return GemmPath::blas;
+  if (isa == Isa::avx512) return GemmPath::avx512_f32;
+  if (isa == Isa::avx2) return GemmPath::avx2_f32;
   return GemmPath::blas;
 }
 

@@ -15,12 +15,12 @@
 // each element's sum depends on k alone (not on the tile or the part of C a
 // thread computes). Runs on the calling thread; gemm() splits C over threads.
 //
-// At the avx2 level the same kernel also takes bf16 and f16 A and B: they are
-// widened to f32 (exactly) as they are packed, op(A) untransposed into a
-// row-major f32 copy of its k block; C is f32 or the inputs' type, rounded
-// once (a 16-bit C summed over several k blocks is summed in an f32 copy
-// first). At avx512 and up, bf16 has its own kernels (gemm_bf16.hpp) and f16
-// is widened by blocks for OpenBLAS.
+// Both widths also take bf16 and f16 A and B: they are widened to f32
+// (exactly) as they are packed, op(A) untransposed into a row-major f32 copy
+// of its k block; C is f32 or the inputs' type, rounded once (a 16-bit C
+// summed over several k blocks is summed in an f32 copy first). gemm() sends
+// bf16 to them only where the CPU has no bf16 dot product (gemm_bf16.hpp):
+// at avx2, and on AVX-512 CPUs without AVX-512 BF16.
 //
 // The blocking is written once (gemm_f32.inc) over each vector width's
 // primitives (gemm_f32.cpp).
@@ -40,10 +40,10 @@
 
 namespace hpu::kernels {
 
-// The path gemm_f32_native runs dt's products on at this process's level:
-// avx512_f32 for f32 where vector_isa(best_isa()) is avx512; avx2_f32 for
-// f32, bf16 and f16 where it is avx2; else blas (no native kernel:
-// HPU_KERNEL_ISA=scalar, f64, and 16-bit inputs at avx512 and up).
+// The path gemm_f32_native runs dt's products (f32, bf16, f16) on at this
+// process's level: avx512_f32 where vector_isa(best_isa()) is avx512,
+// avx2_f32 where it is avx2; else blas (no native kernel:
+// HPU_KERNEL_ISA=scalar, f64).
 GemmPath gemm_f32_native_path(hpuDataType_t dt);
 // gemm_f32_native_path(HPU_FLOAT32) != GemmPath::blas.
 bool gemm_f32_native_supported();

@@ -6,8 +6,7 @@ gtest_discover_tests(test_${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX GemmAvx512
 # (bf16 and f16 widened as it packs them).
 gtest_discover_tests(test_${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX GemmIsaAvx2.
   PROPERTIES TIMEOUT 300 LABELS unit ENVIRONMENT HPU_KERNEL_ISA=avx2)
-# And on the scalar level: OpenBLAS, 16-bit inputs widened by blocks (the
-# path of CPUs with AVX-512 but not its BF16), scalar conversions and
-# epilogues.
+# And on the scalar level: OpenBLAS, 16-bit inputs widened by blocks, scalar
+# conversions and epilogues.
 gtest_discover_tests(test_${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX GemmScalar.
   PROPERTIES TIMEOUT 300 LABELS unit ENVIRONMENT HPU_KERNEL_ISA=scalar)

@@ -1,9 +1,10 @@
 // GEMM against a double-precision reference written here, per dtype, with
 // transposes, leading dimensions, alpha/beta, f32 results from 16-bit inputs,
 // batches, and the parallel row and column splits. bf16 runs on the native
-// kernel where the CPU has one (AMX tiles, else vdpbf16ps) and f32 on the
-// native AVX-512 one; CTest runs this file again with HPU_KERNEL_ISA=avx512
-// (GemmAvx512.*: bf16 on vdpbf16ps where AMX would be used), with
+// kernel where the CPU has one (AMX tiles, else vdpbf16ps, else the AVX-512
+// f32 kernel, widened) and f32 and f16 on the native AVX-512 one; CTest runs
+// this file again with HPU_KERNEL_ISA=avx512 (GemmAvx512.*: bf16 on
+// vdpbf16ps where AMX would be used), with
 // HPU_KERNEL_ISA=avx2 (GemmIsaAvx2.*: f32, bf16 and f16 on the AVX2 kernel)
 // and HPU_KERNEL_ISA=scalar (GemmScalar.*: OpenBLAS's sgemm, 16-bit inputs
 // widened by blocks).

@@ -30,8 +30,8 @@ GemmPath path_of(hpuDataType_t dt) {
   if (dt == HPU_BFLOAT16 && isa == Isa::amx) return GemmPath::amx;
   if (isa == Isa::avx2) return GemmPath::avx2_f32;
   if (vector_isa(isa) != Isa::avx512) return GemmPath::blas;
-  if (dt == HPU_FLOAT32) return GemmPath::avx512_f32;
-  return __builtin_cpu_supports("avx512bf16") ? GemmPath::avx512_bf16 : GemmPath::blas;
+  if (dt == HPU_BFLOAT16 && __builtin_cpu_supports("avx512bf16")) return GemmPath::avx512_bf16;
+  return GemmPath::avx512_f32;
 }
 
 // The smallest m (or n, when `cols`) from 1 on whose plan has at least

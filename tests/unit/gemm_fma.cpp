@@ -1,11 +1,16 @@
-// The AVX2 kernel (gemm_f32.hpp) that runs f32, bf16 and f16 products at the
-// avx2 level: gemm takes it there; results agree with a double-precision
-// reference within f32 rounding (and the rounding of a 16-bit C) over
-// transposes, sizes off its 6 x 16 and 12 x 8 tiles, k over several blocks
-// (384), alpha, beta and row strides longer than the rows; bf16 with each
-// epilogue (bias, relu, relu's backward, a sink); and the same bits on one
-// thread as split over several. The process runs at HPU_KERNEL_ISA=avx2
-// (set below before the library reads it), whatever the CPU's best level.
+// The f32 kernels (gemm_f32.hpp), 256-bit at the avx2 level and 512-bit at
+// avx512, which run f32 and f16 products, and bf16 ones where the CPU has no
+// bf16 dot product (each 16-bit input widened as it is packed): gemm takes
+// them; results agree with a double-precision reference within f32 rounding
+// (and the rounding of a 16-bit C) over transposes, sizes off their tiles
+// (6 x 16 and 12 x 8; 8 x 48, 12 x 32 and 12 x 16), k over several blocks
+// (384), alpha, beta and row strides longer than the rows; 16-bit inputs with
+// each epilogue (bias, relu, relu's backward, a sink); and the same bits on
+// one thread as split over several. The process runs at HPU_KERNEL_ISA=avx2
+// (set below before the library reads it) unless the environment names a
+// level (gemm_fma.cmake runs it at avx512 too). On CPUs with AVX-512 BF16,
+// gemm sends bf16 to the bf16 kernels, so bf16 is also run on the f32 kernel
+// directly (gemm_f32_native).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device/compute_budget.hpp"
@@ -20,6 +26,7 @@
 #include "kernels/cpu.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_f32.hpp"
 #include "kernels/parallel.hpp"
 
 using namespace hpu::kernels;
@@ -27,13 +34,17 @@ using namespace hpu::kernels;
 namespace {
 
 // Before main: best_isa() reads HPU_KERNEL_ISA once, on its first call.
-const bool kAtAvx2 = setenv("HPU_KERNEL_ISA", "avx2", 1) == 0;
+const bool kLevelSet = setenv("HPU_KERNEL_ISA", "avx2", 0) == 0;
 
-#define SKIP_WITHOUT_AVX2()                                                             \
-  do {                                                                                  \
-    if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C"; \
-    ASSERT_TRUE(kAtAvx2);                                                               \
-    ASSERT_EQ(best_isa(), Isa::avx2);                                                   \
+// The level this process tests, and its kernel.
+Isa wanted_level() { return std::string(std::getenv("HPU_KERNEL_ISA")) == "avx512" ? Isa::avx512 : Isa::avx2; }
+GemmPath level_path() { return wanted_level() == Isa::avx512 ? GemmPath::avx512_f32 : GemmPath::avx2_f32; }
+
+#define SKIP_WITHOUT_LEVEL()                                                                            \
+  do {                                                                                                  \
+    ASSERT_TRUE(kLevelSet);                                                                             \
+    if (!isa_supported(wanted_level())) GTEST_SKIP() << "this CPU has no " << isa_name(wanted_level()); \
+    ASSERT_EQ(best_isa(), wanted_level());                                                              \
   } while (0)
 
 float round_to(hpuDataType_t dt, float x) {
@@ -94,10 +105,14 @@ struct Case {
   float a_at(int64_t i, int64_t l) const { return s.trans_a ? a.at(l, i) : a.at(i, l); }
   float b_at(int64_t l, int64_t j) const { return s.trans_b ? b.at(j, l) : b.at(l, j); }
 
-  // C after gemm (a copy: the case can run again).
-  Matrix run() const {
+  // C after gemm, or with `direct` after the level's f32 kernel itself on
+  // one thread (a copy: the case can run again).
+  Matrix run(bool direct = false) const {
     Matrix out = c;
-    gemm(dt, s, alpha, a.bytes.data(), a.ld, b.bytes.data(), b.ld, beta, out.bytes.data(), out.ld, c_dt);
+    if (direct)
+      gemm_f32_native(s, dt, alpha, a.bytes.data(), a.ld, b.bytes.data(), b.ld, beta, out.bytes.data(), out.ld, c_dt);
+    else
+      gemm(dt, s, alpha, a.bytes.data(), a.ld, b.bytes.data(), b.ld, beta, out.bytes.data(), out.ld, c_dt);
     return out;
   }
   // The exact alpha op(A) op(B) (+ bias) + beta C0 at (i, j), and the sum of
@@ -159,22 +174,27 @@ void collect(const GemmSink &sink, int64_t at, int64_t cols, const float *result
 
 }  // namespace
 
-TEST(GemmAvx2, ProductsTakeTheAvx2Kernel) {
-  SKIP_WITHOUT_AVX2();
+// bf16 on the f32 kernel exactly where the CPU has no bf16 dot product.
+TEST(GemmFma, ProductsTakeTheLevelsKernel) {
+  SKIP_WITHOUT_LEVEL();
+  const bool bf16_dot = wanted_level() == Isa::avx512 && __builtin_cpu_supports("avx512bf16");
   for (const GemmShape &s : {GemmShape{1, 1, 1}, GemmShape{256, 1024, 10}, GemmShape{128, 10, 1024, false, true}}) {
     for (hpuDataType_t dt : kInputs) {
-      EXPECT_EQ(gemm_plan(dt, s).path, GemmPath::avx2_f32) << dtype_name(dt);
-      EXPECT_STREQ(gemm_path_name(gemm_plan(dt, s).path), "avx2 f32");
+      const GemmPath want = dt == HPU_BFLOAT16 && bf16_dot ? GemmPath::avx512_bf16 : level_path();
+      EXPECT_EQ(gemm_plan(dt, s).path, want) << dtype_name(dt);
     }
+    EXPECT_EQ(gemm_f32_native_path(HPU_BFLOAT16), level_path());
     EXPECT_EQ(gemm_plan(HPU_FLOAT64, s).path, GemmPath::blas);
   }
+  EXPECT_STREQ(gemm_path_name(level_path()), wanted_level() == Isa::avx512 ? "avx512 f32" : "avx2 f32");
 }
 
-TEST(GemmAvx2, RightOverShapesTransposesAlphaBetaAndStrides) {
-  SKIP_WITHOUT_AVX2();
+TEST(GemmFma, RightOverShapesTransposesAlphaBetaAndStrides) {
+  SKIP_WITHOUT_LEVEL();
   std::mt19937 rng(26);
   const int64_t shapes[][3] = {{1, 1, 1},   {7, 17, 33}, {17, 7, 100}, {33, 100, 7}, {100, 33, 17},
-                               {6, 16, 1},  {12, 8, 9},  {13, 9, 400}, {5, 40, 800}, {1, 100, 33}};
+                               {6, 16, 1},  {12, 8, 9},  {13, 9, 400}, {5, 40, 800}, {1, 100, 33},
+                               {8, 48, 5},  {12, 32, 3}, {25, 31, 20}, {9, 97, 390}};
   for (hpuDataType_t dt : kInputs)
     for (hpuDataType_t c_dt : {HPU_FLOAT32, dt})
       for (auto &sh : shapes)
@@ -183,6 +203,7 @@ TEST(GemmAvx2, RightOverShapesTransposesAlphaBetaAndStrides) {
           for (float beta : {0.0f, 0.5f}) {
             const Case cs(dt, c_dt, s, t == 3 ? 1.0f : -0.75f, beta, (t + sh[0]) % 3, rng);
             cs.expect_right(cs.run());
+            if (gemm_plan(dt, s).path != level_path()) cs.expect_right(cs.run(true));
             if (HasFatalFailure()) return;
           }
         }
@@ -190,8 +211,8 @@ TEST(GemmAvx2, RightOverShapesTransposesAlphaBetaAndStrides) {
 
 // A 16-bit C rounded once from the f32 sum: the bits of the same product into
 // an f32 C, rounded (k within one block: the sums are the same).
-TEST(GemmAvx2, SixteenBitCIsTheF32ResultRoundedOnce) {
-  SKIP_WITHOUT_AVX2();
+TEST(GemmFma, SixteenBitCIsTheF32ResultRoundedOnce) {
+  SKIP_WITHOUT_LEVEL();
   std::mt19937 rng(3);
   for (hpuDataType_t dt : {HPU_BFLOAT16, HPU_FLOAT16})
     for (float beta : {0.0f, -1.5f}) {
@@ -200,7 +221,7 @@ TEST(GemmAvx2, SixteenBitCIsTheF32ResultRoundedOnce) {
       wide.c_dt = HPU_FLOAT32;
       wide.c = Matrix(HPU_FLOAT32, narrow.s.m, narrow.s.n, narrow.c.ld, rng);
       for (int64_t i = 0; i < narrow.c.rows * narrow.c.ld; ++i) wide.c.set(i, narrow.c.get(i));
-      const Matrix got = narrow.run(), f32 = wide.run();
+      const Matrix got = narrow.run(true), f32 = wide.run(true);
       for (int64_t i = 0; i < narrow.s.m; ++i)
         for (int64_t j = 0; j < narrow.s.n; ++j)
           ASSERT_EQ(got.get(i * got.ld + j), round_to(dt, f32.get(i * f32.ld + j)))
@@ -208,14 +229,16 @@ TEST(GemmAvx2, SixteenBitCIsTheF32ResultRoundedOnce) {
     }
 }
 
-TEST(GemmAvx2, Bf16EpiloguesBiasReluReluBackwardAndSink) {
-  SKIP_WITHOUT_AVX2();
+TEST(GemmFma, SixteenBitEpiloguesBiasReluReluBackwardAndSink) {
+  SKIP_WITHOUT_LEVEL();
   std::mt19937 rng(11);
-  for (int64_t k : {10, 500}) {
+  const std::pair<hpuDataType_t, int64_t> cases[] = {
+      {HPU_BFLOAT16, 10}, {HPU_BFLOAT16, 500}, {HPU_FLOAT16, 10}, {HPU_FLOAT16, 500}};
+  for (const auto &[dt, k] : cases) {
     const GemmShape shape{37, 29, k, false, true};
-    const Case cs(HPU_BFLOAT16, HPU_BFLOAT16, shape, 1.0f, 0.0f, 0, rng);
-    const Matrix bias(HPU_BFLOAT16, 1, shape.n, shape.n, rng);
-    const Matrix x(HPU_BFLOAT16, shape.m, shape.n, shape.n, rng);  // relu's backward input
+    const Case cs(dt, dt, shape, 1.0f, 0.0f, 0, rng);
+    const Matrix bias(dt, 1, shape.n, shape.n, rng);
+    const Matrix x(dt, shape.m, shape.n, shape.n, rng);  // relu's backward input
     for (int mode = 0; mode < 3; ++mode) {  // bias; bias + relu; relu backward
       GemmShape s = shape;
       if (mode < 2) s.ep.bias = bias.bytes.data();
@@ -234,8 +257,9 @@ TEST(GemmAvx2, Bf16EpiloguesBiasReluReluBackwardAndSink) {
           if (mode == 1) {
             ASSERT_FALSE(v < 0) << "relu at (" << i << ", " << j << ")";
           }
-          ASSERT_TRUE(Case::close(v, want, mag, k, HPU_BFLOAT16))
-              << "k " << k << " mode " << mode << " at (" << i << ", " << j << "): " << v << " vs " << want;
+          ASSERT_TRUE(Case::close(v, want, mag, k, dt))
+              << dtype_name(dt) << " k " << k << " mode " << mode << " at (" << i << ", " << j << "): " << v
+              << " vs " << want;
         }
     }
     // The sink gets every element once, f32 results with alpha applied.
@@ -261,19 +285,19 @@ TEST(GemmAvx2, Bf16EpiloguesBiasReluReluBackwardAndSink) {
 
 // Rows split, columns split (short, wide C), a 16-bit C over several k
 // blocks: the same bits on one thread and on the threads the plan gives.
-TEST(GemmAvx2, SameBitsOnOneThreadAndSplit) {
-  SKIP_WITHOUT_AVX2();
+TEST(GemmFma, SameBitsOnOneThreadAndSplit) {
+  SKIP_WITHOUT_LEVEL();
   hpu::ComputeBudget &budget = hpu::ComputeBudget::instance();
   std::mt19937 rng(5);
   struct Split {
     hpuDataType_t dt, c_dt;
     GemmShape s;
   };
-  const Split splits[] = {{HPU_FLOAT32, HPU_FLOAT32, {203, 131, 400, true, false}},
-                          {HPU_FLOAT32, HPU_FLOAT32, {7, 6001, 64, false, true}},
-                          {HPU_BFLOAT16, HPU_BFLOAT16, {150, 90, 800, false, true}},
+  const Split splits[] = {{HPU_FLOAT32, HPU_FLOAT32, {203, 131, 1000, true, false}},
+                          {HPU_FLOAT32, HPU_FLOAT32, {7, 6001, 128, false, true}},
+                          {HPU_BFLOAT16, HPU_BFLOAT16, {200, 90, 1600, false, true}},
                           {HPU_BFLOAT16, HPU_FLOAT32, {9, 8000, 100, true, false}},
-                          {HPU_FLOAT16, HPU_FLOAT16, {240, 100, 500, true, true}}};
+                          {HPU_FLOAT16, HPU_FLOAT16, {240, 100, 1000, true, true}}};
   for (const Split &sp : splits) {
     const Case cs(sp.dt, sp.c_dt, sp.s, 1.0f, 0.25f, 1, rng);
     SCOPED_TRACE(cs.describe());

@@ -1,1 +1,0 @@
-set(white_box ON)
