@@ -17,8 +17,9 @@
 #include "kernels/dtype.hpp"
 #include "kernels/target.hpp"
 
-// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
+// GCC 12 reports its own _mm512_undefined_* placeholders as (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace hpu::kernels {
 
