@@ -54,6 +54,9 @@ namespace {
 
 using V = __m512;
 constexpr int kW = 16;
+// One k per pass: the 8 x 48 tile's 24 FMAs already outweigh its loads and
+// loop instructions.
+constexpr int kUnrollK = 1;
 inline V zero() { return _mm512_setzero_ps(); }
 inline V set1(float f) { return _mm512_set1_ps(f); }
 inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
@@ -150,6 +153,10 @@ namespace {
 
 using V = __m256;
 constexpr int kW = 8;
+// Four k per pass: with 12 FMAs per k, the loop's pointer and counter updates
+// would otherwise take issue slots and FMA ports (integer adds may run on the
+// FMA ports) from the FMAs.
+constexpr int kUnrollK = 4;
 inline V zero() { return _mm256_setzero_ps(); }
 inline V set1(float f) { return _mm256_set1_ps(f); }
 inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
@@ -227,13 +234,15 @@ void transpose(V r[8]) {
 
 #include "kernels/gemm_f32.inc"
 
-// 6 x 16 tiles (12 accumulators, 2 vectors of B per k and a broadcast of
-// the 16 registers); 12 x 8 when C is 8 wide.
+// 4 x 24 tiles for wide C: 12 accumulators, 3 vectors of B and a broadcast
+// of the 16 registers, the fewest loads per k (7) of any 12-accumulator
+// tile; 6 x 16 when C is 16 wide, 12 x 8 when it is 8 wide.
 template <hpuDataType_t kDt, hpuDataType_t kCDt>
 void product(const GemmShape &s, float alpha, const Elem<kDt> *a, int64_t lda, const Elem<kDt> *b, int64_t ldb,
              float beta, Elem<kCDt> *c, int64_t ldc) {
   if (s.n <= 8) return run_blocks<12, 1, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
-  run_blocks<6, 2, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (s.n <= 16) return run_blocks<6, 2, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+  run_blocks<4, 3, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
