@@ -206,7 +206,7 @@ TEST(Gemm, Bf16OddShapes) {
 TEST(Gemm, F32OddShapesAndLongK) {
   // f32 runs on the native AVX-512 kernel where the CPU has it (the AVX2 one
   // under GemmIsaAvx2, OpenBLAS under GemmScalar): sizes off its tiles (8 x 48,
-  // 12 x 32, 12 x 16; 6 x 16, 12 x 8), transposed B in whole and partial
+  // 12 x 32, 12 x 16; 4 x 24, 6 x 16, 12 x 8), transposed B in whole and partial
   // 16 x 16 (8 x 8) blocks, k over several blocks (384).
   const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 255}, {17, 7, 3}, {255, 49, 17}, {13, 33, 8},
                                {9, 16, 31}, {37, 101, 1000}, {20, 64, 385}};

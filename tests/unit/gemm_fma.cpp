@@ -3,7 +3,7 @@
 // bf16 dot product (each 16-bit input widened as it is packed): gemm takes
 // them; results agree with a double-precision reference within f32 rounding
 // (and the rounding of a 16-bit C) over transposes, sizes off their tiles
-// (6 x 16 and 12 x 8; 8 x 48, 12 x 32 and 12 x 16), k over several blocks
+// (4 x 24, 6 x 16 and 12 x 8; 8 x 48, 12 x 32 and 12 x 16), k over several blocks
 // (384), alpha, beta and row strides longer than the rows; 16-bit inputs with
 // each epilogue (bias, relu, relu's backward, a sink); and the same bits on
 // one thread as split over several. The process runs at HPU_KERNEL_ISA=avx2
@@ -194,7 +194,8 @@ TEST(GemmFma, RightOverShapesTransposesAlphaBetaAndStrides) {
   std::mt19937 rng(26);
   const int64_t shapes[][3] = {{1, 1, 1},   {7, 17, 33}, {17, 7, 100}, {33, 100, 7}, {100, 33, 17},
                                {6, 16, 1},  {12, 8, 9},  {13, 9, 400}, {5, 40, 800}, {1, 100, 33},
-                               {8, 48, 5},  {12, 32, 3}, {25, 31, 20}, {9, 97, 390}};
+                               {8, 48, 5},  {12, 32, 3}, {25, 31, 20}, {9, 97, 390}, {4, 24, 4},
+                               {13, 49, 387}};
   for (hpuDataType_t dt : kInputs)
     for (hpuDataType_t c_dt : {HPU_FLOAT32, dt})
       for (auto &sh : shapes)
