@@ -237,10 +237,16 @@ class Root {
     ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort, never blocks
   }
 
+  // Gives up on the missing ranks. The waiting ranks give up at their own
+  // HPU_COMM_TIMEOUT too, whichever comes first, so both messages name them.
   void expire() {
-    std::string why = strf("unique id %s expired: %d of %s ranks joined within HPU_COMM_TIMEOUT (%.3g s)",
+    std::string missing;
+    for (int q = 0; q < nranks_; ++q)
+      if (!ranks_.count(q)) missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+    std::string why = strf("unique id %s expired: %d of %s ranks joined within HPU_COMM_TIMEOUT (%.3g s)%s",
                            name_.c_str(), joined_, nranks_ ? std::to_string(nranks_).c_str() : "its",
-                           std::chrono::duration<double>(patience_).count());
+                           std::chrono::duration<double>(patience_).count(),
+                           missing.empty() ? "" : (" (missing: " + missing + ")").c_str());
     HPU_LOG(info, "comm", "rendezvous root at %s: %s; it stops listening", where_.c_str(), why.c_str());
     for (auto &[q, other] : ranks_)
       if (other.fd) send_error(other.fd.get(), HPU_ERROR_TIMEOUT, why);
