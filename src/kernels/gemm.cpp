@@ -315,6 +315,7 @@ void gemm(hpuDataType_t dt, const GemmShape &s, float alpha, const void *a, int6
     const char *xp = static_cast<const char *>(ep.backward_input);
     if (split_cols) {
       part.n = hi - lo;
+      part.n_total = s.n;
       bp += (s.trans_b ? lo * ldb : lo) * es;
       cp += lo * cs;
       if (xp) part.ep.backward_input = xp + lo * cs;

@@ -50,6 +50,10 @@ namespace hpu::kernels {
 struct GemmShape {
   int64_t m, n, k;
   bool trans_a = false, trans_b = false;
+  // C's width before gemm() split its columns over threads (0: n). Kernels
+  // whose sums depend on C's width choose by it, so that every part of a
+  // split product adds in the same order as the whole.
+  int64_t n_total = 0;
   // What the product does as it stores C (epilogue.hpp). The native bf16
   // kernel adds the bias as it stores C, applies a relu and its backward as
   // it stores a bf16 C and feeds a sink as it stores each tile (k <= 1024);

@@ -33,6 +33,18 @@ constexpr int64_t kPanelBytes = 384 << 10;
 
 thread_local AlignedBuffer t_packed_a, t_packed_b, t_work;
 
+// Products of a narrow C (kDotCols wide or less, judged by the whole C before
+// gemm() split its columns, so that every part takes the same path) with op(A)
+// stored untransposed and k long enough to fill the vectors run as dot
+// products (run_dot).
+constexpr int64_t kDotCols = 12, kDotMinK = 64;
+// run_dot's blocks: values of k (the block of op(B), at most kDotCols x
+// kDotBlockK floats, in the L1 cache) and rows of A per pass over it.
+constexpr int64_t kDotBlockK = 256, kDotChunkRows = 48;
+bool dot_product(const GemmShape &s) {
+  return !s.trans_a && (s.n_total > 0 ? s.n_total : s.n) <= kDotCols && s.k >= kDotMinK;
+}
+
 // The element type of a dtype the kernels read or write.
 template <hpuDataType_t kDt>
 using Elem = std::conditional_t<kDt == HPU_FLOAT32, float, uint16_t>;
@@ -59,6 +71,7 @@ constexpr int kW = 16;
 constexpr int kUnrollK = 1;
 inline V zero() { return _mm512_setzero_ps(); }
 inline V set1(float f) { return _mm512_set1_ps(f); }
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
 inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V load(const float *p) { return _mm512_load_ps(p); }
@@ -136,6 +149,11 @@ void transpose(V r[16]) {
 template <hpuDataType_t kDt, hpuDataType_t kCDt>
 void product(const GemmShape &s, float alpha, const Elem<kDt> *a, int64_t lda, const Elem<kDt> *b, int64_t ldb,
              float beta, Elem<kCDt> *c, int64_t ldc) {
+  if (dot_product(s)) {  // R x NC of 4 x 4, 3 x 8, 2 x 12: up to 24 accumulators
+    if (s.n <= 4) return run_dot<4, 4, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (s.n <= 8) return run_dot<3, 8, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+    return run_dot<2, 12, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   if (s.n <= 16) return run_blocks<12, 1, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
   if (s.n <= 32) return run_blocks<12, 2, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
   run_blocks<8, 3, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -159,6 +177,7 @@ constexpr int kW = 8;
 constexpr int kUnrollK = 4;
 inline V zero() { return _mm256_setzero_ps(); }
 inline V set1(float f) { return _mm256_set1_ps(f); }
+inline V add(V a, V b) { return _mm256_add_ps(a, b); }
 inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline V load(const float *p) { return _mm256_load_ps(p); }
@@ -240,6 +259,10 @@ void transpose(V r[8]) {
 template <hpuDataType_t kDt, hpuDataType_t kCDt>
 void product(const GemmShape &s, float alpha, const Elem<kDt> *a, int64_t lda, const Elem<kDt> *b, int64_t ldb,
              float beta, Elem<kCDt> *c, int64_t ldc) {
+  if (dot_product(s)) {  // R x NC of 2 x 4, 1 x 12: up to 12 accumulators
+    if (s.n <= 4) return run_dot<2, 4, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+    return run_dot<1, 12, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   if (s.n <= 8) return run_blocks<12, 1, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
   if (s.n <= 16) return run_blocks<6, 2, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
   run_blocks<4, 3, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);

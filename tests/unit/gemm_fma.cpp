@@ -3,8 +3,8 @@
 // bf16 dot product (each 16-bit input widened as it is packed): gemm takes
 // them; results agree with a double-precision reference within f32 rounding
 // (and the rounding of a 16-bit C) over transposes, sizes off their tiles
-// (4 x 24, 6 x 16 and 12 x 8; 8 x 48, 12 x 32 and 12 x 16), k over several blocks
-// (384), alpha, beta and row strides longer than the rows; 16-bit inputs with
+// (4 x 24, 6 x 16 and 12 x 8; 8 x 48, 12 x 32 and 12 x 16; C 12 wide or less
+// as dot products), k over several blocks (384; 256 for the dot products), alpha, beta and row strides longer than the rows; 16-bit inputs with
 // each epilogue (bias, relu, relu's backward, a sink); and the same bits on
 // one thread as split over several. The process runs at HPU_KERNEL_ISA=avx2
 // (set below before the library reads it) unless the environment names a
@@ -210,6 +210,53 @@ TEST(GemmFma, RightOverShapesTransposesAlphaBetaAndStrides) {
         }
 }
 
+// Narrow C (12 wide or less) with op(A) untransposed and k >= 64 runs as dot
+// products along k: every width, rows in and across passes (48 rows, several
+// rows per tile), k in and across blocks (256) with a partial last vector.
+TEST(GemmFma, NarrowProductsRightOverWidthsRowsAndBlocks) {
+  SKIP_WITHOUT_LEVEL();
+  std::mt19937 rng(12);
+  const int64_t rows_k[][2] = {{1, 64}, {3, 65}, {50, 257}, {97, 700}};
+  for (hpuDataType_t dt : kInputs)
+    for (hpuDataType_t c_dt : {HPU_FLOAT32, dt})
+      for (int64_t n = 1; n <= 12; ++n)
+        for (const auto &mk : rows_k)
+          for (bool tb : {false, true}) {
+            const GemmShape s{mk[0], n, mk[1], false, tb};
+            const Case cs(dt, c_dt, s, tb ? 1.0f : 0.5f, n % 2 ? 0.0f : -0.5f, n % 3, rng);
+            cs.expect_right(cs.run());
+            if (gemm_plan(dt, s).path != level_path()) cs.expect_right(cs.run(true));
+            if (HasFatalFailure()) return;
+          }
+}
+
+// A part of a product whose columns gemm() split over threads adds in the
+// order of the whole (GemmShape::n_total): the parts of a C 20 wide, each
+// narrow enough alone for the dot products, give the bits of the whole.
+TEST(GemmFma, ColumnsOfASplitProductAddAsTheWhole) {
+  SKIP_WITHOUT_LEVEL();
+  std::mt19937 rng(20);
+  for (hpuDataType_t dt : kInputs)
+    for (const GemmShape &whole : {GemmShape{5, 20, 300, false, true}, GemmShape{5, 20, 300, false, false},
+                                   GemmShape{5, 12, 300, false, true}}) {
+      const Case cs(dt, HPU_FLOAT32, whole, 1.0f, 0.0f, 0, rng);
+      SCOPED_TRACE(cs.describe());
+      const Matrix all = cs.run(true);
+      Matrix parts = cs.c;
+      const int64_t es = static_cast<int64_t>(dtype_size(dt)), half = whole.n / 2;
+      for (int64_t lo : {int64_t{0}, half}) {
+        GemmShape part = whole;
+        part.n = lo == 0 ? half : whole.n - half;
+        part.n_total = whole.n;
+        const unsigned char *b = cs.b.bytes.data() + (whole.trans_b ? lo * cs.b.ld : lo) * es;
+        gemm_f32_native(part, dt, 1.0f, cs.a.bytes.data(), cs.a.ld, b, cs.b.ld, 0.0f, parts.bytes.data() + lo * 4,
+                        parts.ld, HPU_FLOAT32);
+      }
+      EXPECT_EQ(std::memcmp(all.bytes.data(), parts.bytes.data(), all.bytes.size()), 0);
+      cs.expect_right(parts);
+    }
+}
+
 // A 16-bit C rounded once from the f32 sum: the bits of the same product into
 // an f32 C, rounded (k within one block: the sums are the same).
 TEST(GemmFma, SixteenBitCIsTheF32ResultRoundedOnce) {
@@ -298,7 +345,11 @@ TEST(GemmFma, SameBitsOnOneThreadAndSplit) {
                           {HPU_FLOAT32, HPU_FLOAT32, {7, 6001, 128, false, true}},
                           {HPU_BFLOAT16, HPU_BFLOAT16, {200, 90, 1600, false, true}},
                           {HPU_BFLOAT16, HPU_FLOAT32, {9, 8000, 100, true, false}},
-                          {HPU_FLOAT16, HPU_FLOAT16, {240, 100, 1000, true, true}}};
+                          {HPU_FLOAT16, HPU_FLOAT16, {240, 100, 1000, true, true}},
+                          // narrow C, as dot products: rows split, and columns
+                          // split into parts narrow enough for that path alone
+                          {HPU_FLOAT32, HPU_FLOAT32, {2000, 10, 1024, false, true}},
+                          {HPU_FLOAT32, HPU_FLOAT32, {2, 20, 60000, false, true}}};
   for (const Split &sp : splits) {
     const Case cs(sp.dt, sp.c_dt, sp.s, 1.0f, 0.25f, 1, rng);
     SCOPED_TRACE(cs.describe());
