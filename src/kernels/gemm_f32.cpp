@@ -145,7 +145,8 @@ void transpose(V r[16]) {
 #include "kernels/gemm_f32.inc"
 
 // Tile shapes as gemm_bf16_native's: 8 x 48 for wide C (24 accumulators);
-// 12 rows when C is 32 or 16 wide.
+// 12 rows when C is 32 or 16 wide, or 12 rows or fewer tall (one pass of a
+// tile over B where 8 rows would take two).
 template <hpuDataType_t kDt, hpuDataType_t kCDt>
 void product(const GemmShape &s, float alpha, const Elem<kDt> *a, int64_t lda, const Elem<kDt> *b, int64_t ldb,
              float beta, Elem<kCDt> *c, int64_t ldc) {
@@ -155,7 +156,7 @@ void product(const GemmShape &s, float alpha, const Elem<kDt> *a, int64_t lda, c
     return run_dot<2, 12, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   if (s.n <= 16) return run_blocks<12, 1, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
-  if (s.n <= 32) return run_blocks<12, 2, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (s.n <= 32 || s.m <= 12) return run_blocks<12, 2, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
   run_blocks<8, 3, kDt, kCDt>(s, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
