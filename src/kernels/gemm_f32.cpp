@@ -75,6 +75,7 @@ inline V add(V a, V b) { return _mm512_add_ps(a, b); }
 inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V load(const float *p) { return _mm512_load_ps(p); }
+inline V loadu(const float *p) { return _mm512_loadu_ps(p); }
 inline void store(float *p, V v) { _mm512_store_ps(p, v); }
 inline V broadcast(const float *p) { return _mm512_set1_ps(*p); }
 inline __mmask16 lanes_below(int w) {
@@ -182,6 +183,7 @@ inline V add(V a, V b) { return _mm256_add_ps(a, b); }
 inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline V load(const float *p) { return _mm256_load_ps(p); }
+inline V loadu(const float *p) { return _mm256_loadu_ps(p); }
 inline void store(float *p, V v) { _mm256_store_ps(p, v); }
 inline V broadcast(const float *p) { return _mm256_broadcast_ss(p); }
 // All ones in the lanes below w.
