@@ -4,8 +4,9 @@
 // them; results agree with a double-precision reference within f32 rounding
 // (and the rounding of a 16-bit C) over transposes, sizes off their tiles
 // (4 x 24, 6 x 16 and 12 x 8; 8 x 48, 12 x 32 and 12 x 16; C 12 wide or less
-// as dot products), k over several blocks (384; 256 for the dot products), alpha, beta and row strides longer than the rows; 16-bit inputs with
-// each epilogue (bias, relu, relu's backward, a sink); and the same bits on
+// as dot products), k over several blocks (384; 256 for the dot products),
+// alpha, beta and row strides longer than the rows; 16-bit inputs with each
+// epilogue (bias, relu, relu's backward, a sink); and the same bits on
 // one thread as split over several. The process runs at HPU_KERNEL_ISA=avx2
 // (set below before the library reads it) unless the environment names a
 // level (gemm_fma.cmake runs it at avx512 too). On CPUs with AVX-512 BF16,
