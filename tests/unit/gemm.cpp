@@ -97,15 +97,23 @@ void check(const Case &cs, int64_t batch = 1) {
     gemm_batched(cs.dt, s, batch, cs.alpha, a.data(), a.ld, ar * a.ld, b.data(), b.ld, br * b.ld, cs.beta, c.data(),
                  c.ld, cs.m * c.ld, cs.c_dt);
   const double acc = cs.dt == HPU_FLOAT64 ? 1.2e-16 : 6e-8;  // accumulation precision
-  for (int64_t p = 0; p < batch; ++p)
+  // op(A) and op(B) transposed as doubles, row by row, so that each element
+  // of the reference is one contiguous dot product.
+  std::vector<double> rows_a(static_cast<size_t>(cs.m * cs.k)), cols_b(static_cast<size_t>(cs.n * cs.k));
+  for (int64_t p = 0; p < batch; ++p) {
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t l = 0; l < cs.k; ++l)
+        rows_a[i * cs.k + l] = cs.ta ? a.at(p * ar + l, i) : a.at(p * ar + i, l);
+    for (int64_t j = 0; j < cs.n; ++j)
+      for (int64_t l = 0; l < cs.k; ++l)
+        cols_b[j * cs.k + l] = cs.tb ? b.at(p * br + j, l) : b.at(p * br + l, j);
     for (int64_t i = 0; i < cs.m; ++i)
       for (int64_t j = 0; j < cs.n; ++j) {
+        const double *x = rows_a.data() + i * cs.k, *y = cols_b.data() + j * cs.k;
         double sum = 0, mag = 0;
         for (int64_t l = 0; l < cs.k; ++l) {
-          double x = cs.ta ? a.at(p * ar + l, i) : a.at(p * ar + i, l);
-          double y = cs.tb ? b.at(p * br + j, l) : b.at(p * br + l, j);
-          sum += x * y;
-          mag += std::fabs(x * y);
+          sum += x[l] * y[l];
+          mag += std::fabs(x[l] * y[l]);
         }
         double old = c0.at(p * cs.m + i, j);
         double want = cs.alpha * sum + cs.beta * old;
@@ -116,6 +124,7 @@ void check(const Case &cs, int64_t batch = 1) {
             << "dtype " << cs.dt << " m " << cs.m << " n " << cs.n << " k " << cs.k << " ta " << cs.ta << " tb "
             << cs.tb << " at batch " << p << " (" << i << ", " << j << "): got " << got << " want " << want;
       }
+  }
   // Padding after each row of C is untouched.
   for (int64_t i = 0; i < cs.m * batch; ++i)
     for (int64_t j = cs.n; j < c.ld; ++j) ASSERT_EQ(c.at(i, j), c0.at(i, j));
