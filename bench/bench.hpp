@@ -116,6 +116,11 @@ struct Bound {
 // like f32 ones on FMA: 512-bit at amx and avx512, 256-bit at avx2 and scalar.
 // Element-wise kernels are bounded by the memory copy.
 Bound product_bound(const Peaks &p, bool bf16);
+// That peak measured now: the best of `reps` short runs of its loop on
+// `threads` threads (0 where the CPU lacks the unit). Tables measure it beside
+// each of their timings, so that a machine whose speed drifts (a shared VM)
+// gives a result and its peak from the same moments.
+Bound measure_product_bound(int threads, int reps, bool bf16);
 Bound elementwise_bound(const Peaks &p);
 
 // value as a percentage of peak ("63%"), or "n/a" when there is no peak.

@@ -8,7 +8,8 @@
 // compares like with like) and plain cblas_sgemm. One row per shape and
 // type: 1- and 2-thread GFLOP/s, their ratio (a product should never be
 // slower on 2 threads than on 1), the ratio to torch on as many threads and
-// the %peak (the peak that bounds it on as many threads, bench/peaks.cpp).
+// the %peak (the best slice over the best of the peaks that bound it on as
+// many threads, measured after each slice, bench/peaks.cpp).
 // Shapes: squares, and the products of the training step (hpu-train's MLP
 // 784-1024-1024-10, batch 256 on one device and 128 per rank on two). Each
 // thread count runs in a process of its own; the processes take turns, each
@@ -184,7 +185,8 @@ struct Child {
 };
 
 // A child's first turn: torch's figures and the peaks (before libhpu's
-// threads start), then the device, and a line of the machine's figures.
+// threads start), then the device, and a line of the machine's figures (the
+// %peak columns divide by the peaks measured beside the slices instead).
 void set_up(Child &ch, int threads, const std::vector<Shape> &shapes) {
   if (!measure_torch(shapes, threads, ch.results))
     std::printf("# %d thread(s): PyTorch absent: /usr/bin/python3 cannot import torch "
@@ -192,10 +194,6 @@ void set_up(Child &ch, int threads, const std::vector<Shape> &shapes) {
                 threads);
   const bench::Peaks peaks = bench::measure_peaks(threads, 3, bench::kComputePeaks);
   const bench::Bound f32_peak = bench::product_bound(peaks, false), bf16_peak = bench::product_bound(peaks, true);
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    ch.results[i].peak_f32 = f32_peak.value;
-    ch.results[i].peak_bf16 = bf16_peak.value;
-  }
   BENCH_CHECK(hpuDeviceOpen(&ch.dev, 0));
   std::printf("# %d thread(s): empty operation round trip (hpuEventRecord + hpuStreamSynchronize) %.1f us; "
               "peaks (hpu-bench peaks): f32 %s %.1f, bf16 %s %.1f GFLOP/s\n",
@@ -292,9 +290,15 @@ int gemm_main(int argc, char **argv) {
     const Shape &s = shapes[static_cast<size_t>(q / 2)];
     const bool bf16 = q % 2;
     const double gflops = 2.0 * s.m * s.n * s.k / hpu_seconds(child.dev, bf16 ? HPU_BFLOAT16 : HPU_FLOAT32, s) * 1e-9;
-    double &best = bf16 ? child.results[q / 2].bf16 : child.results[q / 2].f32;
+    Result &r = child.results[q / 2];
+    double &best = bf16 ? r.bf16 : r.f32;
     best = std::max(best, gflops);
-    if (show_slices) std::printf("# slice %dt %s %s %.1f\n", t, s.name.c_str(), bf16 ? "bf16" : "f32", gflops);
+    // The peak right after the slice: the best of them divides the best slice.
+    const double peak = bench::measure_product_bound(t, 1, bf16).value;
+    double &best_peak = bf16 ? r.peak_bf16 : r.peak_f32;
+    best_peak = std::max(best_peak, peak);
+    if (show_slices)
+      std::printf("# slice %dt %s %s %.1f peak %.1f\n", t, s.name.c_str(), bf16 ? "bf16" : "f32", gflops, peak);
   });
   if (failed) {
     std::fprintf(stderr, "hpu-bench gemm: %d measuring process(es) failed\n", failed);
@@ -309,7 +313,8 @@ int gemm_main(int argc, char **argv) {
               "# cblas_sgemm (Debian OpenBLAS, openblas_set_num_threads = threads), on %d and %d thread(s);\n"
               "# %dt/%dt: hpu's ratio between them (>= 1 wanted); /torch: hpu over torch on as many threads\n"
               "# (>= 1 wanted on the training step's shapes); %%peak: hpu over the peak that bounds it on as\n"
-              "# many threads (hpu-bench peaks); libhpu uses %s\n",
+              "# many threads (hpu-bench peaks), measured after each slice (the best slice over the best\n"
+              "# peak); libhpu uses %s\n",
               t0, t1, t1, t0, bench::library_isa());
   std::printf("%-21s %-4s %8s %8s %6s %6s %6s %8s %8s %7s %7s %8s %8s %s\n", "shape", "type", ("hpu " + std::to_string(t0) + "t").c_str(),
               ("hpu " + std::to_string(t1) + "t").c_str(), (std::to_string(t1) + "t/" + std::to_string(t0) + "t").c_str(),

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -152,12 +153,17 @@ double seconds_on_threads(int threads, Fn fn) {
 }
 
 // GFLOP/s of `loop` on `threads` threads: each runs as many iterations as
-// take one thread about 20 ms; the best of `reps` repetitions.
+// take one thread about 20 ms (calibrated on the loop's first call); the best
+// of `reps` repetitions.
 double compute_peak(double (*loop)(int64_t), int threads, int reps) {
-  int64_t iters = 1000;
-  for (double s; (s = seconds_on_threads(1, [&](int) { loop(iters); })) < 5e-3;)
-    iters = s > 1e-4 ? static_cast<int64_t>(iters * 5e-3 / s) + 1 : iters * 10;
-  iters *= 4;
+  static std::map<double (*)(int64_t), int64_t> calibrated;
+  int64_t &iters = calibrated[loop];
+  if (iters == 0) {
+    iters = 1000;
+    for (double s; (s = seconds_on_threads(1, [&](int) { loop(iters); })) < 5e-3;)
+      iters = s > 1e-4 ? static_cast<int64_t>(iters * 5e-3 / s) + 1 : iters * 10;
+    iters *= 4;
+  }
   double best = 0, per_thread = 0;
   for (int r = 0; r < reps; ++r) {
     const double s = seconds_on_threads(threads, [&](int t) {
@@ -235,6 +241,33 @@ int process_threads() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
 }
 
+// A compute unit: its field in Peaks, its name in the bounds, its loop and
+// whether this CPU has it.
+struct Unit {
+  double bench::Peaks::*field;
+  const char *name;
+  double (*loop)(int64_t);
+  bool (*present)();
+};
+
+const Unit kAmx{&bench::Peaks::amx, "amx bf16", amx_bf16, tiles_granted};
+const Unit kBf16Dot{&bench::Peaks::bf16_dot, "bf16 dot", bf16_dot, has_bf16_dot};
+const Unit kFma512{&bench::Peaks::fma512, "fma512", fma512, has_fma512};
+const Unit kFma256{&bench::Peaks::fma256, "fma256", fma256, has_fma256};
+
+// The unit that bounds a matrix product on library_isa() on this CPU.
+const Unit &product_unit(bool bf16) {
+  const std::string isa = bench::library_isa();
+  if (bf16 && isa == "amx") return kAmx;
+  // avx2 and scalar stand for a CPU of that level: 256-bit FMA is its widest
+  // unit (OpenBLAS, which runs the products there, may use wider vectors on a
+  // CPU that has them).
+  if (isa == "avx2" || isa == "scalar") return kFma256;
+  if (bf16 && has_bf16_dot()) return kBf16Dot;
+  // f32 products (and bf16 ones widened to f32) run on libhpu's AVX-512 FMA kernel.
+  return has_fma512() ? kFma512 : kFma256;
+}
+
 }  // namespace
 
 namespace bench {
@@ -248,28 +281,22 @@ const char *library_isa() {
 
 Peaks measure_peaks(int threads, int reps, int loops, size_t memory_bytes) {
   Peaks p;
-  if (loops & kComputePeaks) {
-    if (has_fma256()) p.fma256 = compute_peak(fma256, threads, reps);
-    if (has_fma512()) p.fma512 = compute_peak(fma512, threads, reps);
-    if (has_bf16_dot()) p.bf16_dot = compute_peak(bf16_dot, threads, reps);
-    if (tiles_granted()) p.amx = compute_peak(amx_bf16, threads, reps);
-  }
+  if (loops & kComputePeaks)
+    for (const Unit *u : {&kFma256, &kFma512, &kBf16Dot, &kAmx})
+      if (u->present()) p.*u->field = compute_peak(u->loop, threads, reps);
   if (loops & kMemoryPeaks)
     memory_peaks(threads, reps, memory_bytes ? memory_bytes : default_memory_bytes(), &p.read, &p.copy);
   return p;
 }
 
 Bound product_bound(const Peaks &p, bool bf16) {
-  const std::string isa = library_isa();
-  if (bf16 && isa == "amx") return {p.amx, "amx bf16"};
-  // avx2 and scalar stand for a CPU of that level: 256-bit FMA is its widest
-  // unit (OpenBLAS, which runs the products there, may use wider vectors on a
-  // CPU that has them).
-  if (isa == "avx2" || isa == "scalar") return {p.fma256, "fma256"};
-  if (bf16 && p.bf16_dot > 0) return {p.bf16_dot, "bf16 dot"};
-  // f32 products (and bf16 ones widened to f32) run on libhpu's AVX-512 FMA kernel.
-  if (p.fma512 > 0) return {p.fma512, "fma512"};
-  return {p.fma256, "fma256"};
+  const Unit &u = product_unit(bf16);
+  return {p.*u.field, u.name};
+}
+
+Bound measure_product_bound(int threads, int reps, bool bf16) {
+  const Unit &u = product_unit(bf16);
+  return {u.present() ? compute_peak(u.loop, threads, reps) : 0, u.name};
 }
 
 Bound elementwise_bound(const Peaks &p) { return {p.copy, "copy"}; }

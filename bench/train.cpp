@@ -12,7 +12,10 @@
 // %peak: the products' FLOP per second over the peak that bounds them on all
 // the process's CPUs (bench/peaks.cpp): AMX tiles (bf16 at amx), the bf16 dot
 // product (bf16 at avx512), FMA on 512-bit vectors (f32 at amx and avx512),
-// on 256-bit ones (everything at avx2).
+// on 256-bit ones (everything at avx2). The peak, and the bandwidth below,
+// are measured right after each of our fits and each round divides by its
+// own: on a machine whose speed drifts the row shows the median of the
+// rounds' percentages, each from one moment.
 // %bound: samples/s over the step's roofline. A step's bound time is the
 // products' FLOP (9,564,160 per sample) at that peak plus the bytes the rest
 // of the step must move at least at the memory bandwidth: the copy bandwidth
@@ -558,54 +561,65 @@ int train_main(int argc, char **argv) {
               {"32-true", 2, "ddp", "torch DDP gloo x2", 1.5},
               {"bf16-mixed", 2, "ddp", "torch DDP gloo x2", 1.5}};
   const int threads = bench::all_threads();
-  const bench::Peaks peaks = bench::measure_peaks(threads, 3, bench::kComputePeaks);
-  const bench::Bound f32_peak = bench::product_bound(peaks, false), bf16_peak = bench::product_bound(peaks, true);
+  const bench::Peaks peaks{};  // the units' names only: their peaks are measured round by round
+  const char *f32_unit = bench::product_bound(peaks, false).name, *bf16_unit = bench::product_bound(peaks, true).name;
   const std::string peer_isa = peers ? limit_peer_isa() : "";
   std::printf("# Fashion-MNIST MLP 784-1024-1024-10, AdamW, global batch %d, %d timed steps, %d rounds\n"
               "# each round times our fit and the peer's in turn (the order swaps every round); samples/s\n"
               "# are medians over the rounds, ratio is the median of the rounds' ratios [lowest-highest]\n"
               "# %%peak: samples/s x %.0f FLOP (the step's products per sample) as a percentage of the\n"
-              "# peak on all %d threads (hpu-bench peaks; libhpu uses %s): 32-true %s %.1f GFLOP/s,\n"
-              "# bf16-mixed %s %.1f GFLOP/s\n"
+              "# peak on all %d threads (hpu-bench peaks; libhpu uses %s): 32-true %s and\n"
+              "# bf16-mixed %s measured right after each of our fits; the median of the rounds' percentages\n"
               "# %%bound: samples/s as a percentage of the roofline: per step, the products' FLOP at that\n"
               "# peak plus the bytes the rest of the step moves at least (AdamW's f32 parameters and\n"
               "# moments read and written, the bf16 weight copies written, the batch gathered; with 2\n"
               "# devices each replica's and its gradients' too) at the copy bandwidth over a buffer of the\n"
-              "# step's working set; per row: MB moved, working set MB, GB/s\n",
-              kGlobalBatch, steps, rounds, flop_per_sample(), threads, bench::library_isa(), f32_peak.name,
-              f32_peak.value, bf16_peak.name, bf16_peak.value);
+              "# step's working set, measured after the peak; the median of the rounds' percentages; per\n"
+              "# row: MB moved, working set MB, GB/s (median)\n",
+              kGlobalBatch, steps, rounds, flop_per_sample(), threads, bench::library_isa(), f32_unit, bf16_unit);
   if (!peer_isa.empty()) std::printf("# the peer at the same level: %s\n", peer_isa.c_str());
   std::printf("%-11s %7s %12s %6s %6s %22s %26s %12s %7s %13s %7s\n", "precision", "devices", "samples/s", "%peak",
               "%bound", "bytes: moved set GB/s", "peer", "peer s/s", "ratio", "range", "target");
   bool no_torch = false;
+  std::string peaks_seen;  // per row: the peaks measured beside its rounds
   for (const Row &r : rows) {
     if (!wanted(r.precision, r.devices)) continue;
-    std::vector<double> ours, peer, ratio;
+    const bool bf16 = !std::strcmp(r.precision, "bf16-mixed");
+    const StepBytes bytes = step_bytes(bf16, r.devices);
+    std::vector<double> ours, peer, ratio, flops, bandwidths, of_peak, of_bound;
     for (int round = 0; round < rounds; ++round) {
       const bool peer_first = round % 2 == 1;
       double p = peers && peer_first ? torch_rate(r.peer_mode, steps) : 0;
       const double o = hpu_rate(r.precision, r.devices, steps);
+      const double peak = bench::measure_product_bound(threads, 3, bf16).value;
+      const double bandwidth =
+          bench::measure_peaks(threads, 5, bench::kMemoryPeaks, size_t(bytes.working_set * r.devices)).copy;
       if (peers && !peer_first) p = torch_rate(r.peer_mode, steps);
       ours.push_back(o);
+      flops.push_back(peak);
+      bandwidths.push_back(bandwidth);
+      if (peak > 0 && bandwidth > 0) {
+        const double bound_seconds = kGlobalBatch * flop_per_sample() / (peak * 1e9) + bytes.moved / (bandwidth * 1e9);
+        of_peak.push_back(o * flop_per_sample() * 1e-9 / peak);
+        of_bound.push_back(o * bound_seconds / kGlobalBatch);
+      }
       if (p > 0) {
         peer.push_back(p);
         ratio.push_back(o / p);
       }
     }
-    const bool bf16 = !std::strcmp(r.precision, "bf16-mixed");
-    const bench::Bound &bound = bf16 ? bf16_peak : f32_peak;
-    const StepBytes bytes = step_bytes(bf16, r.devices);
-    const double bandwidth =
-        bench::measure_peaks(threads, 5, bench::kMemoryPeaks, size_t(bytes.working_set * r.devices)).copy;
-    const double bound_seconds =
-        kGlobalBatch * flop_per_sample() / (bound.value * 1e9) + bytes.moved / (bandwidth * 1e9);
-    char traffic[48];
+    auto share = [](const std::vector<double> &v) { return v.empty() ? "n/a" : bench::percent(bench::median(v), 1); };
+    char traffic[48], seen[160];
     std::snprintf(traffic, sizeof traffic, "%.1f %.1f %.0f", bytes.moved * 1e-6, bytes.working_set * r.devices * 1e-6,
-                  bandwidth);
+                  bench::median(bandwidths));
+    std::snprintf(seen, sizeof seen, "# %s on %d device(s): %s %.1f GFLOP/s [%.1f-%.1f], copy %.1f GB/s [%.1f-%.1f]\n",
+                  r.precision, r.devices, bf16 ? bf16_unit : f32_unit, bench::median(flops),
+                  *std::min_element(flops.begin(), flops.end()), *std::max_element(flops.begin(), flops.end()),
+                  bench::median(bandwidths), *std::min_element(bandwidths.begin(), bandwidths.end()),
+                  *std::max_element(bandwidths.begin(), bandwidths.end()));
+    peaks_seen += seen;
     std::printf("%-11s %7d %12.0f %6s %6s %22s %26s", r.precision, r.devices, bench::median(ours),
-                bench::percent(bench::median(ours) * flop_per_sample() * 1e-9, bound.value).c_str(),
-                bench::percent(bench::median(ours), bound.value > 0 ? kGlobalBatch / bound_seconds : 0).c_str(),
-                traffic, r.peer_name);
+                share(of_peak).c_str(), share(of_bound).c_str(), traffic, r.peer_name);
     if (!ratio.empty()) {
       char range[32];
       std::snprintf(range, sizeof range, "%.2f-%.2f", *std::min_element(ratio.begin(), ratio.end()),
@@ -616,6 +630,7 @@ int train_main(int argc, char **argv) {
       std::printf(" %12s %7s %13s %6.1fx\n", "-", "-", "-", r.target);
     }
   }
+  std::printf("# the peaks measured beside the rounds, median [lowest-highest]:\n%s", peaks_seen.c_str());
   if (no_torch)
     std::printf("# PyTorch: /usr/bin/python3 cannot import torch (scripts/deps --bench installs python3-torch)\n");
   return 0;

@@ -2,7 +2,8 @@
 // thread and on all threads of the process, "n/a" only for a unit the CPU
 // lacks, and the bounds the other tables divide by, which follow
 // HPU_KERNEL_ISA; hpu-bench gemm's slices (the thread counts alternating)
-// and its and train's %peak columns, train's %bound column (the
+// and its and train's %peak columns (each over the peak measured beside its
+// timings), train's %bound column (the
 // step's roofline: the bytes counted, the working set and the bandwidth over
 // it), whose compute peak follows HPU_KERNEL_ISA. No figure is compared with
 // a threshold: only that each is a number, and how the byte counts of the two
@@ -154,6 +155,15 @@ TEST(BenchPeaks, TrainPrintsItsSamplesPerSecondAsAPercentageOfThePeak) {
   EXPECT_EQ(header[3], "%peak") << r.out;
   expect_percentage(r.out, "32-true", 3);
   EXPECT_NE(r.out.find("9564160 FLOP"), std::string::npos) << r.out;
+  // "# 32-true on 1 device(s): UNIT GFLOP/s [lo-hi], ...": the peak measured
+  // after the round, which its %peak divides by.
+  const std::vector<std::string> seen = words(row(r.out, "# 32-true on 1 device(s):"));
+  ASSERT_GE(seen.size(), 7u) << r.out;
+  const std::vector<std::string> w = words(row(r.out, "32-true"));
+  ASSERT_GE(w.size(), 4u) << r.out;
+  const double samples = std::strtod(w[2].c_str(), nullptr), peak = std::strtod(seen[6].c_str(), nullptr);
+  ASSERT_GT(peak, 0) << r.out;
+  EXPECT_NEAR(std::strtod(w[3].c_str(), nullptr), 100 * samples * 9564160e-9 / peak, 0.6) << r.out;
 }
 
 // train's row of `precision` on 1 device: precision devices samples/s %peak
@@ -199,18 +209,23 @@ TEST(BenchPeaks, TrainBoundsBothPrecisionsBy256BitFmaAtAvx2) {
 TEST(BenchPeaks, GemmPrintsEachProductsThreadRatioAndPercentagesOfThePeak) {
   const Ran r = bench("", "gemm --quick --shapes 'square 256' --slices");
   ASSERT_EQ(r.code, 0) << r.out;
-  // "# slice Nt square 256 TYPE GFLOP/s", in the order run: per type, the
-  // thread counts alternate slice by slice, 3 slices each.
+  // "# slice Nt square 256 TYPE GFLOP/s peak GFLOP/s", in the order run: per
+  // type, the thread counts alternate slice by slice, 3 slices each, each
+  // followed by a measure of the peak.
   std::map<std::string, std::string> order;            // type -> "1 2 1 2 1 2"
   std::map<std::string, std::map<int, double>> best;   // type -> threads -> best slice
+  std::map<std::string, std::map<int, double>> peak;   // type -> threads -> best peak
   std::istringstream slices(r.out);
   for (std::string line; std::getline(slices, line);) {
     const std::vector<std::string> w = words(line);
-    if (w.size() != 7 || w[1] != "slice") continue;
+    if (w.size() != 9 || w[1] != "slice") continue;
     ASSERT_TRUE(positive_number(w[6])) << line;
+    ASSERT_EQ(w[7], "peak") << line;
+    ASSERT_TRUE(positive_number(w[8])) << line;
     const int threads = std::atoi(w[2].c_str());
     order[w[5]] += std::to_string(threads) + " ";
     best[w[5]][threads] = std::max(best[w[5]][threads], number(w[6]));
+    peak[w[5]][threads] = std::max(peak[w[5]][threads], number(w[8]));
   }
   ASSERT_EQ(order.size(), 2u) << r.out;
   for (const auto &[type, seq] : order)
@@ -236,6 +251,11 @@ TEST(BenchPeaks, GemmPrintsEachProductsThreadRatioAndPercentagesOfThePeak) {
     EXPECT_NEAR(number(w[5]), number(w[4]) / number(w[3]), 0.02) << "2t/1t is 2t over 1t: " << line;
     EXPECT_NEAR(number(w[3]), best[w[2]][1], 0.051) << "1t is its best slice: " << line;
     EXPECT_NEAR(number(w[4]), best[w[2]][2], 0.051) << "2t is its best slice: " << line;
+    for (int t : {1, 2}) {
+      const std::string &shown = w[5 + t];
+      EXPECT_NEAR(number(shown.substr(0, shown.size() - 1)), 100 * best[w[2]][t] / peak[w[2]][t], 0.51)
+          << t << "t's %peak is its best slice over the best peak beside the slices: " << line;
+    }
   }
   EXPECT_EQ(rows, 2) << r.out;
 }
