@@ -156,17 +156,36 @@ DEVICE_NAME = re.compile(r"^(dev|device)$")
 
 
 # ---- Python ---------------------------------------------------------------------------------
-def py_argument(api: hpuabi.Api, source: str, node: ast.expr, cls: Optional[str]) -> Tuple[str, Optional[str],
-                                                                                           Optional[str]]:
+class Source:
+    """A Python file's lines as UTF-8 (the unit of ast's column offsets), split once:
+    ast.get_source_segment splits the whole file again on every call."""
+
+    def __init__(self, text: str):
+        self.lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
+
+    def segment(self, node: ast.AST) -> Optional[str]:
+        """The text of node, as ast.get_source_segment gives it."""
+        if getattr(node, "end_lineno", None) is None or getattr(node, "end_col_offset", None) is None:
+            return None
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return self.lines[first][node.col_offset:node.end_col_offset].decode("utf-8")
+        parts = [self.lines[first][node.col_offset:], *self.lines[first + 1:last],
+                 self.lines[last][:node.end_col_offset]]
+        return b"".join(parts).decode("utf-8")
+
+
+def py_argument(api: hpuabi.Api, source: Source, node: ast.expr, cls: Optional[str]) -> Tuple[str, Optional[str],
+                                                                                              Optional[str]]:
     """(source text, kind, the variable it names) of a Python argument; see the module's doc."""
-    text = ast.get_source_segment(source, node) or ast.dump(node)
+    text = source.segment(node) or ast.dump(node)
     var = node.id if isinstance(node, ast.Name) else None
     kind = None
     func = node.func if isinstance(node, ast.Call) else None
     fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
     if isinstance(node, ast.Attribute) and node.attr in ("handle", "_handle"):
         base = node.value
-        btext = ast.get_source_segment(source, base) or ""
+        btext = source.segment(base) or ""
         if isinstance(base, ast.Name):
             var = base.id
         if isinstance(base, ast.Name) and base.id == "self":
@@ -192,8 +211,8 @@ def py_argument(api: hpuabi.Api, source: str, node: ast.expr, cls: Optional[str]
         kind = "options"
     elif fname == "data_ptr":
         kind = "memory"
-    elif isinstance(node, ast.Attribute) and node.attr == "value" and "dtype" in (ast.get_source_segment(
-            source, node.value) or "").lower():
+    elif isinstance(node, ast.Attribute) and node.attr == "value" and "dtype" in (source.segment(node.value)
+                                                                                   or "").lower():
         kind = "dtype"
     elif isinstance(node, ast.Constant) and isinstance(node.value, float) or fname == "float":
         kind = "float"
@@ -203,8 +222,9 @@ def py_argument(api: hpuabi.Api, source: str, node: ast.expr, cls: Optional[str]
 
 
 def check_python(c: Checker, path: Path, rel: str) -> None:
-    source = path.read_text(encoding="utf-8")
-    tree = ast.parse(source, str(path))
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text, str(path))
+    source = Source(text)
     counted = set()
     classes = {}  # id(node) -> the innermost class it is in
     for cls in ast.walk(tree):
